@@ -1,0 +1,136 @@
+// The backward pass: Variable::backward().
+//
+// 1. Walk the graph from the output and order every Variable so that each one comes after
+//    all the Variables computed from it (a reverse topological order).
+// 2. Count, for each Variable, how many edges lead into it from the graph ("pending").
+// 3. Visit in that order. A Variable's gradient is complete when it is visited, so its
+//    hooks run and its node's backward formula turns it into gradients of the node's
+//    inputs, which are summed per input. Each delivered edge decrements the input's
+//    pending count; a leaf whose count reaches zero has its full gradient right then: it is
+//    added into grad() and its post-accumulate hooks fire, while the rest of the backward
+//    pass is still running. That early signal is what lets DDP overlap communication.
+#include <ostream>
+#include <unordered_map>
+
+#include "autograd/variable.h"
+#include "tensor/ops.h"
+
+namespace engine::autograd {
+namespace {
+
+using Impl = VariableImpl;
+
+// Post-order DFS without recursion (graphs can be thousands of nodes deep), reversed.
+std::vector<Impl*> reverse_topological_order(Impl* root) {
+  std::vector<Impl*> post;
+  std::unordered_map<Impl*, bool> visited;
+  std::vector<std::pair<Impl*, size_t>> stack{{root, 0}};
+  visited[root] = true;
+  while (!stack.empty()) {
+    auto& [v, next] = stack.back();
+    const auto* inputs = v->grad_fn ? &v->grad_fn->inputs : nullptr;
+    if (inputs && next < inputs->size()) {
+      Impl* in = (*inputs)[next++].get();
+      if (in && !visited[in]) {
+        visited[in] = true;
+        stack.push_back({in, 0});
+      }
+      continue;
+    }
+    post.push_back(v);
+    stack.pop_back();
+  }
+  return {post.rbegin(), post.rend()};
+}
+
+void run_hooks(Impl* v, const Tensor& grad) {
+  for (auto& [id, hook] : v->hooks) hook(grad);
+}
+
+// A leaf's gradient for this backward is complete: add it into .grad, then tell the hooks.
+void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
+  run_hooks(leaf.get(), grad);
+  if (!leaf->grad.defined()) {
+    leaf->grad = grad.clone();  // own the buffer: `grad` may be shared with other tensors
+  } else {
+    add_(leaf->grad, grad);
+  }
+  Variable handle(leaf);
+  for (auto& [id, hook] : leaf->post_hooks) hook(handle);
+}
+
+}  // namespace
+
+void Variable::backward(const Tensor& grad_in, bool retain_graph) const {
+  ENGINE_REQUIRE(impl_, "[backward] Variable is undefined");
+  ENGINE_REQUIRE(impl_->requires_grad, "[backward] this Variable does not require grad and has no graph; "
+                 "did you forget requires_grad=true on a parameter, or run the forward under NoGradGuard?");
+  Tensor seed = grad_in;
+  if (!seed.defined()) {
+    ENGINE_REQUIRE(impl_->data.numel() == 1, "[backward] a gradient can be implied only for a one-element output; "
+                   "this one has shape ", shape_str(impl_->data.shape()), ", so pass backward(grad)");
+    seed = ones_like(impl_->data);
+  }
+  ENGINE_REQUIRE(seed.shape() == impl_->data.shape(), "[backward] gradient of shape ", shape_str(seed.shape()),
+                 " does not match output of shape ", shape_str(impl_->data.shape()));
+
+  const std::vector<Impl*> order = reverse_topological_order(impl_.get());
+  std::unordered_map<Impl*, int> pending;
+  for (Impl* v : order)
+    if (v->grad_fn)
+      for (auto& in : v->grad_fn->inputs)
+        if (in) ++pending[in.get()];
+
+  std::unordered_map<Impl*, Tensor> grads{{impl_.get(), seed}};
+  auto deliver = [&](const std::shared_ptr<Impl>& to, const Tensor& g) {
+    if (g.defined()) {
+      auto it = grads.find(to.get());
+      if (it == grads.end()) grads.emplace(to.get(), g);
+      else it->second = it->second + g;
+    }
+    if (--pending[to.get()] == 0 && !to->grad_fn) {
+      auto it = grads.find(to.get());
+      if (it != grads.end()) {
+        finish_leaf(to, it->second);
+        grads.erase(it);
+      }
+    }
+  };
+
+  if (!impl_->grad_fn) {  // backward() called on a leaf itself
+    finish_leaf(impl_, seed);
+    return;
+  }
+  for (Impl* v : order) {
+    if (!v->grad_fn) continue;  // leaves are finished by `deliver`
+    Node& node = *v->grad_fn;
+    ENGINE_REQUIRE(!node.freed, "[backward] trying to backward through the graph a second time (at node '",
+                   node.name, "'); its saved tensors were freed after the first backward. "
+                   "Pass retain_graph=true to the first backward() if you need to run it twice.");
+    auto found = grads.find(v);
+    std::vector<Tensor> in_grads;
+    if (found != grads.end()) {
+      const Tensor g = found->second;
+      run_hooks(v, g);
+      if (v->retains_grad) v->grad = v->grad.defined() ? v->grad + g : g.clone();
+      std::vector<bool> needs(node.inputs.size());
+      for (size_t i = 0; i < needs.size(); ++i) needs[i] = node.inputs[i] != nullptr;
+      in_grads = node.backward(g, needs);
+      ENGINE_CHECK(in_grads.size() == node.inputs.size());
+      grads.erase(found);  // no longer needed: free it early
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const std::shared_ptr<Impl>& in = node.inputs[i];
+      if (!in) continue;
+      const Tensor g = i < in_grads.size() ? in_grads[i] : Tensor();
+      ENGINE_CHECK(!g.defined() || g.shape() == in->data.shape());
+      deliver(in, g);
+    }
+    if (!retain_graph) {
+      node.backward = nullptr;  // drops the saved tensors
+      node.freed = true;
+    }
+  }
+}
+
+}  // namespace engine::autograd

@@ -1,0 +1,128 @@
+// Variable: a Tensor that remembers how it was computed, so backward() can find gradients.
+//
+//   Variable w(randn({3, 2}), /*requires_grad=*/true);   // a leaf: a parameter
+//   Variable x(randn({4, 3}));                            // a constant input
+//   Variable loss = mean(relu(matmul(x, w)));             // the graph is recorded here
+//   loss.backward();                                      // d loss / d w lands in w.grad()
+//   w.register_post_accumulate_grad_hook([](Variable& p) { /* p.grad() is complete */ });
+//
+// Ops on Variables (ops.h in this folder) compute with the tensor ops and, when any input
+// requires grad and grad mode is on, record a Node holding the backward formula. A plain
+// Tensor converts to a constant Variable, so `x * mask` works for a Tensor mask.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace engine::autograd {
+
+struct Node;
+struct VariableImpl;
+class Variable;
+
+using TensorHook = std::function<void(const Tensor& grad)>;
+using PostAccumulateHook = std::function<void(Variable& leaf)>;
+
+class Variable {
+ public:
+  Variable() = default;
+  // Wraps `data` (shared, not copied). Only float32 tensors can require grad.
+  Variable(Tensor data, bool requires_grad = false);  // NOLINT: implicit on purpose
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& data() const;
+  // Replaces the values without touching the graph (what an optimizer step does).
+  void set_data(const Tensor& data);
+  const Shape& shape() const { return data().shape(); }
+  int64_t dim() const { return data().dim(); }
+  int64_t size(int64_t d) const { return data().size(d); }
+  int64_t numel() const { return data().numel(); }
+  double item() const { return data().item(); }
+
+  // ---- gradients
+  bool requires_grad() const;
+  Variable& set_requires_grad(bool requires_grad);  // leaves only
+  bool is_leaf() const;                             // made by the user, not by an op
+  // The accumulated gradient: defined for leaves after a backward reached them, and for
+  // non-leaves that called retain_grad().
+  const Tensor& grad() const;
+  Tensor& mutable_grad();
+  void set_grad(const Tensor& grad);
+  void zero_grad();  // drops the gradient (like PyTorch's set_to_none)
+  void retain_grad();
+  // The op that produced this Variable ("matmul", ...), or "" for a leaf.
+  std::string grad_fn_name() const;
+
+  // Runs backpropagation from this Variable. Without `grad`, it must hold one element and
+  // the seed gradient is 1. Gradients of leaves add into their grad(). The graph's saved
+  // tensors are freed afterwards unless retain_graph is true; a second backward through a
+  // freed graph throws an error saying so.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+
+  // A new leaf sharing this Variable's data, cut off from the graph.
+  Variable detach() const;
+
+  // Called once per backward with this Variable's total gradient, as soon as it is
+  // complete (for a leaf: just before it is added into grad()). Returns an id for removal.
+  int register_hook(TensorHook hook);
+  // Leaves only: called once per backward right after the gradient has been fully added
+  // into grad(). DistributedDataParallel starts its bucket all-reduces from here.
+  int register_post_accumulate_grad_hook(PostAccumulateHook hook);
+  void remove_hook(int id);
+
+  // Internal: the shared state, for the autograd engine and for ops.
+  const std::shared_ptr<VariableImpl>& impl() const { return impl_; }
+  explicit Variable(std::shared_ptr<VariableImpl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<VariableImpl> impl_;
+};
+
+// Records nothing while alive: for evaluation and for optimizer updates.
+//   { NoGradGuard no_grad; auto y = model(x); }
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool is_grad_enabled();
+
+std::ostream& operator<<(std::ostream& out, const Variable& v);
+
+// ---- the graph, for ops that record into it (see ops.cc for how ops use `record`).
+
+// Gradients of one node's inputs given its output's gradient; `needs[i]` says whether
+// input i wants one (an undefined Tensor is returned where it does not).
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const std::vector<bool>& needs)>;
+
+struct Node {
+  std::string name;
+  std::vector<std::shared_ptr<VariableImpl>> inputs;  // null where the input needs no grad
+  BackwardFn backward;                                // emptied when the graph is freed
+  bool freed = false;
+};
+
+struct VariableImpl {
+  Tensor data;
+  Tensor grad;
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  std::vector<std::pair<int, TensorHook>> hooks;
+  std::vector<std::pair<int, PostAccumulateHook>> post_hooks;
+};
+
+// Wraps an op's output: when grad mode is on and some input requires grad, the output
+// gets a Node named `name` with `backward`; otherwise it is a plain constant.
+Variable record(const char* name, Tensor output, const std::vector<Variable>& inputs, BackwardFn backward);
+
+}  // namespace engine::autograd

@@ -1,0 +1,104 @@
+// GEMM GFLOP/s: our gemm() against OpenBLAS cblas_sgemm, one thread each, side by side.
+//
+//   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bazel run //bench:gemm_bench
+//
+// For each shape the two run alternately (ours, OpenBLAS, ours, ...) for several rounds;
+// the table reports each one's median GFLOP/s and the median of the per-round ratios, which
+// is robust to the machine's background noise. A GEMM of M x K by K x N is 2*M*N*K flops.
+// Each shape is also checked: both results must agree to float rounding.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tensor/gemm.h"
+#include "tensor/random.h"
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" char* openblas_get_corename(void);
+
+namespace {
+
+struct Shape {
+  std::string label;
+  int64_t M, N, K;
+  bool trans_a, trans_b;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds per call of f, timing enough calls to fill ~`budget` seconds.
+template <class F>
+double time_call(F f, double budget) {
+  using clock = std::chrono::steady_clock;
+  f();  // warm caches and scratch buffers
+  int iters = 1;
+  while (true) {
+    auto t0 = clock::now();
+    for (int i = 0; i < iters; ++i) f();
+    double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    if (dt >= budget || iters >= (1 << 20)) return dt / iters;
+    iters = std::max(iters * 2, int(iters * budget / std::max(dt, 1e-9)));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
+  openblas_set_num_threads(1);
+  std::vector<Shape> shapes;
+  for (int64_t n : {64, 128, 256, 384, 512, 768, 1024}) shapes.push_back({"square", n, n, n, false, false});
+  // The MLP 784-256-256-10 at batch 64, as its Linear layers call matmul (y = x W^T):
+  shapes.push_back({"mlp fwd x@W1^T", 64, 256, 784, false, true});
+  shapes.push_back({"mlp fwd h@W2^T", 64, 256, 256, false, true});
+  shapes.push_back({"mlp bwd dW1=dY^T@x", 256, 784, 64, true, false});
+  shapes.push_back({"mlp bwd dX=dY@W2", 64, 256, 256, false, false});
+
+  std::printf("GEMM, 1 thread, ours (%s) vs OpenBLAS (%s), median of %d alternating rounds\n",
+              engine::gemm_kernel_name().c_str(), openblas_get_corename(), rounds);
+  std::printf("%-22s %6s %6s %6s %12s %12s %8s\n", "shape", "M", "N", "K", "ours GF/s", "blas GF/s", "ratio");
+  engine::Generator g(0);
+  for (const Shape& s : shapes) {
+    const int64_t lda = s.trans_a ? s.M : s.K, ldb = s.trans_b ? s.K : s.N;
+    std::vector<float> A(s.M * s.K), B(s.K * s.N), C(s.M * s.N), R(s.M * s.N);
+    for (float& x : A) x = g.normal();
+    for (float& x : B) x = g.normal();
+    const int64_t rsa = s.trans_a ? 1 : lda, csa = s.trans_a ? lda : 1;
+    const int64_t rsb = s.trans_b ? 1 : ldb, csb = s.trans_b ? ldb : 1;
+    auto ours = [&] { engine::gemm(s.M, s.N, s.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), s.N, 1, false); };
+    auto blas = [&] {
+      cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+                  int(s.M), int(s.N), int(s.K), 1.0f, A.data(), int(lda), B.data(), int(ldb), 0.0f, R.data(), int(s.N));
+    };
+    ours();
+    blas();
+    double worst = 0;
+    for (size_t i = 0; i < C.size(); ++i) worst = std::max(worst, double(std::fabs(C[i] - R[i])) / (1 + std::fabs(R[i])));
+    if (worst > 1e-3) {
+      std::printf("MISMATCH on %s: max relative difference %.3g\n", s.label.c_str(), worst);
+      return 1;
+    }
+    const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+    std::vector<double> g_ours, g_blas, ratio;
+    for (int r = 0; r < rounds; ++r) {
+      const double a = flops / time_call(ours, 0.05) / 1e9;
+      const double b = flops / time_call(blas, 0.05) / 1e9;
+      g_ours.push_back(a), g_blas.push_back(b), ratio.push_back(a / b);
+    }
+    std::printf("%-22s %6lld %6lld %6lld %12.1f %12.1f %8.2f\n", s.label.c_str(), (long long)s.M, (long long)s.N,
+                (long long)s.K, median(g_ours), median(g_blas), median(ratio));
+    std::printf("{\"bench\":\"gemm\",\"shape\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"ours_gflops\":%.2f,"
+                "\"openblas_gflops\":%.2f,\"ratio\":%.3f}\n",
+                s.label.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, median(g_ours), median(g_blas),
+                median(ratio));
+  }
+  return 0;
+}

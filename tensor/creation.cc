@@ -1,0 +1,79 @@
+// Creation functions declared in tensor.h.
+#include <cmath>
+
+#include "tensor/tensor.h"
+
+namespace engine {
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape) ENGINE_REQUIRE(d >= 0, "[empty] negative size in shape ", shape_str(shape));
+  auto storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(dtype), device);
+  return Tensor(storage, shape, contiguous_strides(shape), 0, dtype);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  if (device.is_cuda()) return full(shape, value, dtype).to(device);
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  ENGINE_REQUIRE(step != 0, "[arange] step must not be 0");
+  const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
+  Tensor t = empty({n}, dtype);
+  dispatch(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = T(start + double(i) * step);
+  });
+  return t;
+}
+
+Tensor rand(const Shape& shape, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = empty(shape);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = g.uniform();
+  return t;
+}
+
+Tensor randn(const Shape& shape, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = empty(shape);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = g.normal();
+  return t;
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen) {
+  Generator& g = gen ? *gen : default_generator();
+  Tensor t = empty(shape, DType::Int64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = g.randint(low, high);
+  return t;
+}
+
+namespace {
+template <class T>
+Tensor from_values(const std::vector<T>& values, Shape shape) {
+  if (shape.empty() && values.size() != 1) shape = {int64_t(values.size())};
+  ENGINE_REQUIRE(numel(shape) == int64_t(values.size()), "[from_vector] ", values.size(),
+                 " values do not fill shape ", shape_str(shape), " (", numel(shape), " elements)");
+  Tensor t = empty(shape, dtype_of<T>());
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+}  // namespace
+
+Tensor from_vector(const std::vector<float>& values, Shape shape) { return from_values(values, shape); }
+Tensor from_vector(const std::vector<int64_t>& values, Shape shape) { return from_values(values, shape); }
+Tensor tensor(std::initializer_list<float> values) { return from_values(std::vector<float>(values), {int64_t(values.size())}); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+}  // namespace engine

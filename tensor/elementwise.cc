@@ -1,0 +1,230 @@
+// Elementwise ops from ops.h. Each op is one line naming its formula; the loops that walk
+// any strides and broadcasts live in three helpers at the top.
+#include <cmath>
+
+#include "tensor/loops.h"
+#include "tensor/ops.h"
+
+namespace engine {
+namespace {
+
+void require_cpu(const char* op, const Tensor& t) {
+  ENGINE_REQUIRE(t.defined(), "[", op, "] got an undefined tensor");
+  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] has no CUDA implementation yet (tensor on ",
+                 t.device().str(), "); move it with .to(Device::cpu())");
+}
+
+void require_float(const char* op, const Tensor& t) {
+  ENGINE_REQUIRE(t.dtype() == DType::Float32, "[", op, "] needs a float32 tensor, got ", dtype_name(t.dtype()));
+}
+
+void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ",
+                 shape_str(a.shape()), " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
+}
+
+// out[i] = f(a[i]) for T in a's dtype, R the output type.
+template <class T, class R, class F>
+Tensor map1(const Tensor& a, F f) {
+  Tensor out = empty(a.shape(), dtype_of<R>());
+  R* o = out.data<R>();
+  const T* in = static_cast<const T*>(a.storage()->data());
+  if (a.is_contiguous()) {  // the common case: one flat, vectorisable loop
+    const T* p = in + a.offset();
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) o[i] = f(p[i]);
+    return out;
+  }
+  detail::for_each_offset<2>(a.shape(), {out.strides(), a.strides()}, {0, a.offset()},
+                             [&](const std::array<int64_t, 2>& k) { o[k[0]] = f(in[k[1]]); });
+  return out;
+}
+
+// out[i] = f(a[i], b[i]) after broadcasting a and b together.
+template <class T, class R, class F>
+Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = empty(shape, dtype_of<R>());
+  R* o = out.data<R>();
+  const T* pa = static_cast<const T*>(a.storage()->data());
+  const T* pb = static_cast<const T*>(b.storage()->data());
+  if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
+    pa += a.offset(), pb += b.offset();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(pa[i], pb[i]);
+    return out;
+  }
+  if (b.numel() == 1 && a.shape() == shape && a.is_contiguous()) {  // tensor op scalar
+    pa += a.offset();
+    const T s = pb[b.offset()];
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(pa[i], s);
+    return out;
+  }
+  detail::for_each_offset<3>(
+      shape, {out.strides(), detail::broadcast_strides(a.shape(), a.strides(), shape),
+              detail::broadcast_strides(b.shape(), b.strides(), shape)},
+      {0, a.offset(), b.offset()},
+      [&](const std::array<int64_t, 3>& k) { o[k[0]] = f(pa[k[1]], pb[k[2]]); });
+  return out;
+}
+
+// Arithmetic: same dtype in and out, for float32 and int64.
+template <class F>
+Tensor arith(const char* op, const Tensor& a, const Tensor& b, F f) {
+  require_cpu(op, a), require_cpu(op, b), require_same_dtype(op, a, b);
+  return dispatch(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return map2<T, T>(op, a, b, [&](T x, T y) { return T(f(x, y)); });
+  });
+}
+
+// Comparisons: float32 mask out.
+template <class F>
+Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f) {
+  require_cpu(op, a), require_cpu(op, b), require_same_dtype(op, a, b);
+  return dispatch(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return map2<T, float>(op, a, b, [&](T x, T y) { return f(x, y) ? 1.0f : 0.0f; });
+  });
+}
+
+// Float-only unary math.
+template <class F>
+Tensor unary_float(const char* op, const Tensor& a, F f) {
+  require_cpu(op, a), require_float(op, a);
+  return map1<float, float>(a, f);
+}
+
+// Unary ops that keep the dtype (neg, abs, relu, clamp).
+template <class F>
+Tensor unary_any(const char* op, const Tensor& a, F f) {
+  require_cpu(op, a);
+  return dispatch(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return map1<T, T>(a, [&](T x) { return T(f(x)); });
+  });
+}
+
+Tensor scalar_like(const Tensor& a, double s) { return scalar_tensor(s, a.dtype()); }
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return arith("add", a, b, [](auto x, auto y) { return x + y; }); }
+Tensor sub(const Tensor& a, const Tensor& b) { return arith("sub", a, b, [](auto x, auto y) { return x - y; }); }
+Tensor mul(const Tensor& a, const Tensor& b) { return arith("mul", a, b, [](auto x, auto y) { return x * y; }); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::Int64 && b.dtype() == DType::Int64) {
+    // Integer division by zero is undefined behaviour in C++; make it an error instead.
+    ENGINE_REQUIRE(min(abs(b)).item() != 0, "[div] int64 division by zero");
+  }
+  return arith("div", a, b, [](auto x, auto y) { return x / y; });
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  require_float("pow", a);
+  return arith("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return arith("maximum", a, b, [](auto x, auto y) { return x > y || x != x ? x : y; });  // NaN wins
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return arith("minimum", a, b, [](auto x, auto y) { return x < y || x != x ? x : y; });
+}
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  require_cpu("where", cond), require_cpu("where", a), require_cpu("where", b);
+  require_same_dtype("where", a, b);
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = empty(shape, a.dtype());
+  dispatch(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    dispatch(cond.dtype(), [&](auto czero) {
+      using C = decltype(czero);
+      T* o = out.data<T>();
+      const C* pc = static_cast<const C*>(cond.storage()->data());
+      const T* pa = static_cast<const T*>(a.storage()->data());
+      const T* pb = static_cast<const T*>(b.storage()->data());
+      detail::for_each_offset<4>(
+          shape, {out.strides(), detail::broadcast_strides(cond.shape(), cond.strides(), shape),
+                  detail::broadcast_strides(a.shape(), a.strides(), shape),
+                  detail::broadcast_strides(b.shape(), b.strides(), shape)},
+          {0, cond.offset(), a.offset(), b.offset()},
+          [&](const std::array<int64_t, 4>& k) { o[k[0]] = pc[k[1]] != C(0) ? pa[k[2]] : pb[k[3]]; });
+    });
+  });
+  return out;
+}
+
+Tensor neg(const Tensor& a) { return unary_any("neg", a, [](auto x) { return -x; }); }
+Tensor abs(const Tensor& a) { return unary_any("abs", a, [](auto x) { return x < 0 ? -x : x; }); }
+Tensor relu(const Tensor& a) { return unary_any("relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); }); }
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  ENGINE_REQUIRE(lo <= hi, "[clamp] lower bound ", lo, " exceeds upper bound ", hi);
+  return unary_any("clamp", a, [=](auto x) {
+    using T = decltype(x);
+    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+  });
+}
+Tensor exp(const Tensor& a) { return unary_float("exp", a, [](float x) { return std::exp(x); }); }
+Tensor log(const Tensor& a) { return unary_float("log", a, [](float x) { return std::log(x); }); }
+Tensor sqrt(const Tensor& a) { return unary_float("sqrt", a, [](float x) { return std::sqrt(x); }); }
+Tensor tanh(const Tensor& a) { return unary_float("tanh", a, [](float x) { return std::tanh(x); }); }
+Tensor pow(const Tensor& a, double e) {
+  if (e == 2) return unary_float("pow", a, [](float x) { return x * x; });
+  return unary_float("pow", a, [=](float x) { return std::pow(x, float(e)); });
+}
+Tensor sigmoid(const Tensor& a) {
+  // 1 / (1 + e^-x), written so that neither branch overflows: for x < 0 use e^x / (1 + e^x).
+  return unary_float("sigmoid", a, [](float x) {
+    if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
+    const float e = std::exp(x);
+    return e / (1.0f + e);
+  });
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double s) { return add(a, scalar_like(a, s)); }
+Tensor operator-(const Tensor& a, double s) { return sub(a, scalar_like(a, s)); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, scalar_like(a, s)); }
+Tensor operator/(const Tensor& a, double s) { return div(a, scalar_like(a, s)); }
+Tensor operator+(double s, const Tensor& a) { return add(scalar_like(a, s), a); }
+Tensor operator-(double s, const Tensor& a) { return sub(scalar_like(a, s), a); }
+Tensor operator*(double s, const Tensor& a) { return mul(scalar_like(a, s), a); }
+Tensor operator/(double s, const Tensor& a) { return div(scalar_like(a, s), a); }
+
+Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
+  require_cpu("add_", a), require_cpu("add_", b), require_same_dtype("add_", a, b);
+  ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
+                 shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
+  dispatch(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* pa = static_cast<T*>(a.storage()->data());
+    const T* pb = static_cast<const T*>(b.storage()->data());
+    const T s = T(alpha);
+    if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
+      T* x = pa + a.offset();
+      const T* y = pb + b.offset();
+      for (int64_t i = 0, n = a.numel(); i < n; ++i) x[i] += s * y[i];
+      return;
+    }
+    detail::for_each_offset<2>(a.shape(), {a.strides(), detail::broadcast_strides(b.shape(), b.strides(), a.shape())},
+                               {a.offset(), b.offset()},
+                               [&](const std::array<int64_t, 2>& k) { pa[k[0]] += s * pb[k[1]]; });
+  });
+  return a;
+}
+
+Tensor& mul_(Tensor& a, double s) {
+  require_cpu("mul_", a);
+  a.copy_(a * s);
+  return a;
+}
+
+}  // namespace engine

@@ -1,0 +1,202 @@
+// The CPU GEMM: cache blocking around a register-tiled micro-kernel (the scheme of Goto &
+// van de Geijn, "Anatomy of High-Performance Matrix Multiplication", 2008, as in BLIS).
+//
+// C (M x N) += A (M x K) · B (K x N) is cut into blocks so that each level of the memory
+// hierarchy holds the data reused most often at that level:
+//
+//   for jc in steps of NC over N:            B block  (KC x NC)  ~ L3 / memory stream
+//     for pc in steps of KC over K:          pack B(pc:pc+KC, jc:jc+NC) into Bp
+//       for ic in steps of MC over M:        pack A(ic:ic+MC, pc:pc+KC) into Ap  (stays in L2)
+//         for jr in steps of NR over NC:     one B micro-panel (KC x NR)        (stays in L1)
+//           for ir in steps of MR over MC:   one A micro-panel (MR x KC), streamed from L2
+//             micro-kernel: C(MR x NR) += Ap panel · Bp panel, accumulators in registers
+//
+// The micro-kernel keeps an MR x NR tile of C in vector registers for the whole KC loop, so
+// each loaded value of A is used NR times and each of B MR times: that ratio is what lets
+// the FMA units, not memory, set the speed. Packing copies each block once into the exact
+// order the micro-kernel reads (unit stride, zero-padded to whole tiles), which is also
+// what lets A and B have any strides: a transposed operand costs only a different packing
+// walk. Block sizes per kernel are in gemm_avx512.cc / gemm_avx2.cc, chosen for 32-48 KiB
+// L1 and 1-2 MiB L2 per core.
+#include "tensor/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/gemm_kernels.h"
+
+namespace engine {
+
+using detail::MicroKernel;
+
+void gemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa,
+                    const float* B, int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc,
+                    bool accumulate) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double s = accumulate ? C[i * rsc + j * csc] : 0.0;
+      for (int64_t k = 0; k < K; ++k) s += double(A[i * rsa + k * csa]) * double(B[k * rsb + j * csb]);
+      C[i * rsc + j * csc] = float(s);
+    }
+  }
+}
+
+namespace {
+
+// Packs rows [0, mc) x cols [0, kc) of A into MR-row micro-panels: panel p holds, for each
+// k, the MR values A[p*MR + 0 .. MR-1, k]. Rows past mc are zero so edge tiles need no branch.
+void pack_a(int mr, int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t csa, float* Ap) {
+  for (int64_t p = 0; p < mc; p += mr) {
+    const int64_t rows = std::min<int64_t>(mr, mc - p);
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = A + p * rsa + k * csa;
+      int64_t i = 0;
+      for (; i < rows; ++i) Ap[i] = src[i * rsa];
+      for (; i < mr; ++i) Ap[i] = 0.0f;
+      Ap += mr;
+    }
+  }
+}
+
+// Packs rows [0, kc) x cols [0, nc) of B into NR-column micro-panels: panel q holds, for
+// each k, the NR values B[k, q*NR + 0 .. NR-1]. Columns past nc are zero.
+void pack_b(int nr, int64_t kc, int64_t nc, const float* B, int64_t rsb, int64_t csb, float* Bp) {
+  for (int64_t q = 0; q < nc; q += nr) {
+    const int64_t cols = std::min<int64_t>(nr, nc - q);
+    if (rsb == 1 && csb != 1) {
+      // B stored transposed (each column contiguous): walk down columns so reads are
+      // sequential; the writes land in the panel, which fits in L1.
+      for (int64_t j = 0; j < nr; ++j) {
+        const float* src = B + (q + j) * csb;
+        for (int64_t k = 0; k < kc; ++k) Bp[k * nr + j] = j < cols ? src[k] : 0.0f;
+      }
+      Bp += kc * nr;
+      continue;
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = B + k * rsb + q * csb;
+      int64_t j = 0;
+      if (csb == 1) {
+        std::memcpy(Bp, src, size_t(cols) * sizeof(float));
+        j = cols;
+      } else {
+        for (; j < cols; ++j) Bp[j] = src[j * csb];
+      }
+      for (; j < nr; ++j) Bp[j] = 0.0f;
+      Bp += nr;
+    }
+  }
+}
+
+// A growable 64-byte-aligned scratch buffer, one per thread, reused across calls.
+float* scratch(std::vector<float>& buf, size_t floats) {
+  if (buf.size() < floats + 16) buf.resize(floats + 16);
+  auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<float*>((addr + 63) & ~uintptr_t(63));
+}
+
+const MicroKernel& pick_kernel(GemmKernel which) {
+  static const MicroKernel scalar = detail::scalar_micro_kernel();
+  static const MicroKernel avx2 = detail::avx2_micro_kernel();
+  static const MicroKernel avx512 = detail::avx512_micro_kernel();
+  switch (which) {
+    case GemmKernel::Scalar: return scalar;
+    case GemmKernel::Avx2: return avx2;
+    case GemmKernel::Avx512: return avx512;
+    case GemmKernel::Auto: break;
+  }
+  static const MicroKernel& best = gemm_kernel_supported(GemmKernel::Avx512) ? avx512
+                                   : gemm_kernel_supported(GemmKernel::Avx2) ? avx2 : scalar;
+  return best;
+}
+
+}  // namespace
+
+bool gemm_kernel_supported(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::Avx512: return __builtin_cpu_supports("avx512f");
+    case GemmKernel::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default: return true;
+  }
+}
+
+std::string gemm_kernel_name(GemmKernel kernel) { return pick_kernel(kernel).name; }
+
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
+          int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel which) {
+  ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=", M, " N=", N, " K=", K);
+  ENGINE_REQUIRE(gemm_kernel_supported(which), "[gemm] kernel ", pick_kernel(which).name,
+                 " is not supported by this CPU");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = 0, or C unchanged when accumulating
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = 0.0f;
+    return;
+  }
+  const MicroKernel& mk = pick_kernel(which);
+  const int MR = mk.mr, NR = mk.nr;
+  thread_local std::vector<float> a_buf, b_buf;
+  alignas(64) float tile[16 * 64];  // the largest MR x NR of any kernel
+  ENGINE_CHECK(MR * NR <= 16 * 64);
+
+  for (int64_t jc = 0; jc < N; jc += mk.nc) {
+    const int64_t nc = std::min<int64_t>(mk.nc, N - jc);
+    for (int64_t pc = 0; pc < K; pc += mk.kc) {
+      const int64_t kc = std::min<int64_t>(mk.kc, K - pc);
+      float* Bp = scratch(b_buf, size_t((nc + NR - 1) / NR * NR * kc));
+      pack_b(NR, kc, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+      // The first K block overwrites C (unless the caller accumulates); later ones add.
+      const bool acc = accumulate || pc > 0;
+      for (int64_t ic = 0; ic < M; ic += mk.mc) {
+        const int64_t mc = std::min<int64_t>(mk.mc, M - ic);
+        float* Ap = scratch(a_buf, size_t((mc + MR - 1) / MR * MR * kc));
+        pack_a(MR, mc, kc, A + ic * rsa + pc * csa, rsa, csa, Ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int64_t nr = std::min<int64_t>(NR, nc - jr);
+          const float* b_panel = Bp + jr * kc;
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t mr = std::min<int64_t>(MR, mc - ir);
+            const float* a_panel = Ap + ir * kc;
+            float* c = C + (ic + ir) * rsc + (jc + jr) * csc;
+            if (mr == MR && nr == NR && csc == 1) {
+              mk.run(kc, a_panel, b_panel, c, rsc, acc);
+              continue;
+            }
+            // Edge tile or strided C: compute the full tile aside, then copy its valid part.
+            mk.run(kc, a_panel, b_panel, tile, NR, false);
+            for (int64_t i = 0; i < mr; ++i)
+              for (int64_t j = 0; j < nr; ++j) {
+                float& dst = c[i * rsc + j * csc];
+                dst = acc ? dst + tile[i * NR + j] : tile[i * NR + j];
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The portable micro-kernel: plain C++ that any compiler can at least partly vectorise.
+
+namespace detail {
+namespace {
+constexpr int kScalarMR = 4, kScalarNR = 8;
+
+void scalar_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, bool accumulate) {
+  float acc[kScalarMR][kScalarNR] = {};
+  for (int64_t k = 0; k < kc; ++k, a += kScalarMR, b += kScalarNR)
+    for (int i = 0; i < kScalarMR; ++i)
+      for (int j = 0; j < kScalarNR; ++j) acc[i][j] += a[i] * b[j];
+  for (int i = 0; i < kScalarMR; ++i)
+    for (int j = 0; j < kScalarNR; ++j) c[i * rsc + j] = accumulate ? c[i * rsc + j] + acc[i][j] : acc[i][j];
+}
+}  // namespace
+
+MicroKernel scalar_micro_kernel() { return {"scalar 4x8", kScalarMR, kScalarNR, 256, 128, 2048, scalar_kernel}; }
+}  // namespace detail
+
+}  // namespace engine

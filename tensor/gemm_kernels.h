@@ -1,0 +1,27 @@
+// Internal to the GEMM: the micro-kernel interface each SIMD level implements.
+//
+// A micro-kernel computes one MR x NR tile of C from packed panels:
+//   c[i*rsc + j] (+)= sum_{k < kc} a[k*MR + i] * b[k*NR + j]     for i < MR, j < NR
+// `a` holds MR rows of A column by column (a "micro-panel"), `b` holds NR columns of B row
+// by row, both packed by gemm.cc so the kernel reads them with unit stride.
+#pragma once
+
+#include <cstdint>
+
+namespace engine::detail {
+
+using MicroKernelFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, bool accumulate);
+
+struct MicroKernel {
+  const char* name;
+  int mr, nr;  // tile size
+  // Cache blocking for this kernel (see gemm.cc): kc, mc, nc.
+  int kc, mc, nc;
+  MicroKernelFn run;
+};
+
+MicroKernel scalar_micro_kernel();
+MicroKernel avx2_micro_kernel();
+MicroKernel avx512_micro_kernel();
+
+}  // namespace engine::detail

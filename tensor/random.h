@@ -1,0 +1,45 @@
+// A small, seedable random generator (PCG32) with the distributions the engine needs.
+// The same seed gives the same numbers on every machine and compiler: nothing here uses
+// std::*_distribution, whose output the C++ standard leaves to each library.
+//
+//   Generator g(42);
+//   float u = g.uniform();          // in [0, 1)
+//   float n = g.normal();           // mean 0, std 1 (Box-Muller)
+//   int64_t k = g.randint(0, 10);   // in [0, 10)
+//   manual_seed(0);                 // reseeds default_generator()
+#pragma once
+
+#include <cstdint>
+
+namespace engine {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) { seed_with(seed); }
+  void seed_with(uint64_t seed);
+
+  uint32_t next_u32();
+  float uniform();                          // [0, 1), 24 random bits
+  float normal();                           // standard normal
+  int64_t randint(int64_t low, int64_t high);  // [low, high), unbiased
+
+  // The full state, so a checkpoint can save and restore a generator exactly.
+  struct State {
+    uint64_t state, inc;
+    bool has_spare;
+    float spare;
+  };
+  State get_state() const { return {state_, inc_, has_spare_, spare_}; }
+  void set_state(const State& s);
+
+ private:
+  uint64_t state_ = 0, inc_ = 1;
+  bool has_spare_ = false;  // Box-Muller makes normals in pairs; the second waits here
+  float spare_ = 0;
+};
+
+// The generator used when an op is not given one.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace engine

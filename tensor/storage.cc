@@ -1,0 +1,30 @@
+#include "tensor/storage.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "tensor/check.h"
+#include "tensor/cuda/runtime.h"
+
+namespace engine {
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (device.is_cuda()) {
+    data_ = cuda::device_malloc(nbytes, device.index);
+    return;
+  }
+  // aligned_alloc wants a size that is a multiple of the alignment; never ask for 0 bytes.
+  const size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded);
+  ENGINE_REQUIRE(data_ != nullptr, "[Storage] out of memory allocating ", nbytes, " bytes on cpu");
+}
+
+Storage::~Storage() {
+  if (device_.is_cuda()) {
+    cuda::device_free(data_, device_.index);
+  } else {
+    std::free(data_);
+  }
+}
+
+}  // namespace engine

@@ -1,0 +1,32 @@
+// A reference-counted block of memory on one device. Tensors share Storage: a view is a new
+// Tensor (shape, strides, offset) over the same Storage, so views never copy.
+//
+//   auto s = std::make_shared<Storage>(1024, Device::cpu());  // 1024 bytes, 64-byte aligned
+//   float* p = static_cast<float*>(s->data());
+#pragma once
+
+#include <cstddef>
+
+#include "tensor/device.h"
+
+namespace engine {
+
+class Storage {
+ public:
+  // Allocates `nbytes` on `device` (CPU memory is 64-byte aligned for SIMD).
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+}  // namespace engine

@@ -1,0 +1,327 @@
+#include "tensor/tensor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "tensor/cuda/runtime.h"
+#include "tensor/loops.h"
+
+namespace engine {
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, DType dtype)
+    : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)),
+      offset_(offset), dtype_(dtype) {
+  ENGINE_CHECK(shape_.size() == strides_.size());
+}
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+
+int64_t Tensor::size(int64_t d) const { return shape_[wrap_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (shape_[i] == 1) continue;  // a size-1 dim's stride never matters
+    if (strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+namespace {
+void require_cpu(const Tensor& t, const char* op) {
+  ENGINE_REQUIRE(t.defined(), "[", op, "] tensor is undefined");
+  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] needs a CPU tensor, got one on ", t.device().str(),
+                 "; use .to(Device::cpu()) first");
+}
+}  // namespace
+
+double Tensor::item() const {
+  ENGINE_REQUIRE(numel() == 1, "[item] needs a tensor with one element, got shape ", shape_str(shape_));
+  require_cpu(*this, "item");
+  return dispatch(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[0]); });
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  require_cpu(*this, "at");
+  ENGINE_REQUIRE(int64_t(index.size()) == dim(), "[at] got ", index.size(), " indices for a ", dim(),
+                 "-D tensor of shape ", shape_str(shape_));
+  int64_t off = 0, d = 0;
+  for (int64_t i : index) {
+    ENGINE_REQUIRE(i >= -shape_[d] && i < shape_[d], "[at] index ", i, " is out of range for dim ", d,
+                   " of size ", shape_[d]);
+    off += (i < 0 ? i + shape_[d] : i) * strides_[d];
+    ++d;
+  }
+  return dispatch(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[off]); });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  require_cpu(*this, "to_vector");
+  Tensor c = to(dtype_of<T>()).contiguous();
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+
+// ---------------------------------------------------------------------------------------
+// Views
+
+namespace {
+// Resolves one -1 in `shape` from the element count, and checks the count matches.
+Shape infer_shape(Shape shape, int64_t count, const Shape& from, const char* op) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      ENGINE_REQUIRE(infer < 0, "[", op, "] only one dim can be -1, got ", shape_str(shape));
+      infer = int64_t(i);
+    } else {
+      ENGINE_REQUIRE(shape[i] >= 0, "[", op, "] negative size in ", shape_str(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    ENGINE_REQUIRE(known != 0 && count % known == 0, "[", op, "] cannot infer -1 in ", shape_str(shape),
+                   " for ", count, " elements of shape ", shape_str(from));
+    shape[infer] = count / known;
+    known *= shape[infer];
+  }
+  ENGINE_REQUIRE(known == count, "[", op, "] shape ", shape_str(shape), " has ", known,
+                 " elements but the tensor of shape ", shape_str(from), " has ", count);
+  return shape;
+}
+
+// Strides for viewing (old_shape, old_strides) as new_shape without copying, if possible:
+// each run of old dims that is contiguous in memory can be re-split freely.
+bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& new_shape, Strides* out) {
+  Strides ns(new_shape.size());
+  if (numel(old_shape) == 0) {
+    *out = contiguous_strides(new_shape);
+    return true;
+  }
+  // Drop size-1 dims from the old layout; they carry no stride information.
+  Shape os;
+  Strides ost;
+  for (size_t i = 0; i < old_shape.size(); ++i)
+    if (old_shape[i] != 1) { os.push_back(old_shape[i]); ost.push_back(old_strides[i]); }
+  size_t oi = 0, ni = 0;
+  while (ni < new_shape.size()) {
+    if (new_shape[ni] == 1) { ns[ni++] = 1; continue; }
+    if (oi >= os.size()) return false;
+    // Take a chunk of old dims that is contiguous in memory...
+    size_t oj = oi;
+    int64_t chunk = os[oi];
+    while (oj + 1 < os.size() && os.size() && ost[oj] == ost[oj + 1] * os[oj + 1]) { ++oj; chunk *= os[oj]; }
+    // ...and split it into the next new dims, which must multiply to the same count.
+    int64_t stride = ost[oj], prod = 1;
+    std::vector<size_t> dims;
+    while (ni < new_shape.size() && prod < chunk) {
+      prod *= new_shape[ni];
+      dims.push_back(ni++);
+    }
+    if (prod != chunk) return false;
+    for (size_t k = dims.size(); k-- > 0;) { ns[dims[k]] = stride; stride *= new_shape[dims[k]]; }
+    while (ni < new_shape.size() && new_shape[ni] == 1) ns[ni++] = 1;
+    oi = oj + 1;
+  }
+  if (oi != os.size()) return false;
+  *out = ns;
+  return true;
+}
+}  // namespace
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape s = infer_shape(shape, numel(), shape_, "view");
+  Strides st;
+  ENGINE_REQUIRE(view_strides(shape_, strides_, s, &st), "[view] cannot view shape ", shape_str(shape_),
+                 " with strides ", shape_str(strides_), " as ", shape_str(s),
+                 " without copying; call reshape() or contiguous() first");
+  return Tensor(storage_, s, st, offset_, dtype_);
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  Shape s = infer_shape(shape, numel(), shape_, "reshape");
+  Strides st;
+  if (view_strides(shape_, strides_, s, &st)) return Tensor(storage_, s, st, offset_, dtype_);
+  return contiguous().view(s);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  std::vector<int64_t> dims(dim());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[wrap_dim(d0, dim(), "transpose")], dims[wrap_dim(d1, dim(), "transpose")]);
+  return permute(dims);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  ENGINE_REQUIRE(int64_t(dims.size()) == dim(), "[permute] got ", dims.size(), " dims for a ", dim(),
+                 "-D tensor of shape ", shape_str(shape_));
+  Shape s(dim());
+  Strides st(dim());
+  std::vector<bool> seen(dim(), false);
+  for (int64_t i = 0; i < dim(); ++i) {
+    const int64_t d = wrap_dim(dims[i], dim(), "permute");
+    ENGINE_REQUIRE(!seen[d], "[permute] dim ", d, " appears twice in ", shape_str(dims));
+    seen[d] = true;
+    s[i] = shape_[d];
+    st[i] = strides_[d];
+  }
+  return Tensor(storage_, s, st, offset_, dtype_);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d, dim(), "narrow");
+  ENGINE_REQUIRE(start >= 0 && length >= 0 && start + length <= shape_[d], "[narrow] range [", start, ", ",
+                 start + length, ") is outside dim ", d, " of size ", shape_[d], " in shape ", shape_str(shape_));
+  Shape s = shape_;
+  s[d] = length;
+  return Tensor(storage_, s, strides_, offset_ + start * strides_[d], dtype_);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  ENGINE_REQUIRE(step > 0, "[slice] step must be positive, got ", step);
+  const int64_t n = shape_[d];
+  // Python's rules: negative positions count from the end; out-of-range ones are clamped.
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape s = shape_;
+  Strides st = strides_;
+  s[d] = (end - start + step - 1) / step;
+  st[d] = strides_[d] * step;
+  return Tensor(storage_, s, st, offset_ + start * strides_[d], dtype_);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  ENGINE_REQUIRE(index >= -shape_[d] && index < shape_[d], "[select] index ", index,
+                 " is out of range for dim ", d, " of size ", shape_[d]);
+  if (index < 0) index += shape_[d];
+  Shape s = shape_;
+  Strides st = strides_;
+  s.erase(s.begin() + d);
+  st.erase(st.begin() + d);
+  return Tensor(storage_, s, st, offset_ + index * strides_[d], dtype_);
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  ENGINE_REQUIRE(shape.size() >= shape_.size(), "[expand] cannot expand shape ", shape_str(shape_), " to ",
+                 shape_str(shape), " (fewer dims)");
+  const size_t lead = shape.size() - shape_.size();
+  Shape s = shape;
+  Strides st(shape.size(), 0);
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    const int64_t want = shape[lead + i] == -1 ? shape_[i] : shape[lead + i];
+    ENGINE_REQUIRE(shape_[i] == want || shape_[i] == 1, "[expand] cannot expand shape ", shape_str(shape_),
+                   " to ", shape_str(shape), ": dim ", i, " has size ", shape_[i], ", not 1");
+    s[lead + i] = want;
+    st[lead + i] = shape_[i] == 1 && want != 1 ? 0 : strides_[i];
+  }
+  return Tensor(storage_, s, st, offset_, dtype_);
+}
+
+Tensor Tensor::squeeze() const {
+  Shape s;
+  Strides st;
+  for (int64_t i = 0; i < dim(); ++i)
+    if (shape_[i] != 1) { s.push_back(shape_[i]); st.push_back(strides_[i]); }
+  return Tensor(storage_, s, st, offset_, dtype_);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d, dim(), "squeeze");
+  if (shape_[d] != 1) return *this;
+  return select(d, 0);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape s = shape_;
+  Strides st = strides_;
+  const int64_t stride = d < dim() ? strides_[d] * shape_[d] : 1;
+  s.insert(s.begin() + d, 1);
+  st.insert(st.begin() + d, stride);
+  return Tensor(storage_, s, st, offset_, dtype_);
+}
+
+// ---------------------------------------------------------------------------------------
+// Copies
+
+Tensor Tensor::contiguous() const {
+  ENGINE_REQUIRE(defined(), "[contiguous] tensor is undefined");
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  ENGINE_REQUIRE(defined(), "[clone] tensor is undefined");
+  Tensor out = empty(shape_, dtype_, device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor out = empty(shape_, dtype, device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(Device device) const {
+  ENGINE_REQUIRE(defined(), "[to] tensor is undefined");
+  if (device == this->device()) return *this;
+  Tensor src = device.is_cuda() ? contiguous() : *this;
+  Tensor out = empty(shape_, dtype_, device);
+  const size_t bytes = size_t(numel()) * dtype_size(dtype_);
+  if (device.is_cuda() && src.device().is_cpu()) {
+    const char* from = static_cast<const char*>(src.storage()->data()) + size_t(src.offset()) * dtype_size(dtype_);
+    cuda::copy_host_to_device(out.storage()->data(), from, bytes, device.index);
+  } else if (device.is_cpu()) {
+    Tensor dense = src.is_contiguous() ? src : throw Error("[to] copying a non-contiguous CUDA tensor is not supported yet");
+    const size_t off_bytes = size_t(dense.offset()) * dtype_size(dtype_);
+    cuda::copy_device_to_host(out.storage()->data(), static_cast<char*>(dense.storage()->data()) + off_bytes,
+                              bytes, dense.device().index);
+  } else {
+    throw Error("[to] copies between two GPUs (" + this->device().str() + " -> " + device.str() +
+                ") are not supported yet");
+  }
+  return out;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  require_cpu(*this, "copy_");
+  require_cpu(src, "copy_");
+  Shape bs = broadcast_shapes(src.shape(), shape_, "copy_");
+  ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
+                 " does not broadcast to destination shape ", shape_str(shape_));
+  const Strides ss = detail::broadcast_strides(src.shape(), src.strides(), shape_);
+  dispatch(dtype_, [&](auto dz) {
+    using D = decltype(dz);
+    dispatch(src.dtype(), [&](auto sz) {
+      using S = decltype(sz);
+      D* d = static_cast<D*>(storage_->data());
+      const S* s = static_cast<const S*>(src.storage()->data());
+      detail::for_each_offset<2>(shape_, {strides_, ss}, {offset_, src.offset()},
+                                 [&](const std::array<int64_t, 2>& o) { d[o[0]] = D(s[o[1]]); });
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  require_cpu(*this, "fill_");
+  dispatch(dtype_, [&](auto zero) {
+    using T = decltype(zero);
+    T* d = static_cast<T*>(storage_->data());
+    const T v = T(value);
+    detail::for_each_offset<1>(shape_, {strides_}, {offset_}, [&](const std::array<int64_t, 1>& o) { d[o[0]] = v; });
+  });
+  return *this;
+}
+
+}  // namespace engine

@@ -1,0 +1,50 @@
+// matmul on tensors: hand values, batches with broadcasting, transposed operands read in
+// place, zero sizes, and the errors.
+#include "catch2/catch.hpp"
+#include "tensor/gemm.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using V = std::vector<float>;
+
+TEST_CASE("2-D matmul by hand") {
+  Tensor a = from_vector(V{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_vector(V{7, 8, 9, 10, 11, 12}, {3, 2});
+  REQUIRE(matmul(a, b).to_vector<float>() == V{58, 64, 139, 154});
+  // Transposed operands: (a^T)^T @ b == a @ b; the transposes are views.
+  REQUIRE(matmul(a.transpose(0, 1).transpose(0, 1), b).to_vector<float>() == V{58, 64, 139, 154});
+  REQUIRE(matmul(b.transpose(0, 1), a.transpose(0, 1)).to_vector<float>() == V{58, 139, 64, 154});
+}
+
+TEST_CASE("batched matmul broadcasts batch dims and matches per-batch products") {
+  Generator g(9);
+  Tensor a = randn({2, 1, 5, 7}, &g), b = randn({3, 7, 4}, &g);
+  Tensor c = matmul(a, b);
+  REQUIRE(c.shape() == Shape{2, 3, 5, 4});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      Tensor expect = matmul(a.select(0, i).select(0, 0), b.select(0, j));
+      Tensor got = c.select(0, i).select(0, j);
+      const V e = expect.to_vector<float>(), o = got.to_vector<float>();
+      for (size_t k = 0; k < e.size(); ++k) REQUIRE(o[k] == Approx(e[k]).epsilon(1e-5));
+    }
+  // A strided, sliced operand: every other row of a bigger matrix.
+  Tensor big = randn({10, 7}, &g);
+  Tensor rows = big.slice(0, 0, 10, 2);
+  Tensor expect = matmul(rows.contiguous(), b.select(0, 0));
+  const V e = expect.to_vector<float>(), o = matmul(rows, b.select(0, 0)).to_vector<float>();
+  for (size_t k = 0; k < e.size(); ++k) REQUIRE(o[k] == Approx(e[k]).epsilon(1e-5));
+}
+
+TEST_CASE("matmul with zero sizes") {
+  REQUIRE(matmul(zeros({0, 3}), zeros({3, 4})).shape() == Shape{0, 4});
+  REQUIRE(matmul(ones({2, 0}), ones({0, 4})).to_vector<float>() == V(8, 0.0f));
+}
+
+TEST_CASE("matmul errors show both shapes") {
+  REQUIRE_THROWS_WITH(matmul(zeros({2, 3}), zeros({4, 5})),
+                      Catch::Equals("[matmul] inner dimensions differ: (2,3) @ (4,5)"));
+  REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({3, 4})), Catch::Contains("[matmul] needs 2-D or batched operands"));
+  REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})), Catch::Contains("[matmul] shapes (2,) and (3,) do not broadcast"));
+  REQUIRE_THROWS_WITH(matmul(zeros({2, 2}, DType::Int64), zeros({2, 2})), Catch::Contains("[matmul] needs float32"));
+}

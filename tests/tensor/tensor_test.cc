@@ -1,0 +1,153 @@
+// Tensor basics: creation, views sharing storage, copies, element access, printing, errors.
+#include <sstream>
+
+#include "catch2/catch.hpp"
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+
+using namespace engine;
+using V = std::vector<float>;
+
+TEST_CASE("creation functions fill shape, dtype and values") {
+  Tensor z = zeros({2, 3});
+  REQUIRE(z.shape() == Shape{2, 3});
+  REQUIRE(z.strides() == Strides{3, 1});
+  REQUIRE(z.dtype() == DType::Float32);
+  REQUIRE(z.device() == Device::cpu());
+  REQUIRE(z.to_vector<float>() == V(6, 0.0f));
+  REQUIRE(ones({2}).to_vector<float>() == V{1, 1});
+  REQUIRE(full({3}, 2.5).to_vector<float>() == V{2.5, 2.5, 2.5});
+  REQUIRE(arange(0, 5).to_vector<float>() == V{0, 1, 2, 3, 4});
+  REQUIRE(arange(1, 2, 0.25).to_vector<float>() == V{1, 1.25, 1.5, 1.75});
+  REQUIRE(arange(0, 3, 1, DType::Int64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2});
+  REQUIRE(tensor({1, 2, 3}).shape() == Shape{3});
+  REQUIRE(from_vector(V{1, 2, 3, 4, 5, 6}, {2, 3}).at({1, 2}) == 6);
+  REQUIRE(scalar_tensor(4).dim() == 0);
+  REQUIRE(scalar_tensor(4).item() == 4);
+  REQUIRE(empty({0, 3}).numel() == 0);
+}
+
+TEST_CASE("random creation is seedable and in range") {
+  Generator g1(7), g2(7), g3(8);
+  REQUIRE(randn({100}, &g1).to_vector<float>() == randn({100}, &g2).to_vector<float>());
+  REQUIRE(randn({100}, &g1).to_vector<float>() != randn({100}, &g3).to_vector<float>());
+  const auto u = rand({10000}, &g1).to_vector<float>();
+  for (float x : u) REQUIRE((x >= 0 && x < 1));
+  const auto n = randn({20000}, &g1);
+  REQUIRE(mean(n).item() == Approx(0).margin(0.03));
+  REQUIRE(var(n).item() == Approx(1).margin(0.05));
+  const auto k = randint(-2, 3, {5000}, &g1);
+  REQUIRE(k.dtype() == DType::Int64);
+  REQUIRE(min(k).item() == -2);
+  REQUIRE(max(k).item() == 2);
+  manual_seed(3);
+  const auto a = randn({4}).to_vector<float>();
+  manual_seed(3);
+  REQUIRE(randn({4}).to_vector<float>() == a);
+  // The generator's state can be saved and restored exactly.
+  Generator g(5);
+  g.normal();
+  const auto state = g.get_state();
+  const float next = g.normal();
+  g.normal();
+  g.set_state(state);
+  REQUIRE(g.normal() == next);
+}
+
+TEST_CASE("views share storage and never copy") {
+  Tensor a = arange(0, 6).reshape({2, 3});
+  REQUIRE(a.is_contiguous());
+  Tensor t = a.transpose(0, 1);
+  REQUIRE(t.shape() == Shape{3, 2});
+  REQUIRE(t.strides() == Strides{1, 3});
+  REQUIRE_FALSE(t.is_contiguous());
+  REQUIRE(t.storage() == a.storage());
+  REQUIRE(t.to_vector<float>() == V{0, 3, 1, 4, 2, 5});
+
+  Tensor row = a.select(0, 1);
+  row.fill_(7);  // writes through to a
+  REQUIRE(a.to_vector<float>() == V{0, 1, 2, 7, 7, 7});
+  REQUIRE(a.select(1, -1).to_vector<float>() == V{2, 7});
+
+  Tensor p = arange(0, 24).reshape({2, 3, 4}).permute({2, 0, 1});
+  REQUIRE(p.shape() == Shape{4, 2, 3});
+  REQUIRE(p.at({1, 1, 2}) == 12 + 8 + 1);
+
+  Tensor n = arange(0, 10).narrow(0, 2, 3);
+  REQUIRE(n.to_vector<float>() == V{2, 3, 4});
+  REQUIRE(arange(0, 10).slice(0, 1, 8, 3).to_vector<float>() == V{1, 4, 7});
+  REQUIRE(arange(0, 10).slice(0, -3, 100).to_vector<float>() == V{7, 8, 9});
+
+  Tensor e = tensor({1, 2, 3}).unsqueeze(0).expand({2, 3});
+  REQUIRE(e.strides() == Strides{0, 1});
+  REQUIRE(e.to_vector<float>() == V{1, 2, 3, 1, 2, 3});
+  REQUIRE(tensor({1, 2}).reshape({2, 1}).expand({2, 3}).to_vector<float>() == V{1, 1, 1, 2, 2, 2});
+  REQUIRE(zeros({1, 3, 1}).squeeze().shape() == Shape{3});
+  REQUIRE(zeros({1, 3, 1}).squeeze(-1).shape() == Shape{1, 3});
+  REQUIRE(zeros({1, 3, 1}).squeeze(1).shape() == Shape{1, 3, 1});
+  REQUIRE(zeros({3}).unsqueeze(1).shape() == Shape{3, 1});
+  REQUIRE(zeros({2, 3, 4}).view({-1, 4}).shape() == Shape{6, 4});
+}
+
+TEST_CASE("reshape views when strides allow, copies otherwise; view refuses") {
+  Tensor a = arange(0, 12).reshape({3, 4});
+  REQUIRE(a.reshape({2, 6}).storage() == a.storage());
+  Tensor t = a.transpose(0, 1);  // (4,3), not contiguous
+  REQUIRE_THROWS_WITH(t.view({12}), Catch::Contains("[view] cannot view"));
+  Tensor r = t.reshape({12});
+  REQUIRE(r.storage() != a.storage());
+  REQUIRE(r.to_vector<float>() == V{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  // A slice of contiguous rows still views.
+  REQUIRE(arange(0, 24).reshape({4, 6}).narrow(0, 1, 2).view({12}).to_vector<float>()[0] == 6);
+  REQUIRE_THROWS_WITH(a.reshape({5, 2}), Catch::Contains("[reshape] shape (5,2) has 10 elements"));
+}
+
+TEST_CASE("contiguous, clone, copy_ and dtype conversion") {
+  Tensor a = arange(0, 6).reshape({2, 3});
+  Tensor t = a.transpose(0, 1).contiguous();
+  REQUIRE(t.is_contiguous());
+  REQUIRE(t.to_vector<float>() == V{0, 3, 1, 4, 2, 5});
+  REQUIRE(a.contiguous().storage() == a.storage());
+  REQUIRE(a.clone().storage() != a.storage());
+  Tensor dst = zeros({2, 3});
+  dst.copy_(tensor({1, 2, 3}));  // broadcast
+  REQUIRE(dst.to_vector<float>() == V{1, 2, 3, 1, 2, 3});
+  Tensor i = tensor({1.7f, -2.2f}).to(DType::Int64);
+  REQUIRE(i.to_vector<int64_t>() == std::vector<int64_t>{1, -2});
+  REQUIRE_THROWS_WITH(zeros({2}).copy_(zeros({3})), Catch::Contains("[copy_]"));
+}
+
+TEST_CASE("bad input names the op and the shapes") {
+  REQUIRE_THROWS_WITH(zeros({2, 3}).transpose(0, 2), Catch::Contains("[transpose] dim 2 is out of range"));
+  REQUIRE_THROWS_WITH(zeros({2, 3}).narrow(1, 2, 2), Catch::Contains("[narrow] range [2, 4) is outside dim 1"));
+  REQUIRE_THROWS_WITH(zeros({2, 3}).expand({4, 3, 2}), Catch::Contains("[expand] cannot expand shape (2,3)"));
+  REQUIRE_THROWS_WITH(zeros({2}).permute({0, 0}), Catch::Contains("[permute]"));
+  REQUIRE_THROWS_WITH(zeros({2, 2}).item(), Catch::Contains("[item] needs a tensor with one element, got shape (2,2)"));
+  REQUIRE_THROWS_WITH(zeros({2}).data<int64_t>(), Catch::Contains("holds float32, asked for int64"));
+  REQUIRE_THROWS_WITH(from_vector(V{1, 2, 3}, {2, 2}), Catch::Contains("3 values do not fill shape (2,2)"));
+  REQUIRE_THROWS_WITH(empty({-1}), Catch::Contains("[empty] negative size"));
+  REQUIRE_THROWS_WITH(Device::parse("gpu0"), Catch::Contains("cannot parse device \"gpu0\""));
+  REQUIRE(Device::parse("cuda:3") == Device::cuda(3));
+}
+
+TEST_CASE("printing shows values, shape, dtype and device, elided when large") {
+  std::ostringstream s;
+  s << arange(0, 6).reshape({2, 3});
+  REQUIRE(s.str() ==
+          "tensor([[0.0000, 1.0000, 2.0000],\n"
+          "        [3.0000, 4.0000, 5.0000]], shape=(2,3), dtype=float32, device=cpu)");
+  std::ostringstream i;
+  i << arange(-1, 2, 1, DType::Int64);
+  REQUIRE(i.str() == "tensor([-1,  0,  1], shape=(3,), dtype=int64, device=cpu)");
+  std::ostringstream big;
+  big << arange(0, 2000);
+  REQUIRE(big.str().find("...") != std::string::npos);
+  REQUIRE(big.str().find("1999.0000") != std::string::npos);
+  REQUIRE(big.str().find("1000.0000") == std::string::npos);
+  std::ostringstream sc;
+  sc << scalar_tensor(2);
+  REQUIRE(sc.str() == "tensor(2.0000, shape=(), dtype=float32, device=cpu)");
+  std::ostringstream e;
+  e << zeros({0, 2});
+  REQUIRE(e.str() == "tensor([], shape=(0,2), dtype=float32, device=cpu)");
+}

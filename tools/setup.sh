@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the engine needs to build and test, from Debian's archive only.
+# Idempotent: when everything is already there it checks and returns in about a second.
+#
+#   bash tools/setup.sh          # build + test dependencies (OpenBLAS only for bench/)
+#   bash tools/setup.sh --bench  # also OpenBLAS and PyTorch, the benchmark peers
+set -euo pipefail
+
+packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev zlib1g-dev g++ libopenblas-dev)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(libopenblas0-pthread python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query is fast and needs no package lists; "install ok installed" means present.
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2
