@@ -65,9 +65,15 @@ void pack_a(int mr, int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t
 void pack_b(int nr, int64_t kc, int64_t nc, const float* B, int64_t rsb, int64_t csb, float* Bp) {
   for (int64_t q = 0; q < nc; q += nr) {
     const int64_t cols = std::min<int64_t>(nr, nc - q);
+    if (rsb == 1 && csb != 1 && nr % 8 == 0 && gemm_kernel_supported(GemmKernel::Avx2)) {
+      // B stored transposed (each column contiguous): transpose 8x8 blocks in registers.
+      detail::pack_b_columns_avx2(nr, kc, cols, B + q * csb, csb, Bp);
+      Bp += kc * nr;
+      continue;
+    }
     if (rsb == 1 && csb != 1) {
-      // B stored transposed (each column contiguous): walk down columns so reads are
-      // sequential; the writes land in the panel, which fits in L1.
+      // The same without AVX2: walk down columns so reads are sequential; the writes land
+      // in the panel, which fits in L1.
       for (int64_t j = 0; j < nr; ++j) {
         const float* src = B + (q + j) * csb;
         for (int64_t k = 0; k < kc; ++k) Bp[k * nr + j] = j < cols ? src[k] : 0.0f;

@@ -47,3 +47,43 @@ __attribute__((target("avx2,fma"))) void avx2_kernel(int64_t kc, const float* a,
 MicroKernel avx2_micro_kernel() { return {"avx2 6x16", kMR, kNR, 256, 120, 4096, avx2_kernel}; }
 
 }  // namespace engine::detail
+
+namespace engine::detail {
+
+// Packs one NR-column panel of B when B's columns are contiguous (B = W^T for a row-major
+// W, as in y = x W^T): element (k, j) is at src[j * ld + k]. Reading 8 columns x 8 k at a
+// time and transposing the 8x8 block in registers turns 64 scattered stores into 8 vector
+// stores. Columns past `cols` and the k remainder take the plain scalar path.
+__attribute__((target("avx2"))) void pack_b_columns_avx2(int nr, int64_t kc, int64_t cols, const float* src,
+                                                          int64_t ld, float* Bp) {
+  int64_t j0 = 0;
+  for (; j0 + 8 <= cols; j0 += 8) {
+    int64_t k0 = 0;
+    for (; k0 + 8 <= kc; k0 += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (j0 + j) * ld + k0);
+      // 8x8 transpose: interleave pairs, then quads, then swap 128-bit halves.
+      __m256 t[8], u[8];
+      for (int j = 0; j < 8; j += 2) {
+        t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+        t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+      }
+      for (int j = 0; j < 8; j += 4) {
+        u[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      for (int k = 0; k < 4; ++k) {
+        _mm256_storeu_ps(Bp + (k0 + k) * nr + j0, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(Bp + (k0 + k + 4) * nr + j0, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+      }
+    }
+    for (; k0 < kc; ++k0)
+      for (int j = 0; j < 8; ++j) Bp[k0 * nr + j0 + j] = src[(j0 + j) * ld + k0];
+  }
+  for (int64_t j = j0; j < nr; ++j)
+    for (int64_t k = 0; k < kc; ++k) Bp[k * nr + j] = j < cols ? src[j * ld + k] : 0.0f;
+}
+
+}  // namespace engine::detail

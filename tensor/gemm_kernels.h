@@ -24,4 +24,8 @@ MicroKernel scalar_micro_kernel();
 MicroKernel avx2_micro_kernel();
 MicroKernel avx512_micro_kernel();
 
+// Packs kc x nr of B whose columns are contiguous (element (k, j) at src[j*ld + k]) into
+// the micro-panel layout, transposing 8x8 blocks with AVX2. Needs an AVX2 CPU.
+void pack_b_columns_avx2(int nr, int64_t kc, int64_t cols, const float* src, int64_t ld, float* Bp);
+
 }  // namespace engine::detail
