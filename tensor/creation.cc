@@ -35,28 +35,30 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
-Tensor rand(const Shape& shape, Generator* gen) {
+namespace {
+// A tensor of `shape` whose elements are successive draws of `draw(generator)`, in
+// row-major order, from `gen` or the default generator.
+template <class T, class Draw>
+Tensor draw_each(const Shape& shape, Generator* gen, Draw draw) {
   Generator& g = gen ? *gen : default_generator();
-  Tensor t = empty(shape);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = g.uniform();
+  Tensor t = empty(shape, dtype_of<T>());
+  T* p = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = draw(g);
   return t;
+}
+}  // namespace
+
+Tensor rand(const Shape& shape, Generator* gen) {
+  return draw_each<float>(shape, gen, [](Generator& g) { return g.uniform(); });
 }
 
 Tensor randn(const Shape& shape, Generator* gen) {
-  Generator& g = gen ? *gen : default_generator();
-  Tensor t = empty(shape);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = g.normal();
-  return t;
+  return draw_each<float>(shape, gen, [](Generator& g) { return g.normal(); });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen) {
-  Generator& g = gen ? *gen : default_generator();
-  Tensor t = empty(shape, DType::Int64);
-  int64_t* p = t.data<int64_t>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = g.randint(low, high);
-  return t;
+  ENGINE_REQUIRE(high > low, "[randint] empty range [", low, ", ", high, ")");
+  return draw_each<int64_t>(shape, gen, [=](Generator& g) { return g.randint(low, high); });
 }
 
 namespace {
