@@ -64,7 +64,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen) {
 namespace {
 template <class T>
 Tensor from_values(const std::vector<T>& values, Shape shape) {
-  if (shape.empty() && values.size() != 1) shape = {int64_t(values.size())};
+  if (shape.empty()) shape = {int64_t(values.size())};  // 1-D by default; scalar_tensor() makes 0-D
   ENGINE_REQUIRE(numel(shape) == int64_t(values.size()), "[from_vector] ", values.size(),
                  " values do not fill shape ", shape_str(shape), " (", numel(shape), " elements)");
   Tensor t = empty(shape, dtype_of<T>());

@@ -1,0 +1,42 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "tensor/ops.h"
+
+namespace engine::nn {
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen) : in_features(in), out_features(out) {
+  ENGINE_REQUIRE(in > 0 && out > 0, "[Linear] sizes must be positive, got in_features=", in, " out_features=", out);
+  const double k = 1.0 / std::sqrt(double(in));
+  weight = register_parameter("weight", rand({out, in}, gen) * (2 * k) - k);
+  if (with_bias) bias = register_parameter("bias", rand({out}, gen) * (2 * k) - k);
+}
+
+Variable Linear::forward(const Variable& x) {
+  ENGINE_REQUIRE(x.dim() >= 1 && x.size(-1) == in_features, "[Linear] expects input with last dim ", in_features,
+                 ", got shape ", shape_str(x.shape()));
+  // y = x W^T + b; the transpose is a view that the GEMM reads in place.
+  Variable y = autograd::matmul(x, autograd::transpose(weight, 0, 1));
+  return bias.defined() ? y + bias : y;
+}
+
+Variable Flatten::forward(const Variable& x) {
+  ENGINE_REQUIRE(x.dim() >= 1, "[Flatten] needs at least 1 dim, got a scalar");
+  return autograd::reshape(x, {x.size(0), -1});
+}
+
+Sequential::Sequential(const std::vector<ModulePtr>& layers) : layers_(layers) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    ENGINE_REQUIRE(layers[i] != nullptr, "[Sequential] layer ", i, " is null");
+    register_module(std::to_string(i), layers[i]);
+  }
+}
+
+Variable Sequential::forward(const Variable& x) {
+  Variable h = x;
+  for (auto& layer : layers_) h = (*layer)(h);
+  return h;
+}
+
+}  // namespace engine::nn

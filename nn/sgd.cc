@@ -1,0 +1,42 @@
+#include "nn/sgd.h"
+
+#include "tensor/ops.h"
+
+namespace engine::nn {
+
+SGD::SGD(std::vector<autograd::Variable> params, SGDOptions options)
+    : params_(std::move(params)), buffers_(params_.size()), options_(options) {
+  ENGINE_REQUIRE(options.lr >= 0, "[SGD] learning rate must be >= 0, got ", options.lr);
+  ENGINE_REQUIRE(options.momentum >= 0, "[SGD] momentum must be >= 0, got ", options.momentum);
+  ENGINE_REQUIRE(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+                 "[SGD] Nesterov momentum needs momentum > 0 and dampening = 0");
+  for (size_t i = 0; i < params_.size(); ++i)
+    ENGINE_REQUIRE(params_[i].requires_grad(), "[SGD] parameter ", i, " does not require grad");
+}
+
+void SGD::step() {
+  const SGDOptions& o = options_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor p = params_[i].data();
+    const Tensor& grad = params_[i].grad();
+    if (!grad.defined()) continue;  // no gradient this step: leave it alone, as PyTorch does
+    Tensor g = o.weight_decay != 0 ? grad + p * o.weight_decay : grad;
+    if (o.momentum != 0) {
+      Tensor& buf = buffers_[i];
+      if (!buf.defined()) {
+        buf = g.clone();
+      } else {
+        mul_(buf, o.momentum);
+        add_(buf, g, 1 - o.dampening);
+      }
+      g = o.nesterov ? g + buf * o.momentum : buf;
+    }
+    add_(p, g, -o.lr);
+  }
+}
+
+void SGD::zero_grad() {
+  for (auto& p : params_) p.zero_grad();
+}
+
+}  // namespace engine::nn

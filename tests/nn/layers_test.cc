@@ -1,0 +1,79 @@
+// Layers and losses: hand-computed forwards, finite-difference backwards, PyTorch's init.
+#include <cmath>
+
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "tests/testing/gradcheck.h"
+
+using namespace engine;
+using namespace engine::nn;
+using engine::testing::check_gradients;
+using Vs = std::vector<Variable>;
+using V = std::vector<float>;
+
+TEST_CASE("Linear computes x W^T + b") {
+  Linear fc(3, 2);
+  fc.weight.set_data(from_vector(V{1, 2, 3, 4, 5, 6}, {2, 3}));
+  fc.bias.set_data(tensor({10, 20}));
+  Variable y = fc(Variable(from_vector(V{1, 0, -1, 2, 1, 0}, {2, 3})));
+  // row 0: [1-3, 4-6] + b = [8, 18]; row 1: [2+2, 8+5] + b = [14, 33]
+  REQUIRE(y.data().to_vector<float>() == V{8, 18, 14, 33});
+  REQUIRE_THROWS_WITH(fc(Variable(zeros({2, 4}))), Catch::Contains("[Linear] expects input with last dim 3, got shape (2,4)"));
+}
+
+TEST_CASE("Linear starts where PyTorch's would: U(-1/sqrt(in), 1/sqrt(in))") {
+  Generator g(0);
+  Linear fc(400, 300, true, &g);
+  const double k = 1.0 / 20.0;
+  REQUIRE(max(abs(fc.weight.data())).item() <= k);
+  REQUIRE(max(abs(fc.bias.data())).item() <= k);
+  // A uniform on [-k, k] has variance k^2 / 3.
+  REQUIRE(var(fc.weight.data()).item() == Approx(k * k / 3).epsilon(0.02));
+  REQUIRE(fc.weight.shape() == Shape{300, 400});
+  REQUIRE_FALSE(Linear(3, 2, false).bias.defined());
+}
+
+TEST_CASE("Linear's gradients match finite differences") {
+  check_gradients("linear",
+                  [](const Vs& v) {
+                    Linear fc(4, 3);
+                    fc.weight = v[1];
+                    fc.bias = v[2];
+                    return fc(v[0]);
+                  },
+                  {randn({5, 4}), randn({3, 4}), randn({3})});
+}
+
+TEST_CASE("cross_entropy by hand, and its gradient") {
+  // Equal logits over 2 classes: -log(1/2) = log 2.
+  REQUIRE(cross_entropy(Variable(zeros({1, 2})), from_vector(std::vector<int64_t>{0})).item() == Approx(std::log(2.0)));
+  // logits [1, 2, 3], target 2: lse = 3 + log(e^-2 + e^-1 + 1) and loss = lse - 3.
+  const double expect = std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0);
+  REQUIRE(cross_entropy(Variable(from_vector(V{1, 2, 3}, {1, 3})), from_vector(std::vector<int64_t>{2})).item() ==
+          Approx(expect));
+  // Large logits stay finite (the max is subtracted before exp).
+  REQUIRE(std::isfinite(cross_entropy(Variable(from_vector(V{1000, -1000}, {1, 2})), from_vector(std::vector<int64_t>{1})).item()));
+  const Tensor targets = from_vector(std::vector<int64_t>{0, 3, 1, 3});
+  check_gradients("cross_entropy", [targets](const Vs& v) { return cross_entropy(v[0], targets); }, {randn({4, 5})});
+  check_gradients("log_softmax", [](const Vs& v) { return log_softmax(v[0]); }, {randn({3, 4})});
+  // cross_entropy equals the composite -mean(sum(log_softmax * one_hot)).
+  const Tensor x = randn({4, 5});
+  const Tensor one_hot = eq(targets.unsqueeze(1), arange(0, 5, 1, DType::Int64));
+  const double composite = -mean(sum(log_softmax(Variable(x)).data() * one_hot, {1})).item();
+  REQUIRE(cross_entropy(Variable(x), targets).item() == Approx(composite).epsilon(1e-5));
+}
+
+TEST_CASE("cross_entropy rejects bad targets, naming them") {
+  Variable logits(zeros({2, 3}));
+  REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0, 3})),
+                      Catch::Contains("[cross_entropy] target 3 at index 1 is out of range for 3 classes"));
+  REQUIRE_THROWS_WITH(cross_entropy(logits, tensor({0, 1})), Catch::Contains("targets must be int64"));
+  REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0})), Catch::Contains("do not match logits"));
+}
+
+TEST_CASE("mse_loss, ReLU and Flatten") {
+  REQUIRE(mse_loss(Variable(tensor({1, 2})), Variable(tensor({3, 2}))).item() == 2);
+  check_gradients("mse", [](const Vs& v) { return mse_loss(v[0], v[1]); }, {randn({3, 2}), randn({3, 2})});
+  REQUIRE(ReLU()(Variable(tensor({-1, 2}))).data().to_vector<float>() == V{0, 2});
+  REQUIRE(Flatten()(Variable(zeros({2, 3, 4}))).shape() == Shape{2, 12});
+}
