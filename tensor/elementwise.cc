@@ -1,5 +1,6 @@
 // Elementwise ops from ops.h. Each op is one line naming its formula; the loops that walk
 // any strides and broadcasts live in three helpers at the top.
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/loops.h"
@@ -39,6 +40,16 @@ Tensor map1(const Tensor& a, F f) {
   return out;
 }
 
+// True when `b` (ignoring its leading 1s) equals the trailing dims of `shape`, so that
+// broadcasting b over shape just repeats it whole.
+bool trailing_match(const Shape& shape, const Shape& b) {
+  size_t lead = 0;
+  while (lead < b.size() && b[lead] == 1) ++lead;
+  const size_t n = b.size() - lead;
+  if (n > shape.size()) return false;
+  return std::equal(b.begin() + lead, b.end(), shape.end() - n);
+}
+
 // out[i] = f(a[i], b[i]) after broadcasting a and b together.
 template <class T, class R, class F>
 Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
@@ -56,6 +67,15 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
     pa += a.offset();
     const T s = pb[b.offset()];
     for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(pa[i], s);
+    return out;
+  }
+  if (a.shape() == shape && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 &&
+      numel(shape) % b.numel() == 0 && trailing_match(shape, b.shape())) {
+    // b repeats along the leading dims of a (a bias added to every row, or a scalar).
+    pa += a.offset(), pb += b.offset();
+    const int64_t inner = b.numel(), outer = out.numel() / std::max<int64_t>(inner, 1);
+    for (int64_t r = 0; r < outer; ++r, pa += inner, o += inner)
+      for (int64_t j = 0; j < inner; ++j) o[j] = f(pa[j], pb[j]);
     return out;
   }
   detail::for_each_offset<3>(
@@ -223,7 +243,12 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 
 Tensor& mul_(Tensor& a, double s) {
   require_cpu("mul_", a);
-  a.copy_(a * s);
+  dispatch(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(a.storage()->data());
+    const T k = T(s);
+    detail::for_each_offset<1>(a.shape(), {a.strides()}, {a.offset()}, [&](const std::array<int64_t, 1>& o) { p[o[0]] *= k; });
+  });
   return a;
 }
 

@@ -85,7 +85,50 @@ Tensor extreme(const char* op, const Tensor& a, const std::vector<int64_t>& dims
 
 }  // namespace
 
+namespace {
+// Fast path for a float sum over the leading dims of a contiguous tensor (the bias
+// gradient: sum over the batch): add whole rows into a double accumulator, no transpose.
+bool is_leading_prefix(const std::vector<int64_t>& dims, int64_t ndim) {
+  if (dims.empty() || int64_t(dims.size()) >= ndim) return false;
+  std::vector<bool> seen(ndim, false);
+  for (int64_t d : dims) {
+    if (d < -ndim || d >= ndim) return false;
+    const int64_t w = d < 0 ? d + ndim : d;
+    if (seen[w]) return false;
+    seen[w] = true;
+  }
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (!seen[i]) return false;
+  return true;
+}
+
+Tensor sum_leading(const Tensor& a, size_t count, bool keepdim) {
+  Shape out_shape;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (size_t(d) < count) {
+      outer *= a.size(d);
+      if (keepdim) out_shape.push_back(1);
+    } else {
+      inner *= a.size(d);
+      out_shape.push_back(a.size(d));
+    }
+  }
+  std::vector<double> acc(size_t(inner), 0.0);
+  const float* x = a.data<float>();
+  for (int64_t r = 0; r < outer; ++r, x += inner)
+    for (int64_t j = 0; j < inner; ++j) acc[j] += x[j];
+  Tensor out = empty(out_shape);
+  float* o = out.data<float>();
+  for (int64_t j = 0; j < inner; ++j) o[j] = float(acc[j]);
+  return out;
+}
+}  // namespace
+
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (a.defined() && a.device().is_cpu() && a.dtype() == DType::Float32 && a.is_contiguous() &&
+      is_leading_prefix(dims, a.dim()))
+    return sum_leading(a, dims.size(), keepdim);
   Plan p = plan_reduction("sum", a, dims, keepdim);
   if (a.dtype() == DType::Int64) {
     return reduce_runs<int64_t, int64_t>(p, [](const int64_t* x, int64_t n) {

@@ -82,6 +82,11 @@ TEST_CASE("broadcasting follows NumPy's rule") {
   require_close(s, {11, 21, 31, 12, 22, 32});
   require_close(zeros({2, 1, 3}) + tensor({1, 2}).reshape({2, 1}), {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2});
   REQUIRE((zeros({4, 1, 5}) * zeros({3, 1})).shape() == Shape{4, 3, 5});
+  // A row repeated over the leading dims (the bias-add path), with and without leading 1s.
+  Tensor m = arange(0, 6).reshape({2, 3});
+  require_close(m + row, {10, 21, 32, 13, 24, 35});
+  require_close(m - row.reshape({1, 3}), {-10, -19, -28, -7, -16, -25});
+  require_close(arange(0, 12).reshape({2, 2, 3}) * m, {0, 1, 4, 9, 16, 25, 0, 7, 16, 27, 40, 55});
   require_close(where(tensor({1, 0}).reshape({2, 1}), row, scalar_tensor(-1)), {10, 20, 30, -1, -1, -1});
   REQUIRE_THROWS_WITH(zeros({2, 3}) + zeros({4}),
                       Catch::Contains("[add] shapes (2,3) and (4,) do not broadcast: dim 1 is 3 vs 4"));
@@ -134,6 +139,9 @@ TEST_CASE("reductions over all elements and given dims, with keepdim") {
   REQUIRE(sum(a).item() == 21);
   REQUIRE(sum(a).dim() == 0);
   require_close(sum(a, {0}), {5, 7, 9});
+  require_close(sum(arange(0, 12).reshape({2, 2, 3}), {0, 1}), {18, 22, 26});   // leading dims
+  REQUIRE(sum(arange(0, 12).reshape({2, 2, 3}), {1, 0}, true).shape() == Shape{1, 1, 3});
+  require_close(sum(arange(0, 12).reshape({2, 2, 3}), {0, 2}), {24, 42});      // not a prefix
   require_close(sum(a, {1}), {9, 12});
   REQUIRE(sum(a, {1}, true).shape() == Shape{2, 1});
   REQUIRE(sum(a, {0, 1}, true).shape() == Shape{1, 1});

@@ -1,0 +1,61 @@
+// One training step of the MLP 784-256-256-10 (SGD momentum 0.9, cross-entropy, random
+// data, one thread): the same workload as ../shared/reference/torch_mlp_step.py, printed
+// as the same JSON line so bench/train_step.py can set the two side by side.
+//
+//   bazel run //bench:train_step -- --batch 64
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+
+using namespace engine;
+using namespace engine::nn;
+
+int main(int argc, char** argv) {
+  int64_t batch = 64;
+  int steps = 200, rounds = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--batch") batch = std::atoll(argv[i + 1]);
+    else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
+    else if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "train_step: unknown flag %s (expected --batch, --steps, --rounds)\n", argv[i]);
+      return 2;
+    }
+  }
+  manual_seed(0);
+  Sequential model({std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
+                    std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
+  SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  const Tensor x = randn({batch, 784});
+  const Tensor y = randint(0, 10, {batch});
+  auto step = [&] {
+    opt.zero_grad();
+    cross_entropy(model(Variable(x)), y).backward();
+    opt.step();
+  };
+  for (int i = 0; i < 20; ++i) step();
+  std::vector<double> times;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
+  }
+  std::sort(times.begin(), times.end());
+  const double s = times[times.size() / 2];
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "
+              "\"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
+              (long long)batch, s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+  return 0;
+}

@@ -1,0 +1,68 @@
+"""Our MLP training step against PyTorch's, side by side, alternating, one thread each.
+
+    bash tools/setup.sh --bench && bazel build //bench:train_step
+    /usr/bin/python3 bench/train_step.py --rounds 7
+
+Each round runs bazel-bin/bench/train_step, then ../shared/reference/torch_mlp_step.py,
+for each batch size (order alternating between rounds); each prints its median step time
+over its own timed rounds. Reported: the medians, and the median of the per-round ratios
+of samples/s (ours / PyTorch's), and peak resident memory of both processes.
+"""
+import argparse, json, os, resource, statistics, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run(cmd):
+    """Runs one benchmark process; returns its JSON line and its peak RSS in MB."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    line = [l for l in out.splitlines() if l.startswith("{")][-1]
+    # ru_maxrss of children is the max over all finished children: only a rise is this one's.
+    return json.loads(line), peak / 1024.0 if peak > before else None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--batches", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "reference", "torch_mlp_step.py"))
+    a = p.parse_args()
+    ours_bin = os.path.join(ROOT, "bazel-bin", "bench", "train_step")
+    if not os.path.exists(ours_bin):
+        sys.exit("train_step.py: build it first: bazel build //bench:train_step")
+    if not os.path.exists(a.reference):
+        sys.exit("train_step.py: PyTorch reference not found at " + a.reference)
+    rows = []
+    for batch in a.batches:
+        ours_sps, torch_sps, ratios, ours_rss, torch_rss = [], [], [], [], []
+        for r in range(a.rounds):
+            pair = [("ours", [ours_bin, "--batch", str(batch)]),
+                    ("torch", ["/usr/bin/python3", a.reference, "--batch", str(batch), "--threads", "1"])]
+            if r % 2:
+                pair.reverse()
+            got = {}
+            for name, cmd in pair:
+                got[name] = run(cmd)
+            ours_sps.append(got["ours"][0]["samples_per_s"])
+            torch_sps.append(got["torch"][0]["samples_per_s"])
+            ratios.append(ours_sps[-1] / torch_sps[-1])
+            ours_rss.append(got["ours"][0].get("peak_rss_mb"))
+            if got["torch"][1]:
+                torch_rss.append(got["torch"][1])
+        row = {"bench": "train_step", "batch": batch, "ours_samples_per_s": statistics.median(ours_sps),
+               "torch_samples_per_s": statistics.median(torch_sps), "ratio": round(statistics.median(ratios), 3),
+               "ours_peak_rss_mb": max(ours_rss), "torch_peak_rss_mb": max(torch_rss) if torch_rss else None}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("\n| batch | ours samples/s | PyTorch samples/s | ratio (median of pairs) | ours peak RSS MB | PyTorch peak RSS MB |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print("| %d | %.0f | %.0f | %.2f | %.1f | %s |" % (r["batch"], r["ours_samples_per_s"], r["torch_samples_per_s"],
+              r["ratio"], r["ours_peak_rss_mb"], "%.0f" % r["torch_peak_rss_mb"] if r["torch_peak_rss_mb"] else "n/a"))
+
+
+if __name__ == "__main__":
+    main()
