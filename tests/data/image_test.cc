@@ -1,0 +1,70 @@
+// Images through stb_image: decoding, round trips, ImageFolder, and bad files named.
+#include <cstdlib>
+#include <fstream>
+
+#include "catch2/catch.hpp"
+#include "data/dataloader.h"
+#include "data/image.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using namespace engine::data;
+
+namespace {
+const std::string kPngs = "data/testdata/fashion_mnist_png";
+std::string tmp(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+}  // namespace
+
+TEST_CASE("save_png then load_image gives the same pixels, grey and RGB") {
+  Generator g(0);
+  // Values on the 1/255 grid survive 8-bit storage exactly.
+  Tensor grey = clamp(rand({1, 5, 7}, &g) * 255.0, 0, 255).to(DType::Int64).to(DType::Float32) / 255.0;
+  save_png(tmp("grey.png"), grey);
+  Tensor back = load_image(tmp("grey.png"));
+  REQUIRE(back.shape() == Shape{1, 5, 7});
+  REQUIRE(max(abs(back - grey)).item() < 1e-6);
+  Tensor rgb = clamp(rand({3, 4, 6}, &g) * 255.0, 0, 255).to(DType::Int64).to(DType::Float32) / 255.0;
+  save_png(tmp("rgb.png"), rgb);
+  REQUIRE(max(abs(load_image(tmp("rgb.png")) - rgb)).item() < 1e-6);
+  // Converting on load: RGB -> grey gives one channel; grey -> RGB repeats it.
+  REQUIRE(load_image(tmp("rgb.png"), 1).shape() == Shape{1, 4, 6});
+  Tensor g3 = load_image(tmp("grey.png"), 3);
+  REQUIRE(g3.shape() == Shape{3, 5, 7});
+  REQUIRE(max(abs(g3.select(0, 2) - grey.select(0, 0))).item() < 1e-6);
+}
+
+TEST_CASE("ImageFolder over the shipped Fashion-MNIST PNGs") {
+  ImageFolder ds(kPngs, {.channels = 1});
+  REQUIRE(ds.classes().size() == 10);
+  REQUIRE(ds.classes()[9] == "9_ankle_boot");
+  REQUIRE(ds.size() == 300);
+  const Example e = ds.get(299);
+  REQUIRE(e.input.shape() == Shape{1, 28, 28});
+  REQUIRE(e.target.item() == 9);
+  REQUIRE(ds.path(0).find("0_t-shirt_top") != std::string::npos);
+  // Through the DataLoader, batches stack images and labels.
+  DataLoader loader(std::make_shared<ImageFolder>(kPngs, ImageFolderOptions{.channels = 1}), {.batch_size = 32});
+  int64_t count = 0;
+  for (const Example& b : loader) {
+    REQUIRE(b.input.dim() == 4);
+    count += b.input.size(0);
+  }
+  REQUIRE(count == 300);
+}
+
+TEST_CASE("bad image files are errors that name the file") {
+  std::ofstream(tmp("junk.png")) << "this is not an image";
+  REQUIRE_THROWS_WITH(load_image(tmp("junk.png")), Catch::Contains("[load_image] cannot decode") && Catch::Contains("junk.png"));
+  REQUIRE_THROWS_WITH(load_image(tmp("absent.png")), Catch::Contains("absent.png"));
+  // A real PNG cut short.
+  std::ifstream in(kPngs + "/0_t-shirt_top/00019.png", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() > 100);
+  std::ofstream(tmp("cut.png"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  REQUIRE_THROWS_WITH(load_image(tmp("cut.png")), Catch::Contains("cut.png"));
+  REQUIRE_THROWS_WITH(ImageFolder(tmp("no_such_dir")), Catch::Contains("is not a directory"));
+  REQUIRE_THROWS_WITH(save_png(tmp("x.png"), zeros({2, 2, 2, 2})), Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
+}
