@@ -1,4 +1,5 @@
 // The basic layers: Linear, ReLU, Flatten and Sequential, initialised as PyTorch does.
+// Convolution, pooling, dropout and batch norm are in conv.h.
 //
 //   Linear fc(784, 256);                 // weight (256,784), bias (256,), U(-1/sqrt(784), 1/sqrt(784))
 //   Variable y = fc(x);                  // x (N,784) -> y (N,256) = x W^T + b

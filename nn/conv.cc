@@ -1,0 +1,67 @@
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "nn/functional.h"
+#include "tensor/ops.h"
+
+namespace engine::nn {
+
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, bool with_bias, Generator* gen)
+    : stride(stride), padding(padding) {
+  ENGINE_REQUIRE(in > 0 && out > 0 && k > 0, "[Conv2d] channels and kernel must be positive, got in=", in,
+                 " out=", out, " kernel=", k);
+  const double b = 1.0 / std::sqrt(double(in * k * k));
+  weight = register_parameter("weight", rand({out, in, k, k}, gen) * (2 * b) - b);
+  if (with_bias) bias = register_parameter("bias", rand({out}, gen) * (2 * b) - b);
+}
+
+Variable Conv2d::forward(const Variable& x) { return conv2d(x, weight, bias, stride, padding); }
+
+Variable MaxPool2d::forward(const Variable& x) { return max_pool2d(x, kernel, stride, padding); }
+
+Dropout::Dropout(double p, Generator* gen) : p(p), gen_(gen) {
+  ENGINE_REQUIRE(p >= 0 && p < 1, "[Dropout] probability must be in [0, 1), got ", p);
+}
+
+Variable Dropout::forward(const Variable& x) { return dropout(x, p, is_training(), gen_); }
+
+BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, double momentum)
+    : features(features), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
+  ENGINE_REQUIRE(features > 0, "[BatchNorm] features must be positive, got ", features);
+  weight = register_parameter("weight", ones({features}));
+  bias = register_parameter("bias", zeros({features}));
+  running_mean = register_buffer("running_mean", zeros({features}));
+  running_var = register_buffer("running_var", ones({features}));
+  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+}
+
+Variable BatchNorm::forward(const Variable& x) {
+  ENGINE_REQUIRE(x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features, "[BatchNorm] expects input with ",
+                 dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + " or " + std::to_string(dims_hi_),
+                 " dims and ", features, " channels in dim 1, got shape ", shape_str(x.shape()));
+  std::vector<int64_t> dims{0};
+  Shape channel_shape(x.dim(), 1);  // (1, C, 1, ...) to broadcast per-channel values
+  channel_shape[1] = features;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Variable xhat;
+  if (is_training()) {
+    const int64_t count = x.numel() / features;
+    ENGINE_REQUIRE(count > 1, "[BatchNorm] needs more than 1 value per channel in training, got shape ",
+                   shape_str(x.shape()));
+    Variable mean = autograd::mean(x, dims, true);
+    Variable var = autograd::var(x, dims, true, /*correction=*/0);
+    xhat = (x - mean) / autograd::sqrt(var + eps);
+    // Running statistics: no gradient, updated in place so the registered buffers stay valid.
+    const double m = momentum, unbias = double(count) / double(count - 1);
+    running_mean.copy_(running_mean * (1 - m) + mean.data().reshape({features}) * m);
+    running_var.copy_(running_var * (1 - m) + var.data().reshape({features}) * (m * unbias));
+    num_batches_tracked.copy_(num_batches_tracked + 1.0);
+  } else {
+    xhat = (x - Variable(running_mean.reshape(channel_shape))) /
+           Variable(sqrt(running_var.reshape(channel_shape) + eps));
+  }
+  return xhat * autograd::reshape(weight, channel_shape) + autograd::reshape(bias, channel_shape);
+}
+
+}  // namespace engine::nn

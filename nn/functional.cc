@@ -1,0 +1,140 @@
+#include "nn/functional.h"
+
+#include <limits>
+
+#include "tensor/ops.h"
+
+namespace engine::nn {
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+namespace {
+int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t padding) { return (in + 2 * padding - k) / stride + 1; }
+
+void check_window(const char* op, const Shape& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+  ENGINE_REQUIRE(x.size() == 4, "[", op, "] expects input (N, C, H, W), got shape ", shape_str(x));
+  ENGINE_REQUIRE(stride > 0 && padding >= 0 && kh > 0 && kw > 0, "[", op, "] needs kernel > 0, stride > 0, padding >= 0");
+  ENGINE_REQUIRE(x[2] + 2 * padding >= kh && x[3] + 2 * padding >= kw, "[", op, "] kernel ", kh, "x", kw,
+                 " is larger than the padded input ", x[2] + 2 * padding, "x", x[3] + 2 * padding);
+}
+
+// Walks every (n, c, i, j, oy, ox) of the im2col layout, calling f(col_index, image_index)
+// for entries inside the image. im2col copies image -> col; col2im adds col -> image.
+template <class F>
+void for_each_window_entry(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, F f) {
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t OH = out_size(H, kh, s, p), OW = out_size(W, kw, s, p);
+  int64_t col = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          for (int64_t oy = 0; oy < OH; ++oy) {
+            const int64_t y = oy * s + i - p;
+            const int64_t base = ((n * C + c) * H + y) * W;
+            for (int64_t ox = 0; ox < OW; ++ox, ++col) {
+              const int64_t x = ox * s + j - p;
+              if (y >= 0 && y < H && x >= 0 && x < W) f(col, base + x);
+            }
+          }
+}
+}  // namespace
+
+Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+  check_window("im2col", x.shape(), kh, kw, stride, padding);
+  const Tensor xc = x.contiguous();
+  const Shape& s = xc.shape();
+  const int64_t OH = out_size(s[2], kh, stride, padding), OW = out_size(s[3], kw, stride, padding);
+  Tensor cols = zeros({s[0], s[1] * kh * kw, OH * OW});
+  float* out = cols.data<float>();
+  const float* in = xc.data<float>();
+  for_each_window_entry(s, kh, kw, stride, padding, [&](int64_t col, int64_t img) { out[col] = in[img]; });
+  return cols;
+}
+
+Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+  check_window("col2im", xs, kh, kw, stride, padding);
+  const Tensor cc = cols.contiguous();
+  Tensor x = zeros(xs);
+  float* out = x.data<float>();
+  const float* in = cc.data<float>();
+  for_each_window_entry(xs, kh, kw, stride, padding, [&](int64_t col, int64_t img) { out[img] += in[col]; });
+  return x;
+}
+
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
+  check_window("conv2d", xs, ws[2], ws[3], stride, padding);
+  ENGINE_REQUIRE(xs[1] == ws[1], "[conv2d] input has ", xs[1], " channels but the weight expects ", ws[1],
+                 " (input ", shape_str(xs), ", weight ", shape_str(ws), ")");
+  const int64_t N = xs[0], O = ws[0], OH = out_size(xs[2], ws[2], stride, padding), OW = out_size(xs[3], ws[3], stride, padding);
+  // out[n] (O, OH*OW) = W (O, C*kh*kw) @ cols[n] (C*kh*kw, OH*OW)
+  const Tensor cols = im2col(x.data(), ws[2], ws[3], stride, padding);
+  const Tensor w2 = weight.data().reshape({O, -1});
+  Tensor out = matmul(w2, cols);  // (N, O, OH*OW), the weight broadcast over the batch
+  if (bias.defined()) out = out + bias.data().reshape({O, 1});
+  out = out.reshape({N, O, OH, OW});
+  std::vector<Variable> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return autograd::record("conv2d", out, inputs, [=](const Tensor& g, const Needs& n) {
+    const Tensor g3 = g.reshape({N, O, OH * OW});
+    Grads grads(n.size());
+    // d cols[n] = W^T @ g[n], then col2im puts each entry back where im2col took it from.
+    if (n[0]) grads[0] = col2im(matmul(w2.transpose(0, 1), g3), xs, ws[2], ws[3], stride, padding);
+    // dW = sum_n g[n] @ cols[n]^T
+    if (n[1]) grads[1] = sum(matmul(g3, cols.transpose(1, 2)), {0}).reshape(ws);
+    if (n.size() > 2 && n[2]) grads[2] = sum(g3, {0, 2});
+    return grads;
+  });
+}
+
+Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t padding) {
+  const Shape xs = x.shape();
+  check_window("max_pool2d", xs, kernel, kernel, stride, padding);
+  ENGINE_REQUIRE(padding * 2 <= kernel, "[max_pool2d] padding ", padding, " must be at most half the kernel ", kernel);
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t OH = out_size(H, kernel, stride, padding), OW = out_size(W, kernel, stride, padding);
+  const Tensor xc = x.data().contiguous();
+  Tensor out = empty({N, C, OH, OW});
+  Tensor where = empty({N, C, OH, OW}, DType::Int64);  // flat input index of each maximum
+  const float* in = xc.data<float>();
+  float* o = out.data<float>();
+  int64_t* arg = where.data<int64_t>();
+  for (int64_t plane = 0; plane < N * C; ++plane)
+    for (int64_t oy = 0; oy < OH; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t best_at = -1;
+        for (int64_t i = 0; i < kernel; ++i)
+          for (int64_t j = 0; j < kernel; ++j) {
+            const int64_t y = oy * stride + i - padding, xx = ox * stride + j - padding;
+            if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
+            const int64_t at = (plane * H + y) * W + xx;
+            if (best_at < 0 || in[at] > best || in[at] != in[at]) best = in[at], best_at = at;
+          }
+        const int64_t k = (plane * OH + oy) * OW + ox;
+        o[k] = best;
+        arg[k] = best_at;
+      }
+  return autograd::record("max_pool2d", out, {x}, [xs, where](const Tensor& g, const Needs&) {
+    Tensor dx = zeros(xs);
+    float* d = dx.data<float>();
+    const Tensor gc = g.contiguous();
+    const float* pg = gc.data<float>();
+    const int64_t* arg = where.data<int64_t>();
+    for (int64_t k = 0; k < gc.numel(); ++k) d[arg[k]] += pg[k];
+    return Grads{dx};
+  });
+}
+
+Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
+  ENGINE_REQUIRE(p >= 0 && p < 1, "[dropout] probability must be in [0, 1), got ", p);
+  if (!training || p == 0) return x;
+  // mask = 1/(1-p) where kept, 0 where dropped, so the expected value is unchanged.
+  const Tensor mask = ge(rand(x.shape(), gen), scalar_tensor(p)) * (1.0 / (1.0 - p));
+  return autograd::mul(x, Variable(mask));
+}
+
+}  // namespace engine::nn

@@ -1,0 +1,171 @@
+// Conv2d and MaxPool2d against direct loops (stride and padding), their gradients against
+// finite differences; Dropout; BatchNorm in train and eval.
+#include <cmath>
+
+#include "nn/conv.h"
+#include "nn/functional.h"
+#include "tests/testing/gradcheck.h"
+
+using namespace engine;
+using namespace engine::nn;
+using engine::testing::check_gradients;
+using Vs = std::vector<Variable>;
+
+namespace {
+Generator gen(5);
+
+// The definition of a 2-D cross-correlation, as nested loops.
+Tensor conv_reference(const Tensor& x, const Tensor& w, const Tensor& b, int64_t s, int64_t p) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0), K = w.size(2);
+  const int64_t OH = (H + 2 * p - K) / s + 1, OW = (W + 2 * p - K) / s + 1;
+  Tensor out = zeros({N, O, OH, OW});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          double acc = b.defined() ? b.at({o}) : 0.0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < K; ++i)
+              for (int64_t j = 0; j < K; ++j) {
+                const int64_t y = oy * s + i - p, xx = ox * s + j - p;
+                if (y >= 0 && y < H && xx >= 0 && xx < W) acc += x.at({n, c, y, xx}) * w.at({o, c, i, j});
+              }
+          out.data<float>()[((n * O + o) * OH + oy) * OW + ox] = float(acc);
+        }
+  return out;
+}
+
+Tensor pool_reference(const Tensor& x, int64_t k, int64_t s, int64_t p) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OH = (H + 2 * p - k) / s + 1, OW = (W + 2 * p - k) / s + 1;
+  Tensor out = empty({N, C, OH, OW});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          double best = -INFINITY;
+          for (int64_t i = 0; i < k; ++i)
+            for (int64_t j = 0; j < k; ++j) {
+              const int64_t y = oy * s + i - p, xx = ox * s + j - p;
+              if (y >= 0 && y < H && xx >= 0 && xx < W) best = std::max(best, x.at({n, c, y, xx}));
+            }
+          out.data<float>()[((n * C + c) * OH + oy) * OW + ox] = float(best);
+        }
+  return out;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  return max(abs(a - b)).item();
+}
+}  // namespace
+
+TEST_CASE("conv2d matches the direct loops for several strides and paddings") {
+  for (auto [s, p, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 0, 3}, {1, 1, 3}, {2, 1, 3}, {2, 0, 2}, {3, 2, 5}, {1, 0, 1}}) {
+    INFO("stride " << s << " padding " << p << " kernel " << k);
+    const Tensor x = randn({2, 3, 9, 8}, &gen), w = randn({4, 3, k, k}, &gen), b = randn({4}, &gen);
+    const Tensor got = conv2d(Variable(x), Variable(w), Variable(b), s, p).data();
+    REQUIRE(max_diff(got, conv_reference(x, w, b, s, p)) < 1e-4);
+    REQUIRE(max_diff(conv2d(Variable(x), Variable(w), Variable(), s, p).data(), conv_reference(x, w, Tensor(), s, p)) < 1e-4);
+  }
+}
+
+TEST_CASE("col2im is the adjoint of im2col: <im2col(x), c> = <x, col2im(c)>") {
+  const Tensor x = randn({2, 2, 5, 6}, &gen);
+  const Tensor cols = im2col(x, 3, 3, 2, 1);
+  const Tensor c = randn(cols.shape(), &gen);
+  const double lhs = sum(cols * c).item(), rhs = sum(x * col2im(c, x.shape(), 3, 3, 2, 1)).item();
+  REQUIRE(lhs == Approx(rhs).epsilon(1e-4));
+}
+
+TEST_CASE("conv2d gradients match finite differences") {
+  check_gradients("conv2d s1 p1", [](const Vs& v) { return conv2d(v[0], v[1], v[2], 1, 1); },
+                  {randn({2, 2, 5, 5}, &gen), randn({3, 2, 3, 3}, &gen), randn({3}, &gen)});
+  check_gradients("conv2d s2 p0", [](const Vs& v) { return conv2d(v[0], v[1], v[2], 2, 0); },
+                  {randn({1, 2, 6, 7}, &gen), randn({2, 2, 2, 2}, &gen), randn({2}, &gen)});
+}
+
+TEST_CASE("conv2d errors name the shapes") {
+  REQUIRE_THROWS_WITH(conv2d(Variable(zeros({1, 2, 5, 5})), Variable(zeros({3, 4, 3, 3})), Variable(), 1, 0),
+                      Catch::Contains("[conv2d] input has 2 channels but the weight expects 4"));
+  REQUIRE_THROWS_WITH(conv2d(Variable(zeros({2, 5, 5})), Variable(zeros({3, 2, 3, 3})), Variable(), 1, 0),
+                      Catch::Contains("[conv2d] expects input (N, C, H, W), got shape (2,5,5)"));
+  REQUIRE_THROWS_WITH(conv2d(Variable(zeros({1, 1, 2, 2})), Variable(zeros({1, 1, 3, 3})), Variable(), 1, 0),
+                      Catch::Contains("larger than the padded input"));
+}
+
+TEST_CASE("max_pool2d matches the direct loops and routes gradients to the maxima") {
+  for (auto [k, s, p] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 2, 0}, {3, 2, 1}, {3, 1, 0}, {2, 1, 1}}) {
+    INFO("kernel " << k << " stride " << s << " padding " << p);
+    const Tensor x = randn({2, 3, 7, 6}, &gen);
+    REQUIRE(max_diff(max_pool2d(Variable(x), k, s, p).data(), pool_reference(x, k, s, p)) == 0);
+  }
+  check_gradients("max_pool2d", [](const Vs& v) { return max_pool2d(v[0], 2, 2); }, {randn({1, 2, 4, 6}, &gen)});
+  check_gradients("max_pool2d overlapping", [](const Vs& v) { return max_pool2d(v[0], 3, 2, 1); }, {randn({1, 1, 5, 5}, &gen)});
+  REQUIRE(MaxPool2d(2)(Variable(zeros({1, 1, 28, 28}))).shape() == Shape{1, 1, 14, 14});
+}
+
+TEST_CASE("Conv2d starts where PyTorch's would") {
+  Conv2d conv(8, 16, 3, 1, 1, true, &gen);
+  const double b = 1.0 / std::sqrt(8.0 * 9.0);
+  REQUIRE(max(abs(conv.weight.data())).item() <= b);
+  REQUIRE(var(conv.weight.data()).item() == Approx(b * b / 3).epsilon(0.1));
+  REQUIRE(conv(Variable(zeros({2, 8, 10, 10}))).shape() == Shape{2, 16, 10, 10});
+  std::vector<std::string> names;
+  for (auto& [n, p] : conv.named_parameters()) names.push_back(n);
+  REQUIRE(names == std::vector<std::string>{"weight", "bias"});
+}
+
+TEST_CASE("Dropout zeroes about p of the elements, rescales the rest, and is off in eval") {
+  Dropout drop(0.3, &gen);
+  const Tensor x = ones({100000});
+  Variable v(x, true);
+  Variable y = drop(v);
+  const double kept = mean(gt(y.data(), zeros({}))).item();
+  REQUIRE(kept == Approx(0.7).margin(0.01));
+  REQUIRE(max(y.data()).item() == Approx(1 / 0.7));
+  autograd::sum(y).backward();
+  REQUIRE(max(abs(v.grad() - y.data())).item() == 0);  // the gradient is the mask itself
+  drop.eval();
+  REQUIRE(drop(Variable(x)).data().storage() == x.storage());
+}
+
+TEST_CASE("BatchNorm2d in training normalises per channel and updates running statistics") {
+  BatchNorm2d bn(3);
+  const Tensor x = randn({4, 3, 5, 5}, &gen) * 2.0 + 1.5;
+  Variable y = bn(Variable(x));
+  const Tensor m = mean(y.data(), {0, 2, 3}), v = var(y.data(), {0, 2, 3}, false, 0);
+  for (int c = 0; c < 3; ++c) {
+    REQUIRE(m.at({c}) == Approx(0).margin(1e-5));
+    REQUIRE(v.at({c}) == Approx(1).margin(1e-3));
+  }
+  // running = 0.9 * initial + 0.1 * batch statistic (unbiased variance)
+  const Tensor bm = mean(x, {0, 2, 3}), bv = var(x, {0, 2, 3}, false, 1);
+  for (int c = 0; c < 3; ++c) {
+    REQUIRE(bn.running_mean.at({c}) == Approx(0.1 * bm.at({c})).epsilon(1e-5));
+    REQUIRE(bn.running_var.at({c}) == Approx(0.9 + 0.1 * bv.at({c})).epsilon(1e-5));
+  }
+  REQUIRE(bn.num_batches_tracked.item() == 1);
+  REQUIRE(bn.state_dict().count("running_var") == 1);
+  // Eval uses the running statistics: (x - rm) / sqrt(rv + eps).
+  bn.eval();
+  const Tensor e = bn(Variable(x)).data();
+  const double expect = (x.at({1, 2, 3, 4}) - bn.running_mean.at({2})) / std::sqrt(bn.running_var.at({2}) + 1e-5);
+  REQUIRE(e.at({1, 2, 3, 4}) == Approx(expect).epsilon(1e-4));
+  REQUIRE(bn.num_batches_tracked.item() == 1);  // eval does not update
+}
+
+TEST_CASE("BatchNorm gradients match finite differences; shapes are checked") {
+  check_gradients("batchnorm2d train",
+                  [](const Vs& v) {
+                    BatchNorm2d bn(2);
+                    bn.weight = v[1];
+                    bn.bias = v[2];
+                    return bn(v[0]);
+                  },
+                  {randn({3, 2, 2, 2}, &gen), randn({2}, &gen), randn({2}, &gen)}, 1e-2, 3e-2);
+  check_gradients("batchnorm1d train", [](const Vs& v) { return BatchNorm1d(3)(v[0]); }, {randn({5, 3}, &gen)}, 1e-2, 3e-2);
+  REQUIRE(BatchNorm1d(3)(Variable(randn({4, 3, 6}, &gen))).shape() == Shape{4, 3, 6});
+  REQUIRE_THROWS_WITH(BatchNorm2d(3)(Variable(zeros({2, 4, 2, 2}))), Catch::Contains("[BatchNorm] expects input with 4 dims and 3 channels"));
+  REQUIRE_THROWS_WITH(BatchNorm1d(3)(Variable(zeros({1, 3}))), Catch::Contains("more than 1 value per channel"));
+}
