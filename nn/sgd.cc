@@ -5,13 +5,11 @@
 namespace engine::nn {
 
 SGD::SGD(std::vector<autograd::Variable> params, SGDOptions options)
-    : params_(std::move(params)), buffers_(params_.size()), options_(options) {
+    : Optimizer(std::move(params), "SGD"), buffers_(params_.size()), options_(options) {
   ENGINE_REQUIRE(options.lr >= 0, "[SGD] learning rate must be >= 0, got ", options.lr);
   ENGINE_REQUIRE(options.momentum >= 0, "[SGD] momentum must be >= 0, got ", options.momentum);
   ENGINE_REQUIRE(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
                  "[SGD] Nesterov momentum needs momentum > 0 and dampening = 0");
-  for (size_t i = 0; i < params_.size(); ++i)
-    ENGINE_REQUIRE(params_[i].requires_grad(), "[SGD] parameter ", i, " does not require grad");
 }
 
 void SGD::step() {
@@ -35,8 +33,15 @@ void SGD::step() {
   }
 }
 
-void SGD::zero_grad() {
-  for (auto& p : params_) p.zero_grad();
+std::map<std::string, Tensor*> SGD::state_slots() {
+  std::map<std::string, Tensor*> s;
+  for (size_t i = 0; i < buffers_.size(); ++i) s["state." + std::to_string(i) + ".momentum_buffer"] = &buffers_[i];
+  return s;
+}
+
+std::map<std::string, double*> SGD::hyperparameters() {
+  return {{"lr", &options_.lr}, {"momentum", &options_.momentum}, {"dampening", &options_.dampening},
+          {"weight_decay", &options_.weight_decay}};
 }
 
 }  // namespace engine::nn

@@ -10,9 +10,7 @@
 //   opt.zero_grad(); loss.backward(); opt.step();
 #pragma once
 
-#include <vector>
-
-#include "autograd/variable.h"
+#include "nn/optimizer.h"
 
 namespace engine::nn {
 
@@ -24,18 +22,20 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
-class SGD {
+class SGD : public Optimizer {
  public:
   SGD(std::vector<autograd::Variable> params, SGDOptions options);
   // Updates every parameter that has a gradient, in place (views of it stay valid).
-  void step();
-  void zero_grad();
-  const SGDOptions& options() const { return options_; }
+  void step() override;
+  SGDOptions& options() { return options_; }
   // The momentum buffer of parameter i (undefined before its first step).
   const Tensor& momentum_buffer(size_t i) const { return buffers_.at(i); }
 
+ protected:
+  std::map<std::string, Tensor*> state_slots() override;
+  std::map<std::string, double*> hyperparameters() override;
+
  private:
-  std::vector<autograd::Variable> params_;
   std::vector<Tensor> buffers_;
   SGDOptions options_;
 };

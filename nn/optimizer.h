@@ -1,0 +1,44 @@
+// Optimizer: what SGD and Adam share. It holds the parameters (in the order given, usually
+// model.parameters()), clears their gradients, and saves its per-parameter state.
+//
+//   Adam opt(model.parameters(), {.lr = 1e-3});
+//   opt.zero_grad(); loss.backward(); opt.step();
+//   StateDict s = opt.state_dict();   // "state.0.exp_avg", ..., "param_groups.0.lr", ...
+//   opt.load_state_dict(s);           // checks every key and shape first
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "nn/module.h"
+
+namespace engine::nn {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<autograd::Variable> params, const char* name);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  void zero_grad();
+  const std::vector<autograd::Variable>& params() const { return params_; }
+
+  // Per-parameter state as "state.<i>.<name>", hyperparameters as "param_groups.0.<name>"
+  // (float32 scalars), PyTorch's layout flattened into named tensors.
+  StateDict state_dict() const;
+  // Restores what state_dict() saved. Throws naming the key if one is missing, unexpected
+  // or of the wrong shape, and then changes nothing.
+  void load_state_dict(const StateDict& state);
+
+ protected:
+  // Subclasses list their state tensors (by parameter index and name) and hyperparameters.
+  virtual std::map<std::string, Tensor*> state_slots() = 0;
+  virtual std::map<std::string, double*> hyperparameters() = 0;
+  std::map<std::string, Tensor*> slots() const { return const_cast<Optimizer*>(this)->state_slots(); }
+
+  std::vector<autograd::Variable> params_;
+  const char* name_;
+};
+
+}  // namespace engine::nn
