@@ -50,7 +50,12 @@ void Optimizer::load_state_dict(const StateDict& state) {
     auto it = state.find(key);
     *slot = it == state.end() ? Tensor() : it->second.clone();  // absent: that parameter has not stepped yet
   }
-  for (auto& [key, value] : hyper) *value = state.at("param_groups.0." + key).item();
+  // Hyperparameters travel as float32 scalars. Keep our own double when it rounds to the
+  // saved value, so a resumed run continues bit for bit; take the saved one otherwise.
+  for (auto& [key, value] : hyper) {
+    const double saved = state.at("param_groups.0." + key).item();
+    if (float(*value) != float(saved)) *value = saved;
+  }
 }
 
 }  // namespace engine::nn

@@ -72,7 +72,7 @@ TEST_CASE("state_dict round trip: a restored optimizer continues exactly") {
     run(*oa, a, 2);
     const StateDict saved = oa->state_dict();
     // b: same parameter values, a fresh optimizer, then the saved state.
-    b.data().copy_(a.data());
+    Tensor(b.data()).copy_(a.data());
     auto ob = make(b);
     ob->load_state_dict(saved);
     REQUIRE(run(*oa, a, 3) == run(*ob, b, 3));
