@@ -1,0 +1,32 @@
+// Checkpoints in the safetensors format, readable by PyTorch, NumPy and JAX tooling.
+//
+// Layout: 8 bytes little-endian header length N; N bytes of JSON
+//   {"__metadata__": {"k": "v"}, "0.weight": {"dtype": "F32", "shape": [256, 784],
+//    "data_offsets": [0, 802816]}, ...}
+// padded with spaces to a multiple of 8; then the raw little-endian tensor bytes, each
+// tensor at its [begin, end) offsets, covering the data section exactly.
+//
+//   save_safetensors("ckpt.safetensors", model.state_dict());   // atomic: temp file + rename
+//   StateDict sd = load_safetensors("ckpt.safetensors");         // validated, then read
+//   model.load_state_dict(sd);
+//
+// Saving writes a temporary file in the same directory, flushes it to disk and renames it
+// over the target, so a crash at any moment leaves either the old or the new checkpoint,
+// never a half-written one. Loading checks the whole header (sizes, offsets in range and
+// not overlapping, dtypes, shapes) before reading any tensor, and every error names the
+// file and, where there is one, the key.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "nn/module.h"
+
+namespace engine::nn {
+
+using Metadata = std::map<std::string, std::string>;
+
+void save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
+StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr);
+
+}  // namespace engine::nn
