@@ -31,9 +31,12 @@ BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, doubl
   ENGINE_REQUIRE(features > 0, "[BatchNorm] features must be positive, got ", features);
   weight = register_parameter("weight", ones({features}));
   bias = register_parameter("bias", zeros({features}));
-  running_mean = register_buffer("running_mean", zeros({features}));
-  running_var = register_buffer("running_var", ones({features}));
-  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  running_mean = zeros({features});
+  running_var = ones({features});
+  num_batches_tracked = zeros({}, DType::Int64);
+  register_buffer("running_mean", &running_mean);
+  register_buffer("running_var", &running_var);
+  register_buffer("num_batches_tracked", &num_batches_tracked);
 }
 
 Variable BatchNorm::forward(const Variable& x) {

@@ -10,9 +10,9 @@ Variable Module::register_parameter(const std::string& name, const Tensor& value
   return p;
 }
 
-Tensor Module::register_buffer(const std::string& name, const Tensor& value) {
-  buffers_.emplace_back(name, value);
-  return value;
+void Module::register_buffer(const std::string& name, Tensor* buffer) {
+  ENGINE_CHECK(buffer != nullptr && buffer->defined());
+  buffers_.emplace_back(name, buffer);
 }
 
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>* params,
@@ -20,7 +20,7 @@ void Module::collect(const std::string& prefix, std::vector<std::pair<std::strin
   if (params)
     for (const auto& [name, p] : params_) params->emplace_back(prefix + name, p);
   if (buffers)
-    for (const auto& [name, b] : buffers_) buffers->emplace_back(prefix + name, b);
+    for (const auto& [name, b] : buffers_) buffers->emplace_back(prefix + name, *b);
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers);
 }
 
@@ -45,6 +45,12 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::to(Device device) {
+  for (auto& [name, p] : params_) p.set_data(p.data().to(device));
+  for (auto& [name, b] : buffers_) *b = b->to(device);
+  for (auto& [name, child] : children_) child->to(device);
 }
 
 void Module::zero_grad() {

@@ -27,6 +27,9 @@ using StateDict = std::map<std::string, Tensor>;
 
 class Module {
  public:
+  Module() = default;
+  Module(const Module&) = delete;  // buffers are registered by address
+  Module& operator=(const Module&) = delete;
   virtual ~Module() = default;
   virtual Variable forward(const Variable& x) = 0;
   Variable operator()(const Variable& x) { return forward(x); }
@@ -45,6 +48,10 @@ class Module {
   // Drops every parameter's gradient.
   void zero_grad();
 
+  // Moves every parameter and buffer to `device` (a no-op for those already there).
+  // Parameter handles stay valid: the Variables get new data, not new identities.
+  void to(Device device);
+
   // Parameters and buffers by dotted name. The tensors share storage with the module.
   StateDict state_dict() const;
   // Copies values in. With strict, a missing or unexpected key is an error naming it; a
@@ -55,8 +62,9 @@ class Module {
  protected:
   // Registers a parameter (made to require grad) and returns the handle to keep.
   Variable register_parameter(const std::string& name, const Tensor& value);
-  // Registers a buffer; it is updated in place (copy_), so the stored Tensor stays valid.
-  Tensor register_buffer(const std::string& name, const Tensor& value);
+  // Registers a buffer held in a member of the subclass, which is read through the pointer
+  // (so to() can replace it). The member must live as long as the module.
+  void register_buffer(const std::string& name, Tensor* buffer);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -68,7 +76,7 @@ class Module {
                std::vector<std::pair<std::string, Tensor>>* buffers) const;
 
   std::vector<std::pair<std::string, Variable>> params_;
-  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

@@ -1,8 +1,10 @@
 // Module bookkeeping: names in registration order, state_dict round trips, strict loading,
 // train/eval, zero_grad; SGD against hand-computed steps; a small model that learns.
+#include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tensor/cuda/runtime.h"
 #include "tests/testing/gradcheck.h"
 
 using namespace engine;
@@ -122,4 +124,27 @@ TEST_CASE("an MLP learns to separate three Gaussian blobs") {
   INFO("loss " << first << " -> " << last << ", accuracy " << accuracy);
   REQUIRE(last < first / 5);
   REQUIRE(accuracy > 0.97);
+}
+
+TEST_CASE("to(device) keeps parameters and buffers, and says so when the device is missing") {
+  Generator g(0);
+  auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(4, 3, true, &g),
+                                                                   std::make_shared<BatchNorm1d>(3)});
+  const Variable w = model->parameters()[0];
+  model->to(Device::cpu());  // already there: nothing changes
+  REQUIRE(model->parameters()[0].data().storage() == w.data().storage());
+  std::vector<std::string> names;
+  for (auto& [n, b] : model->named_buffers()) names.push_back(n);
+  REQUIRE(names == std::vector<std::string>{"1.running_mean", "1.running_var", "1.num_batches_tracked"});
+  if (cuda::device_count() == 0) {
+    REQUIRE_THROWS_WITH(model->to(Device::cuda(0)), Catch::Contains("[cuda]"));
+    WARN("SKIPPED: moving a module to cuda:0 (no usable GPU: " << cuda::unavailable_reason() << ")");
+    return;
+  }
+  model->to(Device::cuda(0));
+  for (auto& p : model->parameters()) REQUIRE(p.data().device() == Device::cuda(0));
+  for (auto& [n, b] : model->named_buffers()) REQUIRE(b.device() == Device::cuda(0));
+  REQUIRE(w.data().device() == Device::cuda(0));  // the handle held outside sees the move
+  model->to(Device::cpu());
+  REQUIRE(w.data().device() == Device::cpu());
 }
