@@ -1,5 +1,6 @@
 #include "nn/functional.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "tensor/ops.h"
@@ -103,21 +104,23 @@ Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t p
   float* o = out.data<float>();
   int64_t* arg = where.data<int64_t>();
   for (int64_t plane = 0; plane < N * C; ++plane)
-    for (int64_t oy = 0; oy < OH; ++oy)
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      // The window's rows, clipped to the image (padding never wins a max).
+      const int64_t y0 = std::max<int64_t>(oy * stride - padding, 0), y1 = std::min(oy * stride - padding + kernel, H);
       for (int64_t ox = 0; ox < OW; ++ox) {
-        float best = -std::numeric_limits<float>::infinity();
-        int64_t best_at = -1;
-        for (int64_t i = 0; i < kernel; ++i)
-          for (int64_t j = 0; j < kernel; ++j) {
-            const int64_t y = oy * stride + i - padding, xx = ox * stride + j - padding;
-            if (y < 0 || y >= H || xx < 0 || xx >= W) continue;
-            const int64_t at = (plane * H + y) * W + xx;
-            if (best_at < 0 || in[at] > best || in[at] != in[at]) best = in[at], best_at = at;
-          }
+        const int64_t x0 = std::max<int64_t>(ox * stride - padding, 0), x1 = std::min(ox * stride - padding + kernel, W);
+        int64_t best_at = (plane * H + y0) * W + x0;
+        float best = in[best_at];
+        for (int64_t y = y0; y < y1; ++y) {
+          const float* row = in + (plane * H + y) * W;
+          for (int64_t xx = x0; xx < x1; ++xx)  // the first NaN wins, as in PyTorch
+            if (row[xx] > best || (row[xx] != row[xx] && best == best)) best = row[xx], best_at = row + xx - in;
+        }
         const int64_t k = (plane * OH + oy) * OW + ox;
         o[k] = best;
         arg[k] = best_at;
       }
+    }
   return autograd::record("max_pool2d", out, {x}, [xs, where](const Tensor& g, const Needs&) {
     Tensor dx = zeros(xs);
     float* d = dx.data<float>();

@@ -23,6 +23,9 @@ class Optimizer {
   virtual void step() = 0;
   void zero_grad();
   const std::vector<autograd::Variable>& params() const { return params_; }
+  // The learning rate, for schedules that change it between steps.
+  double lr() { return *hyperparameters().at("lr"); }
+  void set_lr(double lr) { *hyperparameters().at("lr") = lr; }
 
   // Per-parameter state as "state.<i>.<name>", hyperparameters as "param_groups.0.<name>"
   // (float32 scalars), PyTorch's layout flattened into named tensors.

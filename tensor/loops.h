@@ -1,6 +1,6 @@
 // Internal: the strided loop every CPU kernel runs on. Not part of the public API.
 //
-// for_each_offset(shape, {&out_strides, &a_strides}, {out_off, a_off}, f) calls f(offsets)
+// for_each_offset(shape, {out_strides, a_strides}, {out_off, a_off}, f) calls f(offsets)
 // once per index of `shape` in row-major order, where offsets[k] is that element's position
 // in operand k. Broadcast operands simply have stride 0 along the broadcast dims.
 #pragma once
@@ -36,13 +36,18 @@ void coalesce(Shape& shape, std::array<Strides, N>& strides) {
   strides = st;
 }
 
+// Like for_each_offset, but calls f(offsets, n, steps) once per innermost run of n
+// elements, where operand k's elements are at offsets[k] + i * steps[k] for i < n. Kernels
+// that can vectorise or keep an accumulator in a register take the run whole.
 template <size_t N, class F>
-void for_each_offset(Shape shape, std::array<Strides, N> strides, std::array<int64_t, N> offs, F&& f) {
+void for_each_run(Shape shape, std::array<Strides, N> strides, std::array<int64_t, N> offs, F&& f) {
   if (numel(shape) == 0) return;
   coalesce(shape, strides);
   const int64_t nd = int64_t(shape.size());
   if (nd == 0) {
-    f(offs);
+    std::array<int64_t, N> one;
+    one.fill(0);
+    f(offs, int64_t(1), one);
     return;
   }
   const int64_t inner = shape[nd - 1];
@@ -50,11 +55,7 @@ void for_each_offset(Shape shape, std::array<Strides, N> strides, std::array<int
   for (size_t k = 0; k < N; ++k) step[k] = strides[k][nd - 1];
   std::vector<int64_t> index(nd, 0);
   while (true) {
-    std::array<int64_t, N> o = offs;
-    for (int64_t i = 0; i < inner; ++i) {
-      f(o);
-      for (size_t k = 0; k < N; ++k) o[k] += step[k];
-    }
+    f(offs, inner, step);
     // Odometer over the outer dims.
     int64_t d = nd - 2;
     for (; d >= 0; --d) {
@@ -66,6 +67,17 @@ void for_each_offset(Shape shape, std::array<Strides, N> strides, std::array<int
     }
     if (d < 0) return;
   }
+}
+
+template <size_t N, class F>
+void for_each_offset(Shape shape, std::array<Strides, N> strides, std::array<int64_t, N> offs, F&& f) {
+  for_each_run<N>(std::move(shape), std::move(strides), offs,
+                  [&](std::array<int64_t, N> o, int64_t n, const std::array<int64_t, N>& step) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      f(o);
+                      for (size_t k = 0; k < N; ++k) o[k] += step[k];
+                    }
+                  });
 }
 
 // Strides that read `strides` (of a tensor shaped `shape`) as if broadcast to `out`:

@@ -1,8 +1,10 @@
-// Reductions from ops.h. Each one moves the reduced dims to the end (a permute, then one
-// contiguous copy), so every output element reduces one contiguous run of `inner` values.
+// Reductions from ops.h. Float sums, means and variances accumulate in place (Slots,
+// below); max, min, argmax and int64 sums move the reduced dims to the end (a permute, then
+// one contiguous copy), so every output element reduces one contiguous run of values.
 #include <cmath>
 #include <limits>
 
+#include "tensor/loops.h"
 #include "tensor/ops.h"
 
 namespace engine {
@@ -51,12 +53,70 @@ void require_float(const char* op, const Tensor& a) {
   ENGINE_REQUIRE(a.dtype() == DType::Float32, "[", op, "] needs a float32 tensor, got ", dtype_name(a.dtype()));
 }
 
-// Sums in double: the result does not depend on how many values there are or their order
-// of magnitude to within float32's own rounding, and is the same on every run.
-double sum_run(const float* x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i];
+// Float sums without moving data: walk the input in memory order and add each element
+// into its output slot. A slot's stride is 0 along reduced dims, so every element of a
+// reduced run lands in the same slot. Accumulating in double keeps the result accurate
+// and independent of the walk order to within float32 rounding; the order is fixed, so
+// the result is the same on every run.
+struct Slots {
+  Strides slot_strides;  // per input dim: 0 if reduced, else the row-major stride among kept dims
+  Shape out_shape;
+  int64_t slots = 1, count = 1;  // output elements; input elements per output element
+};
+
+Slots plan_slots(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
+  ENGINE_REQUIRE(a.device().is_cpu(), "[", op, "] has no CUDA implementation yet (tensor on ", a.device().str(), ")");
+  std::vector<bool> reduced(a.dim(), dims.empty());
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, a.dim(), op);
+    ENGINE_REQUIRE(!reduced[w], "[", op, "] dim ", w, " is listed twice");
+    reduced[w] = true;
+  }
+  Slots s;
+  s.slot_strides.assign(a.dim(), 0);
+  for (int64_t d = a.dim() - 1; d >= 0; --d) {
+    if (reduced[d]) {
+      s.count *= a.size(d);
+    } else {
+      s.slot_strides[d] = s.slots;
+      s.slots *= a.size(d);
+    }
+  }
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (!reduced[d]) s.out_shape.push_back(a.size(d));
+    else if (keepdim) s.out_shape.push_back(1);
+  }
   return s;
+}
+
+// acc[slot] = sum over the slot's input elements x of f(x, slot). Runs that all land in
+// one slot (reducing the innermost dim) sum into a register first.
+template <class F>
+std::vector<double> accumulate(const Tensor& a, const Slots& s, F f) {
+  std::vector<double> acc(size_t(s.slots), 0.0);
+  const float* base = static_cast<const float*>(a.storage()->data());
+  detail::for_each_run<2>(a.shape(), {a.strides(), s.slot_strides}, {a.offset(), 0},
+                          [&](const std::array<int64_t, 2>& o, int64_t n, const std::array<int64_t, 2>& step) {
+                            const float* x = base + o[0];
+                            if (step[1] == 0) {
+                              double run = 0;
+                              for (int64_t i = 0; i < n; ++i) run += f(x[i * step[0]], o[1]);
+                              acc[o[1]] += run;
+                            } else {
+                              double* slot = acc.data() + o[1];
+                              for (int64_t i = 0; i < n; ++i) slot[i * step[1]] += f(x[i * step[0]], o[1] + i * step[1]);
+                            }
+                          });
+  return acc;
+}
+
+template <class F>
+Tensor to_tensor(const Slots& s, F value) {
+  Tensor out = empty(s.out_shape);
+  float* o = out.data<float>();
+  for (int64_t i = 0; i < s.slots; ++i) o[i] = float(value(i));
+  return out;
 }
 
 template <bool kMax, class T>
@@ -85,80 +145,42 @@ Tensor extreme(const char* op, const Tensor& a, const std::vector<int64_t>& dims
 
 }  // namespace
 
-namespace {
-// Fast path for a float sum over the leading dims of a contiguous tensor (the bias
-// gradient: sum over the batch): add whole rows into a double accumulator, no transpose.
-bool is_leading_prefix(const std::vector<int64_t>& dims, int64_t ndim) {
-  if (dims.empty() || int64_t(dims.size()) >= ndim) return false;
-  std::vector<bool> seen(ndim, false);
-  for (int64_t d : dims) {
-    if (d < -ndim || d >= ndim) return false;
-    const int64_t w = d < 0 ? d + ndim : d;
-    if (seen[w]) return false;
-    seen[w] = true;
-  }
-  for (size_t i = 0; i < dims.size(); ++i)
-    if (!seen[i]) return false;
-  return true;
-}
-
-Tensor sum_leading(const Tensor& a, size_t count, bool keepdim) {
-  Shape out_shape;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < a.dim(); ++d) {
-    if (size_t(d) < count) {
-      outer *= a.size(d);
-      if (keepdim) out_shape.push_back(1);
-    } else {
-      inner *= a.size(d);
-      out_shape.push_back(a.size(d));
-    }
-  }
-  std::vector<double> acc(size_t(inner), 0.0);
-  const float* x = a.data<float>();
-  for (int64_t r = 0; r < outer; ++r, x += inner)
-    for (int64_t j = 0; j < inner; ++j) acc[j] += x[j];
-  Tensor out = empty(out_shape);
-  float* o = out.data<float>();
-  for (int64_t j = 0; j < inner; ++j) o[j] = float(acc[j]);
-  return out;
-}
-}  // namespace
-
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
-  if (a.defined() && a.device().is_cpu() && a.dtype() == DType::Float32 && a.is_contiguous() &&
-      is_leading_prefix(dims, a.dim()))
-    return sum_leading(a, dims.size(), keepdim);
-  Plan p = plan_reduction("sum", a, dims, keepdim);
-  if (a.dtype() == DType::Int64) {
-    return reduce_runs<int64_t, int64_t>(p, [](const int64_t* x, int64_t n) {
-      int64_t s = 0;
-      for (int64_t i = 0; i < n; ++i) s += x[i];
-      return s;
-    });
+  if (a.defined() && a.dtype() == DType::Float32) {
+    Slots s = plan_slots("sum", a, dims, keepdim);
+    const std::vector<double> acc = accumulate(a, s, [](float x, int64_t) { return double(x); });
+    return to_tensor(s, [&](int64_t i) { return acc[i]; });
   }
-  return reduce_runs<float, float>(p, [](const float* x, int64_t n) { return float(sum_run(x, n)); });
+  Plan p = plan_reduction("sum", a, dims, keepdim);
+  return reduce_runs<int64_t, int64_t>(p, [](const int64_t* x, int64_t n) {
+    int64_t s = 0;
+    for (int64_t i = 0; i < n; ++i) s += x[i];
+    return s;
+  });
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   require_float("mean", a);
-  Plan p = plan_reduction("mean", a, dims, keepdim);
-  return reduce_runs<float, float>(p, [](const float* x, int64_t n) {
-    return n == 0 ? std::numeric_limits<float>::quiet_NaN() : float(sum_run(x, n) / double(n));
+  Slots s = plan_slots("mean", a, dims, keepdim);
+  const std::vector<double> acc = accumulate(a, s, [](float x, int64_t) { return double(x); });
+  return to_tensor(s, [&](int64_t i) {
+    return s.count == 0 ? std::numeric_limits<double>::quiet_NaN() : acc[i] / double(s.count);
   });
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
   require_float("var", a);
-  Plan p = plan_reduction("var", a, dims, keepdim);
+  Slots s = plan_slots("var", a, dims, keepdim);
   // Two passes (mean, then squared deviations) in double: stable where E[x^2] - E[x]^2
   // would cancel catastrophically.
-  return reduce_runs<float, float>(p, [=](const float* x, int64_t n) {
-    if (n - correction <= 0) return std::numeric_limits<float>::quiet_NaN();
-    const double m = sum_run(x, n) / double(n);
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += (x[i] - m) * (x[i] - m);
-    return float(ss / double(n - correction));
+  std::vector<double> m = accumulate(a, s, [](float x, int64_t) { return double(x); });
+  for (double& v : m) v /= double(std::max<int64_t>(s.count, 1));
+  const std::vector<double> ss = accumulate(a, s, [&](float x, int64_t slot) {
+    const double d = double(x) - m[slot];
+    return d * d;
+  });
+  return to_tensor(s, [&](int64_t i) {
+    return s.count - correction <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss[i] / double(s.count - correction);
   });
 }
 

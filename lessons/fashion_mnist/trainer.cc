@@ -1,0 +1,162 @@
+#include "lessons/fashion_mnist/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "data/dataloader.h"
+#include "data/fashion_mnist.h"
+#include "nn/adam.h"
+#include "nn/conv.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/safetensors.h"
+#include "nn/sgd.h"
+#include "tensor/ops.h"
+
+namespace fmnist {
+
+using namespace engine;
+using namespace engine::nn;
+using engine::data::DataLoader;
+using engine::data::Example;
+
+std::shared_ptr<Module> make_model(const std::string& name, uint64_t seed) {
+  Generator g(seed);
+  if (name == "mlp") {
+    return std::make_shared<Sequential>(std::vector<ModulePtr>{
+        std::make_shared<Flatten>(), std::make_shared<Linear>(784, 256, true, &g), std::make_shared<ReLU>(),
+        std::make_shared<Linear>(256, 256, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10, true, &g)});
+  }
+  if (name == "cnn") {
+    // Two conv blocks (28 -> 14 -> 7), then a small classifier.
+    return std::make_shared<Sequential>(std::vector<ModulePtr>{
+        std::make_shared<Conv2d>(1, 32, 3, 1, 1, true, &g), std::make_shared<BatchNorm2d>(32), std::make_shared<ReLU>(),
+        std::make_shared<MaxPool2d>(2), std::make_shared<Conv2d>(32, 64, 3, 1, 1, true, &g),
+        std::make_shared<BatchNorm2d>(64), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+        std::make_shared<Flatten>(), std::make_shared<Linear>(64 * 7 * 7, 128, true, &g), std::make_shared<ReLU>(),
+        std::make_shared<Linear>(128, 10, true, &g)});
+  }
+  throw Error("[make_model] unknown model \"" + name + "\"; expected \"mlp\" or \"cnn\"");
+}
+
+double test_accuracy(Module& model, bool flatten, int64_t limit) {
+  (void)flatten;
+  auto test = data::fashion_mnist(false);
+  model.eval();
+  autograd::NoGradGuard no_grad;
+  const int64_t n = limit > 0 ? std::min(limit, test->size()) : test->size();
+  int64_t correct = 0;
+  for (int64_t start = 0; start < n; start += 1000) {
+    const int64_t len = std::min<int64_t>(1000, n - start);
+    const Tensor x = test->inputs().narrow(0, start, len), y = test->targets().narrow(0, start, len);
+    correct += int64_t(sum(eq(argmax(model(Variable(x)).data(), 1), y)).item());
+  }
+  model.train();
+  return double(correct) / double(n);
+}
+
+namespace {
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Module& model) {
+  if (o.optimizer == "sgd") return std::make_unique<SGD>(model.parameters(), SGDOptions{.lr = o.lr, .momentum = 0.9});
+  if (o.optimizer == "adam") return std::make_unique<Adam>(model.parameters(), AdamOptions{.lr = o.lr});
+  throw Error("[train] unknown optimizer \"" + o.optimizer + "\"; expected \"sgd\" or \"adam\"");
+}
+
+// The sampler's generator state as an int64 tensor, so a resumed run shuffles identically.
+Tensor generator_state(const Generator& g) {
+  const Generator::State s = g.get_state();
+  int32_t spare_bits;
+  std::memcpy(&spare_bits, &s.spare, 4);
+  return from_vector(std::vector<int64_t>{int64_t(s.state), int64_t(s.inc), s.has_spare, spare_bits});
+}
+
+Generator::State parse_generator_state(const Tensor& t) {
+  ENGINE_REQUIRE(t.dtype() == DType::Int64 && t.numel() == 4, "[train] checkpoint's sampler.generator is malformed");
+  const std::vector<int64_t> v = t.to_vector<int64_t>();
+  Generator::State s{uint64_t(v[0]), uint64_t(v[1]), v[2] != 0, 0};
+  const int32_t bits = int32_t(v[3]);
+  std::memcpy(&s.spare, &bits, 4);
+  return s;
+}
+
+void save(const TrainOptions& o, const Module& model, const Optimizer& opt, const Generator& g, int epoch) {
+  StateDict all;
+  for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
+  for (auto& [k, t] : opt.state_dict()) all["optimizer." + k] = t;
+  all["sampler.generator"] = generator_state(g);
+  save_safetensors(o.checkpoint, all, {{"epoch", std::to_string(epoch)}, {"model", o.model}, {"optimizer", o.optimizer}});
+}
+
+// Restores a checkpoint; returns the epoch it was saved after (0 when there is none).
+int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) {
+  if (!o.resume || o.checkpoint.empty() || !std::ifstream(o.checkpoint).good()) return 0;
+  Metadata meta;
+  const StateDict all = load_safetensors(o.checkpoint, &meta);
+  ENGINE_REQUIRE(meta["model"] == o.model && meta["optimizer"] == o.optimizer, "[train] checkpoint ", o.checkpoint,
+                 " holds a ", meta["model"], " trained with ", meta["optimizer"], ", but this run asks for a ", o.model,
+                 " with ", o.optimizer);
+  StateDict model_sd, opt_sd;
+  for (auto& [k, t] : all) {
+    if (k.rfind("model.", 0) == 0) model_sd[k.substr(6)] = t;
+    else if (k.rfind("optimizer.", 0) == 0) opt_sd[k.substr(10)] = t;
+  }
+  ENGINE_REQUIRE(all.count("sampler.generator"), "[train] checkpoint ", o.checkpoint, " has no sampler.generator");
+  model.load_state_dict(model_sd);
+  opt.load_state_dict(opt_sd);
+  g.set_state(parse_generator_state(all.at("sampler.generator")));
+  return std::stoi(meta.at("epoch"));
+}
+
+}  // namespace
+
+std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(const EpochStats&)>& on_epoch) {
+  const bool flatten = o.model == "mlp";
+  auto full = data::fashion_mnist(true);
+  std::shared_ptr<const data::Dataset> train_set = full;
+  if (o.train_limit > 0 && o.train_limit < full->size())
+    train_set = std::make_shared<data::TensorDataset>(full->inputs().narrow(0, 0, o.train_limit),
+                                                      full->targets().narrow(0, 0, o.train_limit));
+  auto sampler = std::make_shared<data::RandomSampler>(train_set->size(), o.seed);
+  DataLoader loader(train_set, {.batch_size = o.batch_size}, sampler);
+  auto model = make_model(o.model, o.seed);
+  auto opt = make_optimizer(o, *model);
+  const int done = restore(o, *model, *opt, sampler->generator());
+  const bool tty = o.progress && isatty(STDERR_FILENO);
+
+  for (int epoch = done + 1; epoch <= o.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t batches = 0, seen = 0;
+    for (const Example& batch : loader) {
+      // Cosine schedule: lr falls smoothly from its peak to 0 over all the run's steps,
+      // which settles the weights at the end instead of leaving them bouncing.
+      const double progress = double((epoch - 1) * loader.size() + batches) / double(o.epochs * loader.size());
+      opt->set_lr(o.lr * 0.5 * (1 + std::cos(M_PI * progress)));
+      opt->zero_grad();
+      Variable loss = cross_entropy((*model)(Variable(batch.input)), batch.target);
+      loss.backward();
+      opt->step();
+      loss_sum += loss.item();
+      ++batches;
+      seen += batch.target.size(0);
+      if (tty && batches % 50 == 0)
+        std::fprintf(stderr, "\r  epoch %d  %6lld/%lld  loss %.4f", epoch, (long long)seen,
+                     (long long)train_set->size(), loss_sum / double(batches));
+    }
+    if (tty) std::fprintf(stderr, "\r%60s\r", "");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EpochStats s{epoch, loss_sum / double(std::max<int64_t>(batches, 1)), test_accuracy(*model, flatten, o.test_limit),
+                 double(seen) / seconds};
+    if (!o.checkpoint.empty()) save(o, *model, *opt, sampler->generator(), epoch);
+    on_epoch(s);
+  }
+  return model;
+}
+
+}  // namespace fmnist

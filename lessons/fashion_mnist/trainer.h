@@ -1,0 +1,54 @@
+// Training on Fashion-MNIST in one process: the program every distributed lesson starts
+// from. DDP (lesson 2) wraps exactly this model and this loop.
+//
+//   TrainOptions o;
+//   o.model = "cnn";
+//   o.epochs = 3;
+//   train(o, [](const EpochStats& s) { std::cout << s.epoch << " " << s.test_accuracy << "\n"; });
+//
+// With a checkpoint path the model, optimizer and sampler state are saved (atomically, as
+// safetensors) after every epoch; with resume, training continues from the saved epoch and
+// ends exactly where an uninterrupted run would.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace fmnist {
+
+struct TrainOptions {
+  std::string model = "mlp";    // "mlp" (784-256-256-10) or "cnn"
+  std::string optimizer = "sgd";  // "sgd" (momentum 0.9) or "adam"
+  int epochs = 3;
+  int64_t batch_size = 64;
+  double lr = 0.05;         // peak learning rate; decays to 0 along a cosine over the run
+  uint64_t seed = 0;
+  int64_t train_limit = 0;  // use only the first N training images (0: all 60,000)
+  int64_t test_limit = 0;   // evaluate on the first N test images (0: all 10,000)
+  std::string checkpoint;   // save here after each epoch (empty: no checkpoint)
+  bool resume = false;      // continue from `checkpoint` if it exists
+  bool progress = false;    // a progress line on stderr during each epoch
+};
+
+struct EpochStats {
+  int epoch;             // 1-based
+  double train_loss;     // mean over the epoch's batches
+  double test_accuracy;  // fraction in [0, 1]
+  double samples_per_s;  // training throughput over the epoch
+  bool resumed = false;  // this epoch was loaded from the checkpoint, not trained
+};
+
+std::shared_ptr<engine::nn::Module> make_model(const std::string& name, uint64_t seed);
+
+// Trains and evaluates; calls on_epoch after each epoch. Returns the final model.
+std::shared_ptr<engine::nn::Module> train(const TrainOptions& options,
+                                          const std::function<void(const EpochStats&)>& on_epoch);
+
+// Fraction of `limit` test images (0: all) the model classifies correctly.
+double test_accuracy(engine::nn::Module& model, bool flatten, int64_t limit = 0);
+
+}  // namespace fmnist

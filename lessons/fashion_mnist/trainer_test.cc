@@ -1,0 +1,71 @@
+// The single-process trainer: it learns, and a run interrupted after any epoch and resumed
+// from its checkpoint ends bit-identical to an uninterrupted one.
+#include <cstdlib>
+
+#include "catch2/catch.hpp"
+#include "lessons/fashion_mnist/trainer.h"
+
+using namespace engine;
+
+namespace {
+std::string tmp(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+fmnist::TrainOptions small(const std::string& model) {
+  fmnist::TrainOptions o;
+  o.model = model;
+  o.train_limit = 3000;
+  o.test_limit = 2000;
+  o.epochs = 2;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("an MLP learns Fashion-MNIST from 3000 images in two epochs") {
+  std::vector<fmnist::EpochStats> stats;
+  fmnist::train(small("mlp"), [&](const fmnist::EpochStats& s) { stats.push_back(s); });
+  REQUIRE(stats.size() == 2);
+  REQUIRE(stats[1].train_loss < stats[0].train_loss);
+  REQUIRE(stats[1].test_accuracy > 0.75);  // chance is 0.10
+}
+
+TEST_CASE("resuming from a checkpoint ends exactly where an uninterrupted run does") {
+  for (const char* opt : {"sgd", "adam"}) {
+    INFO("optimizer " << opt);
+    fmnist::TrainOptions o = small("mlp");
+    o.optimizer = opt;
+    o.lr = std::string(opt) == "adam" ? 1e-3 : 0.05;
+    o.epochs = 3;
+    auto straight = fmnist::train(o, [](const fmnist::EpochStats&) {});
+
+    o.checkpoint = tmp(std::string("resume_") + opt + ".safetensors");
+    std::remove(o.checkpoint.c_str());
+    o.epochs = 1;  // "killed" after epoch 1
+    fmnist::train(o, [](const fmnist::EpochStats&) {});
+    o.epochs = 3;
+    o.resume = true;
+    std::vector<int> epochs_run;
+    auto resumed = fmnist::train(o, [&](const fmnist::EpochStats& s) { epochs_run.push_back(s.epoch); });
+    REQUIRE(epochs_run == std::vector<int>{2, 3});
+    const auto a = straight->state_dict(), b = resumed->state_dict();
+    for (const auto& [k, t] : a) {
+      INFO(k);
+      REQUIRE(b.at(k).to_vector<float>() == t.to_vector<float>());  // bit-identical
+    }
+  }
+}
+
+TEST_CASE("a checkpoint from another model is refused with both names") {
+  fmnist::TrainOptions o = small("mlp");
+  o.epochs = 1;
+  o.train_limit = 200;
+  o.checkpoint = tmp("other.safetensors");
+  fmnist::train(o, [](const fmnist::EpochStats&) {});
+  o.model = "cnn";
+  o.resume = true;
+  o.epochs = 2;
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
+                      Catch::Contains("holds a mlp trained with sgd, but this run asks for a cnn with sgd"));
+  REQUIRE_THROWS_WITH(fmnist::make_model("rnn", 0), Catch::Contains("unknown model \"rnn\""));
+}
