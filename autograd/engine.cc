@@ -51,7 +51,11 @@ void run_hooks(Impl* v, const Tensor& grad) {
 void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
   run_hooks(leaf.get(), grad);
   if (!leaf->grad.defined()) {
-    leaf->grad = grad.clone();  // own the buffer: `grad` may be shared with other tensors
+    // .grad must own its buffer (an optimizer or DDP writes into it). A gradient that is a
+    // fresh, dense tensor held nowhere else can be taken as is; anything else is copied.
+    const bool exclusive = grad.storage().use_count() == 1 && grad.is_contiguous() && grad.offset() == 0 &&
+                           size_t(grad.numel()) * dtype_size(grad.dtype()) == grad.storage()->nbytes();
+    leaf->grad = exclusive ? grad : grad.clone();
   } else {
     add_(leaf->grad, grad);
   }
@@ -82,17 +86,20 @@ void Variable::backward(const Tensor& grad_in, bool retain_graph) const {
         if (in) ++pending[in.get()];
 
   std::unordered_map<Impl*, Tensor> grads{{impl_.get(), seed}};
-  auto deliver = [&](const std::shared_ptr<Impl>& to, const Tensor& g) {
+  // Gradients are moved, not copied, along the way, so a leaf's total is usually held
+  // nowhere else and finish_leaf can keep it as .grad without a copy.
+  auto deliver = [&](const std::shared_ptr<Impl>& to, Tensor g) {
     if (g.defined()) {
       auto it = grads.find(to.get());
-      if (it == grads.end()) grads.emplace(to.get(), g);
+      if (it == grads.end()) grads.emplace(to.get(), std::move(g));
       else it->second = it->second + g;
     }
     if (--pending[to.get()] == 0 && !to->grad_fn) {
       auto it = grads.find(to.get());
       if (it != grads.end()) {
-        finish_leaf(to, it->second);
+        const Tensor total = std::move(it->second);
         grads.erase(it);
+        finish_leaf(to, total);
       }
     }
   };
@@ -122,9 +129,9 @@ void Variable::backward(const Tensor& grad_in, bool retain_graph) const {
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const std::shared_ptr<Impl>& in = node.inputs[i];
       if (!in) continue;
-      const Tensor g = i < in_grads.size() ? in_grads[i] : Tensor();
+      Tensor g = i < in_grads.size() ? std::move(in_grads[i]) : Tensor();
       ENGINE_CHECK(!g.defined() || g.shape() == in->data.shape());
-      deliver(in, g);
+      deliver(in, std::move(g));
     }
     if (!retain_graph) {
       node.backward = nullptr;  // drops the saved tensors

@@ -155,3 +155,25 @@ TEST_CASE("a deep graph does not overflow the stack") {
   sum(y).backward();
   REQUIRE(w.grad().item() == 1);
 }
+
+TEST_CASE(".grad never shares memory with another tensor or another leaf") {
+  // add's backward hands the same gradient tensor to both inputs; each leaf must get its own.
+  Variable a(tensor({1, 2}), true), b(tensor({3, 4}), true);
+  sum((a + b) * 2.0).backward();
+  REQUIRE(a.grad().storage() != b.grad().storage());
+  a.mutable_grad().fill_(0);
+  REQUIRE(b.grad().to_vector<float>() == V{2, 2});
+  // A gradient the caller passed in is copied, not adopted.
+  Variable w(tensor({1, 2}), true);
+  Tensor seed = tensor({5, 6});
+  w.backward(seed);
+  REQUIRE(w.grad().storage() != seed.storage());
+  // A hook that keeps the gradient it saw does not see it change when .grad is updated.
+  Variable p(tensor({1}), true);
+  Tensor kept;
+  p.register_hook([&](const Tensor& g) { kept = g; });
+  sum(p * 3.0).backward();
+  sum(p * 3.0).backward();
+  REQUIRE(kept.item() == 3);
+  REQUIRE(p.grad().item() == 6);
+}
