@@ -42,6 +42,31 @@ void for_each_window_entry(const Shape& xs, int64_t kh, int64_t kw, int64_t s, i
 }
 }  // namespace
 
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  const Shape xs = x.shape();
+  const int64_t in = weight.size(1), out = weight.size(0);
+  ENGINE_REQUIRE(weight.dim() == 2, "[linear] weight must be (out, in), got ", shape_str(weight.shape()));
+  ENGINE_REQUIRE(x.dim() >= 1 && x.size(-1) == in, "[linear] expects input with last dim ", in, ", got shape ",
+                 shape_str(xs));
+  ENGINE_REQUIRE(!bias.defined() || bias.shape() == Shape{out}, "[linear] bias must be (", out, ",), got ",
+                 shape_str(bias.shape()));
+  const Tensor x2 = x.data().reshape({-1, in}), w = weight.data();  // (M, in): batch dims flattened
+  Tensor y = matmul(x2, w.transpose(0, 1));                          // (M, out); W^T read in place
+  if (bias.defined()) add_(y, bias.data());
+  Shape ys = xs;
+  ys.back() = out;
+  std::vector<Variable> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return autograd::record("linear", y.reshape(ys), inputs, [x2, w, xs, in, out](const Tensor& g, const Needs& n) {
+    const Tensor g2 = g.reshape({-1, out});  // (M, out)
+    Grads grads(n.size());
+    if (n[0]) grads[0] = matmul(g2, w).reshape(xs);          // dx = g W        (M, in)
+    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), x2);     // dW = g^T x      (out, in)
+    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {0});        // db = sum_m g    (out,)
+    return grads;
+  });
+}
+
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
   check_window("im2col", x.shape(), kh, kw, stride, padding);
   const Tensor xc = x.contiguous();

@@ -12,6 +12,11 @@ namespace engine::nn {
 
 using autograd::Variable;
 
+// y = x W^T + b for x (..., in), W (out, in), b (out,) or undefined. One op with its own
+// backward: dx = g W, dW = g^T x, db = sum of g over the batch, each a single GEMM or sum
+// that writes its result in the parameter's own layout (no transposed copies).
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
 // 2-D cross-correlation (what deep learning calls convolution), as im2col + one GEMM per
 // image. bias may be undefined. Output (N, O, (H + 2p - kh)/s + 1, (W + 2p - kw)/s + 1).
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding);

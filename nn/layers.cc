@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "nn/functional.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -16,9 +17,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen) : in_fea
 Variable Linear::forward(const Variable& x) {
   ENGINE_REQUIRE(x.dim() >= 1 && x.size(-1) == in_features, "[Linear] expects input with last dim ", in_features,
                  ", got shape ", shape_str(x.shape()));
-  // y = x W^T + b; the transpose is a view that the GEMM reads in place.
-  Variable y = autograd::matmul(x, autograd::transpose(weight, 0, 1));
-  return bias.defined() ? y + bias : y;
+  return linear(x, weight, bias);  // y = x W^T + b (nn/functional.cc)
 }
 
 Variable Flatten::forward(const Variable& x) {

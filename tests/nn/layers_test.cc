@@ -1,6 +1,7 @@
 // Layers and losses: hand-computed forwards, finite-difference backwards, PyTorch's init.
 #include <cmath>
 
+#include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "tests/testing/gradcheck.h"
@@ -42,6 +43,16 @@ TEST_CASE("Linear's gradients match finite differences") {
                     return fc(v[0]);
                   },
                   {randn({5, 4}), randn({3, 4}), randn({3})});
+}
+
+TEST_CASE("linear on batched input matches matmul + bias, forward and backward") {
+  check_gradients("linear 3-D", [](const Vs& v) { return linear(v[0], v[1], v[2]); },
+                  {randn({2, 3, 4}), randn({5, 4}), randn({5})});
+  check_gradients("linear no bias", [](const Vs& v) { return linear(v[0], v[1], Variable()); }, {randn({3, 4}), randn({2, 4})});
+  const Tensor x = randn({2, 3, 4}), w = randn({5, 4}), b = randn({5});
+  const Tensor expect = matmul(x, w.transpose(0, 1)) + b;
+  REQUIRE(max(abs(linear(Variable(x), Variable(w), Variable(b)).data() - expect)).item() < 1e-5);
+  REQUIRE_THROWS_WITH(linear(Variable(x), Variable(w), Variable(zeros({4}))), Catch::Contains("[linear] bias must be (5,)"));
 }
 
 TEST_CASE("cross_entropy by hand, and its gradient") {
