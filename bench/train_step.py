@@ -7,6 +7,11 @@ Each round runs bazel-bin/bench/train_step, then ../shared/reference/torch_mlp_s
 for each batch size (order alternating between rounds); each prints its median step time
 over its own timed rounds. Reported: the medians, and the median of the per-round ratios
 of samples/s (ours / PyTorch's), and peak resident memory of both processes.
+
+One thread each means one thread each: torch.set_num_threads(1) (the reference script's
+--threads 1) does not stop Debian's OpenBLAS from running its own thread pool (user + sys
+time exceeds wall time), so the peer runs with OPENBLAS_NUM_THREADS=1 and
+OMP_NUM_THREADS=1. --peer-threads-default leaves them unset, to see PyTorch as shipped.
 """
 import argparse, json, os, resource, statistics, subprocess, sys
 
@@ -14,10 +19,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def run(cmd):
+def run(cmd, env=None):
     """Runs one benchmark process; returns its JSON line and its peak RSS in MB."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     line = [l for l in out.splitlines() if l.startswith("{")][-1]
     # ru_maxrss of children is the max over all finished children: only a rise is this one's.
@@ -28,6 +33,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--batches", type=int, nargs="+", default=[64, 256])
+    p.add_argument("--peer-threads-default", action="store_true")
     p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "reference", "torch_mlp_step.py"))
     a = p.parse_args()
     ours_bin = os.path.join(ROOT, "bazel-bin", "bench", "train_step")
@@ -35,6 +41,9 @@ def main():
         sys.exit("train_step.py: build it first: bazel build //bench:train_step")
     if not os.path.exists(a.reference):
         sys.exit("train_step.py: PyTorch reference not found at " + a.reference)
+    peer_env = dict(os.environ)
+    if not a.peer_threads_default:
+        peer_env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     rows = []
     for batch in a.batches:
         ours_sps, torch_sps, ratios, ours_rss, torch_rss = [], [], [], [], []
@@ -45,7 +54,7 @@ def main():
                 pair.reverse()
             got = {}
             for name, cmd in pair:
-                got[name] = run(cmd)
+                got[name] = run(cmd, peer_env if name == "torch" else None)
             ours_sps.append(got["ours"][0]["samples_per_s"])
             torch_sps.append(got["torch"][0]["samples_per_s"])
             ratios.append(ours_sps[-1] / torch_sps[-1])

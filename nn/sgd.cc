@@ -15,21 +15,25 @@ SGD::SGD(std::vector<autograd::Variable> params, SGDOptions options)
 void SGD::step() {
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor p = params_[i].data();
     const Tensor& grad = params_[i].grad();
     if (!grad.defined()) continue;  // no gradient this step: leave it alone, as PyTorch does
-    Tensor g = o.weight_decay != 0 ? grad + p * o.weight_decay : grad;
-    if (o.momentum != 0) {
-      Tensor& buf = buffers_[i];
-      if (!buf.defined()) {
-        buf = g.clone();
-      } else {
-        mul_(buf, o.momentum);
-        add_(buf, g, 1 - o.dampening);
+    Tensor p = params_[i].data();
+    const Tensor g_dense = grad.contiguous();
+    const bool first = o.momentum != 0 && !buffers_[i].defined();
+    if (o.momentum != 0 && first) buffers_[i] = empty(p.shape());
+    // One pass per parameter: the whole update rule (see sgd.h) for each element in turn.
+    float* pp = p.data<float>();
+    const float* g = g_dense.data<float>();
+    float* buf = o.momentum != 0 ? buffers_[i].data<float>() : nullptr;
+    const float lr = float(o.lr), wd = float(o.weight_decay), m = float(o.momentum), damp = float(1 - o.dampening);
+    for (int64_t k = 0, n = p.numel(); k < n; ++k) {
+      float d = g[k] + wd * pp[k];
+      if (buf) {
+        buf[k] = first ? d : m * buf[k] + damp * d;
+        d = o.nesterov ? d + m * buf[k] : buf[k];
       }
-      g = o.nesterov ? g + buf * o.momentum : buf;
+      pp[k] -= lr * d;
     }
-    add_(p, g, -o.lr);
   }
 }
 
