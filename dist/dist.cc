@@ -1,0 +1,239 @@
+#include "dist/dist.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "dist/nccl_group.h"
+#include "dist/store.h"
+#include "dist/tcp_group.h"
+#include "tensor/check.h"
+
+namespace engine::dist {
+
+namespace {
+
+struct DefaultGroup {
+  std::shared_ptr<TCPStore> store;
+  std::unique_ptr<ProcessGroup> group;
+  LaunchInfo info;
+  std::string backend;
+  std::string file_to_remove;  // file:// rendezvous: rank 0 removes its file at the end
+};
+std::unique_ptr<DefaultGroup> g_default;
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+// Parses an integer environment variable; throws naming it when it is not a number.
+int env_int(const char* name, int fallback) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  ENGINE_REQUIRE(*end == '\0' && errno == 0 && x >= INT_MIN && x <= INT_MAX, "[init_process_group] environment variable ",
+                 name, "=\"", v, "\" is not an integer");
+  return int(x);
+}
+
+std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
+  if (given.count() > 0) return given;
+  const int s = env_int("ENGINE_DIST_TIMEOUT", 300);
+  ENGINE_REQUIRE(s > 0, "[init_process_group] ENGINE_DIST_TIMEOUT must be a positive number of seconds, got ", s);
+  return std::chrono::seconds(s);
+}
+
+void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {
+  const size_t colon = hp.rfind(':');
+  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", hp,
+                 "\" should be HOST:PORT");
+  *host = hp.substr(0, colon);
+  char* end = nullptr;
+  const long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
+  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", hp,
+                 "\" has an invalid port");
+  *port = int(p);
+}
+
+// file:// rendezvous: rank 0 serves the store and writes "HOST:PORT" into the file (via a
+// temporary file and a rename, so nobody reads half of it); the others read it.
+std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, StoreOptions so, std::string* remove) {
+  if (rank == 0) {
+    char host[256] = "127.0.0.1";
+    if (const char* a = env("MASTER_ADDR")) std::snprintf(host, sizeof host, "%s", a);
+    auto store = std::make_shared<TCPStore>(host, 0, true, so);
+    const std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << host << ":" << store->port() << "\n";
+    ENGINE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "[init_process_group] cannot write the rendezvous file ",
+                   path, ": ", std::strerror(errno));
+    *remove = path;
+    return store;
+  }
+  const Deadline d = deadline_in(so.timeout);
+  std::string last_error = "the file does not exist yet";
+  while (Clock::now() < d) {
+    std::ifstream in(path);
+    std::string hp;
+    if (in >> hp) {
+      std::string host;
+      int port = 0;
+      parse_host_port(hp, "the rendezvous file " + path, &host, &port);
+      StoreOptions quick = so;  // a stale file from an earlier run points at a dead port:
+      quick.timeout = std::min(so.timeout, std::chrono::milliseconds(2000));  // retry briefly, re-read
+      try {
+        auto store = std::make_shared<TCPStore>(host, port, false, quick);
+        store->set_timeout(so.timeout);
+        return store;
+      } catch (const Error& e) {
+        last_error = e.what();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw Error("[init_process_group] timed out waiting for rank 0's address in " + path + " (" + last_error + ")");
+}
+
+DefaultGroup& current(const char* op) {
+  ENGINE_REQUIRE(g_default != nullptr, "[", op, "] the default process group is not initialized: call "
+                 "dist::init_process_group() first (or it was already destroyed)");
+  return *g_default;
+}
+
+Work finish(Work w, bool async_op) {
+  if (!async_op) w.wait();
+  return w;
+}
+
+}  // namespace
+
+LaunchInfo read_launch_env(bool need_master) {
+  LaunchInfo info;
+  if (env("RANK") || env("WORLD_SIZE")) {
+    info.source = "torchrun-style";
+    info.rank = env_int("RANK", -1);
+    info.world_size = env_int("WORLD_SIZE", -1);
+    info.local_rank = env_int("LOCAL_RANK", 0);
+    info.local_world_size = env_int("LOCAL_WORLD_SIZE", 1);
+  } else if (env("SLURM_PROCID")) {
+    info.source = "slurm";
+    info.rank = env_int("SLURM_PROCID", -1);
+    info.world_size = env_int("SLURM_NTASKS", -1);
+    info.local_rank = env_int("SLURM_LOCALID", 0);
+    info.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1);
+  } else if (env("OMPI_COMM_WORLD_RANK")) {
+    info.source = "openmpi";
+    info.rank = env_int("OMPI_COMM_WORLD_RANK", -1);
+    info.world_size = env_int("OMPI_COMM_WORLD_SIZE", -1);
+    info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  }
+  ENGINE_REQUIRE(info.rank >= 0 && info.world_size >= 1,
+                 "[init_process_group] RANK and WORLD_SIZE are not set: start the processes with the launcher "
+                 "(bazel run //dist:launch -- --nproc_per_node=2 ...), srun or mpirun, or export RANK and WORLD_SIZE");
+  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] RANK=", info.rank, " must be less than WORLD_SIZE=",
+                 info.world_size);
+  if (const char* a = env("MASTER_ADDR")) info.master_addr = a;
+  info.master_port = env_int("MASTER_PORT", -1);
+  if (need_master) {
+    ENGINE_REQUIRE(!info.master_addr.empty(), "[init_process_group] MASTER_ADDR is not set: export the address of "
+                   "rank 0's machine (127.0.0.1 on one machine), or use the launcher");
+    ENGINE_REQUIRE(info.master_port >= 0 && info.master_port <= 65535, "[init_process_group] MASTER_PORT is ",
+                   info.master_port < 0 ? "not set" : "out of range", ": export a free port such as 29500, or use "
+                   "the launcher (it picks one)");
+  }
+  return info;
+}
+
+void init_process_group(const std::string& backend, const InitOptions& options) {
+  ENGINE_REQUIRE(g_default == nullptr, "[init_process_group] the default process group is already initialized; "
+                 "call destroy_process_group() first");
+  const bool cpu = backend == "gloo" || backend == "tcp";
+  ENGINE_REQUIRE(cpu || backend == "nccl", "[init_process_group] unknown backend \"", backend,
+                 "\": use \"gloo\" (CPU tensors, over TCP) or \"nccl\" (CUDA tensors)");
+  auto g = std::make_unique<DefaultGroup>();
+  g->backend = backend;
+  StoreOptions so;
+  so.timeout = resolve_timeout(options.timeout);
+  so.token = !options.token.empty() ? options.token : (env("ENGINE_JOB_TOKEN") ? env("ENGINE_JOB_TOKEN") : "");
+
+  const std::string& m = options.init_method;
+  if (m == "env://") {
+    g->info = read_launch_env(true);
+  } else {
+    g->info = read_launch_env(false);
+    if (options.rank >= 0) g->info.rank = options.rank;
+    if (options.world_size >= 1) g->info.world_size = options.world_size;
+  }
+  if (options.rank >= 0 && m == "env://") g->info.rank = options.rank;
+  if (options.world_size >= 1 && m == "env://") g->info.world_size = options.world_size;
+  LaunchInfo& info = g->info;
+  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] rank ", info.rank,
+                 " must be less than world size ", info.world_size);
+
+  if (m == "env://") {
+    g->store = std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);
+  } else if (m.rfind("tcp://", 0) == 0) {
+    std::string host;
+    int port = 0;
+    parse_host_port(m.substr(6), "init_method", &host, &port);
+    g->store = std::make_shared<TCPStore>(host, port, info.rank == 0, so);
+  } else if (m.rfind("file://", 0) == 0) {
+    g->store = file_rendezvous(m.substr(7), info.rank, so, &g->file_to_remove);
+  } else {
+    throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
+  }
+
+  if (cpu) {
+    TCPGroupOptions to;
+    to.timeout = so.timeout;
+    to.token = so.token;
+    g->group = std::make_unique<ProcessGroupTCP>(g->store, info.rank, info.world_size, to);
+  } else {
+    g->group = make_nccl_group(g->store, info.rank, info.world_size, info.local_rank, so.timeout);
+  }
+  g_default = std::move(g);
+}
+
+void destroy_process_group() {
+  if (!g_default) return;
+  // Let every rank finish with the store before rank 0 stops serving it; a rank that has
+  // died makes this fail quickly, and teardown goes on regardless.
+  try {
+    g_default->group->barrier().wait();
+  } catch (const Error&) {
+  }
+  g_default->group.reset();
+  if (!g_default->file_to_remove.empty()) std::remove(g_default->file_to_remove.c_str());
+  g_default->store.reset();
+  g_default.reset();
+}
+
+bool is_initialized() { return g_default != nullptr; }
+int get_rank() { return current("get_rank").info.rank; }
+int get_world_size() { return current("get_world_size").info.world_size; }
+int get_local_rank() { return current("get_local_rank").info.local_rank; }
+int get_local_world_size() { return current("get_local_world_size").info.local_world_size; }
+std::string get_backend() { return current("get_backend").backend; }
+ProcessGroup& default_group() { return *current("default_group").group; }
+
+Work all_reduce(Tensor t, ReduceOp op, bool async_op) { return finish(current("all_reduce").group->all_reduce(t, op), async_op); }
+Work broadcast(Tensor t, int src, bool async_op) { return finish(current("broadcast").group->broadcast(t, src), async_op); }
+Work all_gather(std::vector<Tensor>& outputs, Tensor input, bool async_op) {
+  return finish(current("all_gather").group->all_gather(&outputs, input), async_op);
+}
+Work reduce_scatter(Tensor output, Tensor input, ReduceOp op, bool async_op) {
+  return finish(current("reduce_scatter").group->reduce_scatter(output, input, op), async_op);
+}
+Work barrier(bool async_op) { return finish(current("barrier").group->barrier(), async_op); }
+Work send(Tensor t, int dst, bool async_op) { return finish(current("send").group->send(t, dst), async_op); }
+Work recv(Tensor t, int src, bool async_op) { return finish(current("recv").group->recv(t, src), async_op); }
+
+}  // namespace engine::dist

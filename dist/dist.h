@@ -1,0 +1,67 @@
+// torch.distributed, in C++: the default process group and the collectives on it.
+//
+//   dist::init_process_group("gloo");                  // reads RANK, WORLD_SIZE, MASTER_ADDR, ...
+//   int rank = dist::get_rank(), world = dist::get_world_size();
+//   dist::all_reduce(t);                               // sum over ranks, in place
+//   dist::Work w = dist::all_reduce(g, dist::ReduceOp::Avg, /*async_op=*/true);
+//   w.wait();
+//   dist::barrier();
+//   dist::destroy_process_group();                     // no thread, socket or port left
+//
+// Backends: "gloo" (our CPU transport over TCP; "tcp" is the same) and "nccl" (GPUs).
+// Launch one process per device with the launcher (dist/launch.cc), which sets the
+// environment torchrun sets; Slurm's (SLURM_PROCID, ...) and Open MPI's
+// (OMPI_COMM_WORLD_RANK, ...) variables are understood too.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+
+namespace engine::dist {
+
+struct InitOptions {
+  // "env://" (the environment), "tcp://HOST:PORT" (rank and world_size given here or in
+  // RANK/WORLD_SIZE), or "file:///shared/path" (rank 0 writes its address into the file).
+  std::string init_method = "env://";
+  int rank = -1;
+  int world_size = -1;
+  // 0: ENGINE_DIST_TIMEOUT (seconds) if set, else 300 s (see TCPGroupOptions for why).
+  std::chrono::milliseconds timeout{0};
+  // The job's secret, checked on every connection. "": ENGINE_JOB_TOKEN (the launcher sets it).
+  std::string token;
+};
+
+// Where this process sits in the job, as the launcher (or Slurm, or mpirun) described it.
+struct LaunchInfo {
+  int rank = -1, world_size = -1, local_rank = 0, local_world_size = 1;
+  std::string master_addr, source;  // source: "torchrun-style", "slurm" or "openmpi"
+  int master_port = -1;
+};
+// Reads the launch environment. Throws naming the variable that is missing or malformed.
+LaunchInfo read_launch_env(bool need_master = true);
+
+void init_process_group(const std::string& backend = "gloo", const InitOptions& options = {});
+void destroy_process_group();
+bool is_initialized();
+int get_rank();
+int get_world_size();
+int get_local_rank();
+int get_local_world_size();
+std::string get_backend();
+ProcessGroup& default_group();
+
+// Collectives on the default group. With async_op the call returns at once and the Work
+// must be waited on before the tensor is read; otherwise it returns a finished Work.
+Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum, bool async_op = false);
+Work broadcast(Tensor tensor, int src, bool async_op = false);
+Work all_gather(std::vector<Tensor>& outputs, Tensor input, bool async_op = false);
+Work reduce_scatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::Sum, bool async_op = false);
+Work barrier(bool async_op = false);
+Work send(Tensor tensor, int dst, bool async_op = false);
+Work recv(Tensor tensor, int src, bool async_op = false);
+
+}  // namespace engine::dist

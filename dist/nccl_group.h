@@ -1,0 +1,24 @@
+// The "nccl" backend: collectives on CUDA tensors through NVIDIA's NCCL, one process per
+// GPU (device = local rank). The NCCL unique id travels through the rendezvous store.
+//
+// all_reduce has two algorithms, chosen by ENGINE_NCCL_ALLREDUCE:
+//   "nccl" (default): ncclAllReduce, NCCL's own tuned implementation;
+//   "ring": the same ring as the CPU backend (allreduce_ring.cc), written with ncclSend /
+//           ncclRecv and a reduction kernel of ours: the teaching version.
+//
+// Built with nvcc when the CUDA toolkit is found; otherwise make_nccl_group() explains
+// that this build has no CUDA. On a machine without a GPU it says so and suggests "gloo".
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "dist/process_group.h"
+#include "dist/store.h"
+
+namespace engine::dist {
+
+std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore> store, int rank, int size, int local_rank,
+                                              std::chrono::milliseconds timeout);
+
+}  // namespace engine::dist

@@ -1,0 +1,46 @@
+#include "dist/process_group.h"
+
+namespace engine::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "SUM";
+    case ReduceOp::Avg: return "AVG";
+    case ReduceOp::Min: return "MIN";
+    case ReduceOp::Max: return "MAX";
+    case ReduceOp::Product: return "PRODUCT";
+  }
+  return "?";
+}
+
+Work::Work() : state_(std::make_shared<State>()) {}
+
+void Work::wait() const {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+void Work::finish() const {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->done = true;
+  }
+  state_->cv.notify_all();
+}
+
+void Work::fail(std::exception_ptr error) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->error = std::move(error);
+    state_->done = true;
+  }
+  state_->cv.notify_all();
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,186 @@
+#include "dist/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "tensor/check.h"
+
+namespace engine::dist {
+
+int ms_until(Deadline deadline) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return int(std::max<int64_t>(0, std::min<int64_t>(ms, INT_MAX)));
+}
+
+bool wait_fd(int fd, bool for_write, Deadline deadline) {
+  pollfd p{fd, short(for_write ? POLLOUT : POLLIN), 0};
+  while (true) {
+    const int r = ::poll(&p, 1, ms_until(deadline));
+    if (r > 0) return true;
+    if (r == 0) return false;
+    if (errno != EINTR) return true;  // let the following read/write report the error
+  }
+}
+
+void throw_io_error(const char* what, const std::string& peer, int err, bool timed_out) {
+  if (timed_out) throw Error(std::string("[dist] timed out ") + what + " " + peer);
+  if (err == 0 || err == ECONNRESET || err == EPIPE)
+    throw Error(std::string("[dist] connection to ") + peer + " closed while " + what +
+                " (that process exited or was killed)");
+  throw Error(std::string("[dist] ") + what + " " + peer + " failed: " + std::strerror(err));
+}
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::shutdown() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+namespace {
+void tune(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // small messages go out at once
+  const int buf = 4 << 20;  // large socket buffers keep a ring step's bytes in flight
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+sockaddr_in resolve(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  ENGINE_REQUIRE(rc == 0 && res, "[dist] cannot resolve host \"", host, "\": ", gai_strerror(rc));
+  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  ::freeaddrinfo(res);
+  return addr;
+}
+}  // namespace
+
+Socket Socket::connect(const std::string& host, int port, Deadline deadline, const std::string& peer) {
+  const sockaddr_in addr = resolve(host, port);
+  std::string last = "no attempt";
+  while (true) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ENGINE_REQUIRE(fd >= 0, "[dist] socket() failed: ", std::strerror(errno));
+    Socket s(fd);
+    tune(fd);
+    int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+    if (rc != 0 && errno == EINPROGRESS) {
+      if (wait_fd(fd, true, deadline)) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        errno = err;
+      } else {
+        errno = ETIMEDOUT;
+      }
+    }
+    if (rc == 0) return s;
+    last = std::strerror(errno);
+    if (Clock::now() >= deadline)
+      throw Error("[dist] could not connect to " + peer + " at " + host + ":" + std::to_string(port) +
+                  " before the timeout (last error: " + last + "); is it running, and are the address and port right?");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the server may not be listening yet
+  }
+}
+
+void Socket::send_all(const void* data, size_t n, Deadline deadline, const std::string& peer) const {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      p += w, n -= size_t(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_fd(fd_, true, deadline)) throw_io_error("sending to", peer, 0, true);
+      continue;
+    }
+    throw_io_error("sending to", peer, errno, false);
+  }
+}
+
+void Socket::recv_all(void* data, size_t n, Deadline deadline, const std::string& peer) const {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::recv(fd_, p, n, 0);
+    if (r > 0) {
+      p += r, n -= size_t(r);
+      continue;
+    }
+    if (r == 0) throw_io_error("receiving from", peer, 0, false);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!wait_fd(fd_, false, deadline)) throw_io_error("waiting for", peer, 0, true);
+      continue;
+    }
+    throw_io_error("receiving from", peer, errno, false);
+  }
+}
+
+Listener Listener::bind(const std::string& host, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ENGINE_REQUIRE(fd >= 0, "[dist] socket() failed: ", std::strerror(errno));
+  Listener l;
+  l.sock_ = Socket(fd);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr = resolve(host, port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    throw Error("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) +
+                (err == EADDRINUSE ? " (another process holds this port: pick another MASTER_PORT, or 0 for a free one)"
+                                   : ""));
+  }
+  ENGINE_REQUIRE(::listen(fd, 128) == 0, "[dist] listen() failed: ", std::strerror(errno));
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  l.port_ = ntohs(addr.sin_port);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return l;
+}
+
+Socket Listener::accept(Deadline deadline) const {
+  while (true) {
+    const int fd = ::accept4(sock_.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      tune(fd);
+      return Socket(fd);
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw Error(std::string("[dist] accept failed: ") + std::strerror(errno));
+    if (!wait_fd(sock_.fd(), false, deadline)) throw Error("[dist] timed out waiting for a peer to connect");
+  }
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,77 @@
+// TCP sockets with deadlines: the only way the CPU backend talks between processes.
+//
+//   Listener l = Listener::bind("127.0.0.1", 0);      // port 0: the kernel picks a free one
+//   Socket s = Socket::connect("127.0.0.1", l.port(), deadline_in(30s), "rank 0's store");
+//   Socket c = l.accept(deadline_in(30s));
+//   s.send_all(buf, n, deadline, "rank 1");
+//   c.recv_all(buf, n, deadline, "rank 0");
+//
+// Every blocking call takes a deadline and throws engine::Error when it passes, or when the
+// peer closes or resets the connection, naming `peer` (what is on the other end) so that
+// the error says who stopped answering.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace engine::dist {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+inline Deadline deadline_in(std::chrono::milliseconds d) { return Clock::now() + d; }
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  // Connects to host:port, retrying refused connections until the deadline (the server
+  // may not be up yet). Throws naming `peer`, the address and the last error.
+  static Socket connect(const std::string& host, int port, Deadline deadline, const std::string& peer);
+
+  void send_all(const void* data, size_t n, Deadline deadline, const std::string& peer) const;
+  void recv_all(void* data, size_t n, Deadline deadline, const std::string& peer) const;
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void close();
+  void shutdown();  // wakes any thread blocked on this socket (used at teardown)
+
+ private:
+  int fd_ = -1;
+};
+
+class Listener {
+ public:
+  // Listens on host:port (port 0: any free port). host "0.0.0.0" listens on every interface.
+  static Listener bind(const std::string& host, int port);
+  Listener() = default;
+  Listener(Listener&&) noexcept = default;
+  Listener& operator=(Listener&&) noexcept = default;
+
+  Socket accept(Deadline deadline) const;
+  int port() const { return port_; }
+  int fd() const { return sock_.fd(); }
+  void close() { sock_.close(); }
+
+ private:
+  Socket sock_;
+  int port_ = 0;
+};
+
+// Waits until fd is readable (or writable), or the deadline passes. Returns false on timeout.
+bool wait_fd(int fd, bool for_write, Deadline deadline);
+
+// Milliseconds until the deadline, clamped to [0, INT_MAX] for poll().
+int ms_until(Deadline deadline);
+
+// Throws the error for a failed read or write: closed, reset, or timed out.
+[[noreturn]] void throw_io_error(const char* what, const std::string& peer, int err, bool timed_out);
+
+}  // namespace engine::dist

@@ -1,0 +1,78 @@
+// The rendezvous key-value store: how processes that know only the master's address find
+// each other. Rank 0 serves it over TCP; every rank (rank 0 included) is a client.
+//
+//   TCPStore store("127.0.0.1", 29500, /*is_server=*/rank == 0, options);
+//   store.set("addr/1", "10.0.0.2:41000");
+//   std::string a = store.get("addr/0");         // waits until some rank sets it
+//   int64_t n = store.add("arrived", 1);         // atomic counter: returns the new value
+//   store.compare_set("leader", "", "rank3");    // set only if absent (or equal to expected)
+//
+// Every call has a deadline (options.timeout). Clients must present the job's token; the
+// server drops connections that do not, and bounds every length it reads before
+// allocating. Messages: [u8 command][u32 key length][key][u32 value length][value].
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/socket.h"
+
+namespace engine::dist {
+
+struct StoreOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::string token;                      // the job's secret; empty accepts any client sending empty
+  std::string listen_host = "";           // server: where to listen (default: the given host)
+};
+
+class TCPStore {
+ public:
+  // With is_server, listens on host:port (port 0 picks a free one; see port()) before
+  // connecting to itself. Clients retry connecting until the timeout.
+  TCPStore(const std::string& host, int port, bool is_server, StoreOptions options);
+  ~TCPStore();
+  TCPStore(const TCPStore&) = delete;
+  TCPStore& operator=(const TCPStore&) = delete;
+
+  void set(const std::string& key, const std::string& value);
+  // Waits until `key` exists (or the timeout passes), then returns its value.
+  std::string get(const std::string& key);
+  // Returns the value if present, without waiting.
+  bool try_get(const std::string& key, std::string* value);
+  int64_t add(const std::string& key, int64_t delta);
+  // Sets key to `desired` if its current value is `expected` ("" matches a missing key);
+  // returns the value after the call.
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
+  bool delete_key(const std::string& key);
+  // Waits until every key exists.
+  void wait(const std::vector<std::string>& keys);
+  int64_t num_keys();
+
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+  // The address of this machine as the server sees it: what peers can reach us at.
+  std::string local_address() const;
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
+
+ private:
+  class Server;
+  std::string request(uint8_t cmd, const std::string& key, const std::string& value);
+
+  std::string host_;
+  int port_ = 0;
+  StoreOptions options_;
+  std::unique_ptr<Server> server_;
+  Socket sock_;
+  std::mutex mu_;  // one request at a time on the client socket
+};
+
+}  // namespace engine::dist

@@ -1,0 +1,426 @@
+#include "dist/tcp_group.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tensor/check.h"
+
+namespace engine::dist {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x44445044;  // "DDPD"
+constexpr uint32_t kData = 1, kAbort = 2;
+constexpr uint64_t kMaxAbortText = 4096;
+
+enum Coll : uint16_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier, kPointToPoint };
+
+const char* coll_name(uint16_t c) {
+  switch (c) {
+    case kAllReduce: return "all_reduce";
+    case kBroadcast: return "broadcast";
+    case kAllGather: return "all_gather";
+    case kReduceScatter: return "reduce_scatter";
+    case kBarrier: return "barrier";
+    case kPointToPoint: return "send/recv";
+  }
+  return "an unknown call";
+}
+
+// "all_reduce(SUM, 1024 x float32) #12", as a learner would write the call.
+std::string describe(const MessageHeader& h) {
+  std::string s = coll_name(h.coll);
+  s += "(";
+  if (h.coll == kAllReduce || h.coll == kReduceScatter) s += std::string(reduce_op_name(ReduceOp(h.op))) + ", ";
+  if (h.coll == kBroadcast) s += "root " + std::to_string(h.root) + ", ";
+  s += std::to_string(h.count) + " x " + dtype_name(DType(h.dtype)) + ") #" + std::to_string(h.seq);
+  return s;
+}
+
+MessageHeader make_desc(uint16_t coll, const Tensor* t, ReduceOp op = ReduceOp::Sum, int root = -1) {
+  MessageHeader h{};
+  h.magic = kMagic;
+  h.kind = kData;
+  h.coll = coll;
+  h.op = uint16_t(op);
+  h.root = root;
+  if (t) {
+    h.count = uint64_t(t->numel());
+    h.dtype = uint16_t(t->dtype());
+  }
+  return h;
+}
+
+void require_cpu_tensor(const char* op, const Tensor& t) {
+  ENGINE_REQUIRE(t.defined(), "[", op, "] tensor is undefined");
+  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] the tcp backend handles CPU tensors; this one is on ",
+                 t.device().str(), " (use the nccl backend for GPU tensors)");
+  ENGINE_REQUIRE(t.is_contiguous(), "[", op, "] needs a contiguous tensor (call .contiguous() first)");
+}
+
+}  // namespace
+
+ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int size, TCPGroupOptions options)
+    : ProcessGroup(rank, size), store_(std::move(store)), options_(std::move(options)), peers_(size_t(size)),
+      sent_to_(size_t(size), 0), received_from_(size_t(size), 0) {
+  ENGINE_REQUIRE(size >= 1, "[init_process_group] world size must be >= 1, got ", size);
+  ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
+                 " (RANK must be less than WORLD_SIZE)");
+  connect_mesh();
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+ProcessGroupTCP::~ProcessGroupTCP() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  for (auto& p : peers_) p.close();
+}
+
+// ---------------------------------------------------------------------------------------
+// Setup: every rank listens, publishes its address in the store, connects to each lower
+// rank and accepts each higher one. Each connection starts with both sides' hello
+// (magic, rank, job token), so a stray or foreign connection is refused.
+
+namespace {
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  uint32_t token_len;
+};
+
+void send_hello(const Socket& s, int rank, const std::string& token, Deadline d, const std::string& peer) {
+  Hello h{kMagic, rank, uint32_t(token.size())};
+  s.send_all(&h, sizeof h, d, peer);
+  s.send_all(token.data(), token.size(), d, peer);
+}
+
+constexpr int32_t kRefusedToken = -2;  // the rank field of a hello that refuses the connection
+
+int recv_hello(const Socket& s, const std::string& token, int world, Deadline d, const std::string& peer) {
+  Hello h{};
+  s.recv_all(&h, sizeof h, d, peer);
+  ENGINE_REQUIRE(h.magic == kMagic, "[init_process_group] ", peer, " is not a process of this engine (bad magic)");
+  ENGINE_REQUIRE(h.rank != kRefusedToken, "[init_process_group] ", peer, " refused this process: it presented "
+                 "another job's token (is a second job using the same MASTER_ADDR/MASTER_PORT?)");
+  ENGINE_REQUIRE(h.token_len <= 1024, "[init_process_group] ", peer, " sent an oversized token");
+  std::string t(h.token_len, '\0');
+  s.recv_all(t.data(), t.size(), d, peer);
+  if (t != token) {
+    const Hello no{kMagic, kRefusedToken, 0};  // tell the stranger why, then drop it
+    try {
+      s.send_all(&no, sizeof no, deadline_in(std::chrono::milliseconds(200)), peer);
+    } catch (const Error&) {
+    }
+    throw Error("[init_process_group] " + peer + " presented another job's token: is a second job using the same "
+                "MASTER_ADDR/MASTER_PORT?");
+  }
+  ENGINE_REQUIRE(h.rank >= 0 && h.rank < world, "[init_process_group] ", peer, " claims rank ", h.rank,
+                 " outside 0..", world - 1);
+  return h.rank;
+}
+}  // namespace
+
+void ProcessGroupTCP::connect_mesh() {
+  if (size_ == 1) return;
+  const Deadline d = deadline_in(options_.timeout);
+  const std::string host = store_->local_address();
+  Listener listener = Listener::bind(host, 0);  // only on the interface that reaches the master
+  store_->set("tcp/addr/" + std::to_string(rank_), host + ":" + std::to_string(listener.port()));
+  for (int r = 0; r < rank_; ++r) {
+    const std::string addr = store_->get("tcp/addr/" + std::to_string(r));
+    const size_t colon = addr.rfind(':');
+    Socket s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)), d, peer_name(r));
+    send_hello(s, rank_, options_.token, d, peer_name(r));
+    const int got = recv_hello(s, options_.token, size_, d, peer_name(r));
+    ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");
+    peers_[r] = std::move(s);
+  }
+  for (int accepted = 0; accepted < size_ - 1 - rank_;) {
+    Socket s;
+    try {
+      s = listener.accept(d);
+    } catch (const Error&) {
+      std::string missing;
+      for (int r = rank_ + 1; r < size_; ++r)
+        if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for rank(s) " + missing +
+                  " to connect: they have not started, failed, or were refused");
+    }
+    int r = -1;
+    try {
+      r = recv_hello(s, options_.token, size_, d, "a connecting process");
+    } catch (const Error&) {
+      continue;  // not one of ours: drop it and keep waiting for the real peers
+    }
+    ENGINE_REQUIRE(r > rank_ && !peers_[r].valid(), "[init_process_group] two processes claim rank ", r,
+                   ": check that every process has a different RANK");
+    send_hello(s, rank_, options_.token, d, peer_name(r));
+    peers_[r] = std::move(s);
+    ++accepted;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The worker: runs queued collectives in order. After a failure the group is broken: the
+// peers were told (ABORT) and every later call fails with the original reason.
+
+Work ProcessGroupTCP::enqueue(MessageHeader desc, std::function<void(const MessageHeader&, Deadline)> run) {
+  Work work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ENGINE_REQUIRE(!stop_, "[dist] ", coll_name(desc.coll), " called after destroy_process_group()");
+    if (desc.coll != kPointToPoint) desc.seq = next_seq_++;
+    queue_.push_back({desc, std::move(run), work});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupTCP::worker_loop() {
+  while (true) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!broken_.empty()) {
+      task.work.fail(std::make_exception_ptr(
+          Error("[dist] " + describe(task.desc) + " on rank " + std::to_string(rank_) +
+                " cannot run: the process group failed earlier: " + broken_)));
+      continue;
+    }
+    try {
+      task.run(task.desc, deadline_in(options_.timeout));
+      task.work.finish();
+    } catch (const Error& e) {
+      broken_ = e.what();
+      abort_peers(broken_);
+      task.work.fail(std::current_exception());
+    }
+  }
+}
+
+void ProcessGroupTCP::abort_peers(const std::string& why) {
+  const std::string text = why.substr(0, kMaxAbortText);
+  MessageHeader h{};
+  h.magic = kMagic;
+  h.kind = kAbort;
+  h.bytes = text.size();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || !peers_[r].valid()) continue;
+    try {  // best effort and brief: a dead or stuck peer must not hold us up
+      const Deadline d = deadline_in(std::chrono::milliseconds(200));
+      peers_[r].send_all(&h, sizeof h, d, peer_name(r));
+      peers_[r].send_all(text.data(), text.size(), d, peer_name(r));
+    } catch (const Error&) {
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages
+
+void ProcessGroupTCP::check_header(const MessageHeader& got, const MessageHeader& expect, int from, Deadline d) {
+  if (got.magic != kMagic)
+    throw Error("[dist] " + peer_name(from) + " sent bytes that are not a message of this engine");
+  if (got.kind == kAbort) {
+    if (got.bytes > kMaxAbortText) throw Error("[dist] " + peer_name(from) + " aborted (message too long to show)");
+    std::string text(got.bytes, '\0');
+    peers_[from].recv_all(text.data(), text.size(), d, peer_name(from));
+    throw Error(text + " [reported by " + peer_name(from) + "]");
+  }
+  const bool same = got.kind == expect.kind && got.seq == expect.seq && got.coll == expect.coll &&
+                    got.op == expect.op && got.dtype == expect.dtype && got.count == expect.count &&
+                    got.root == expect.root && got.step == expect.step && got.bytes == expect.bytes;
+  if (!same)
+    throw Error("[dist] mismatched collectives: rank " + std::to_string(rank_) + " called " + describe(expect) +
+                " but " + peer_name(from) + " called " + describe(got) +
+                "; every rank must make the same collective calls in the same order with the same "
+                "op, dtype and element count");
+}
+
+void ProcessGroupTCP::exchange(int to, const MessageHeader* out_header, const void* out, size_t out_n, int from,
+                               const MessageHeader* expect, void* in, size_t in_n, Deadline d,
+                               const std::function<void(size_t)>& on_bytes) {
+  // Send side: header then payload, as one scatter-gather stream.
+  size_t sent = 0;
+  const size_t send_total = out_header ? sizeof(MessageHeader) + out_n : 0;
+  // Receive side: first the header (checked before any payload is read), then the payload.
+  MessageHeader got{};
+  size_t got_header = expect ? 0 : sizeof got, got_payload = 0, reported = 0;
+  const size_t recv_total = expect ? in_n : 0;
+  auto recv_done = [&] { return !expect || (got_header == sizeof got && got_payload == recv_total); };
+
+  while (sent < send_total || !recv_done()) {
+    pollfd p[2];
+    int n = 0, si = -1, ri = -1;
+    if (sent < send_total) si = n, p[n++] = {peers_[to].fd(), POLLOUT, 0};
+    if (!recv_done()) ri = n, p[n++] = {peers_[from].fd(), POLLIN, 0};
+    const int r = ::poll(p, nfds_t(n), ms_until(d));
+    if (r == 0) {
+      const MessageHeader& what = expect ? *expect : *out_header;
+      throw Error("[dist] timed out after " + std::to_string(options_.timeout.count() / 1000) + " s in " +
+                  describe(what) + " on rank " + std::to_string(rank_) + ", waiting for " +
+                  peer_name(!recv_done() ? from : to) +
+                  ": it may be stuck, still computing, or in a different collective");
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error(std::string("[dist] poll failed: ") + std::strerror(errno));
+    }
+    if (ri >= 0 && p[ri].revents) {
+      const int fd = peers_[from].fd();
+      ssize_t k;
+      if (got_header < sizeof got) {
+        k = ::recv(fd, reinterpret_cast<char*>(&got) + got_header, sizeof got - got_header, 0);
+        if (k > 0 && (got_header += size_t(k)) == sizeof got) check_header(got, *expect, from, d);
+      } else {
+        k = ::recv(fd, static_cast<char*>(in) + got_payload, recv_total - got_payload, 0);
+        if (k > 0) got_payload += size_t(k);
+        if (on_bytes && (got_payload - reported >= options_.chunk_bytes || got_payload == recv_total) &&
+            got_payload > reported) {
+          reported = got_payload;
+          on_bytes(got_payload);
+        }
+      }
+      if (k == 0) throw_io_error("receiving from", peer_name(from), 0, false);
+      if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        throw_io_error("receiving from", peer_name(from), errno, false);
+    }
+    if (si >= 0 && p[si].revents) {
+      iovec iov[2];
+      int cnt = 0;
+      if (sent < sizeof(MessageHeader))
+        iov[cnt++] = {reinterpret_cast<char*>(const_cast<MessageHeader*>(out_header)) + sent, sizeof(MessageHeader) - sent};
+      const size_t payload_done = sent > sizeof(MessageHeader) ? sent - sizeof(MessageHeader) : 0;
+      if (out_n > payload_done) iov[cnt++] = {const_cast<char*>(static_cast<const char*>(out)) + payload_done, out_n - payload_done};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = size_t(cnt);
+      const ssize_t k = ::sendmsg(peers_[to].fd(), &msg, MSG_NOSIGNAL);
+      if (k > 0) sent += size_t(k), bytes_sent_ += uint64_t(k);
+      else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        throw_io_error("sending to", peer_name(to), errno, false);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Collectives other than the ring ones
+
+Work ProcessGroupTCP::all_reduce(Tensor t, ReduceOp op) {
+  require_cpu_tensor("all_reduce", t);
+  ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[all_reduce] AVG needs float32, got ",
+                 dtype_name(t.dtype()));
+  return enqueue(make_desc(kAllReduce, &t, op), [this, t, op](const MessageHeader& desc, Deadline d) {
+    ring_all_reduce(t, op, desc, d);
+  });
+}
+
+Work ProcessGroupTCP::barrier() {
+  // A barrier is an all-reduce of one number: nobody finishes before everybody started.
+  Tensor one = ones({1}, DType::Int64);
+  return enqueue(make_desc(kBarrier, &one), [this, one](const MessageHeader& desc, Deadline d) {
+    ring_all_reduce(one, ReduceOp::Sum, desc, d);
+  });
+}
+
+Work ProcessGroupTCP::broadcast(Tensor t, int root) {
+  require_cpu_tensor("broadcast", t);
+  ENGINE_REQUIRE(root >= 0 && root < size_, "[broadcast] root ", root, " is outside 0..", size_ - 1);
+  return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root), [this, t, root](const MessageHeader& desc, Deadline d) {
+    // The root sends its tensor to every other rank directly (fine for the world sizes of
+    // one machine; a ring or tree would spread the root's sending over all ranks).
+    MessageHeader h = desc;
+    const size_t nbytes = size_t(t.numel()) * dtype_size(t.dtype());
+    h.bytes = nbytes;
+    char* data = static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype());
+    if (rank_ == root) {
+      for (int r = 0; r < size_; ++r)
+        if (r != root) exchange(r, &h, data, nbytes, -1, nullptr, nullptr, 0, d);
+    } else {
+      exchange(-1, nullptr, nullptr, 0, root, &h, data, nbytes, d);
+    }
+  });
+}
+
+Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
+  require_cpu_tensor("all_gather", input);
+  ENGINE_REQUIRE(outputs != nullptr, "[all_gather] outputs is null");
+  outputs->assign(size_t(size_), Tensor());
+  for (auto& o : *outputs) o = empty(input.shape(), input.dtype());
+  return enqueue(make_desc(kAllGather, &input), [this, outputs, input](const MessageHeader& desc, Deadline d) {
+    // Gather into one buffer of size() blocks (block r = rank r's input), ring-style, then
+    // split it into the outputs.
+    const int64_t m = input.numel();
+    const size_t es = dtype_size(input.dtype());
+    Tensor all = empty({int64_t(size_) * m}, input.dtype());
+    char* buf = static_cast<char*>(all.storage()->data());
+    std::memcpy(buf + size_t(rank_) * size_t(m) * es, static_cast<const char*>(input.storage()->data()) +
+                size_t(input.offset()) * es, size_t(m) * es);
+    std::vector<int64_t> bounds(size_t(size_) + 1);
+    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+    ring_all_gather(buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+    for (int r = 0; r < size_; ++r) (*outputs)[r].copy_(all.narrow(0, int64_t(r) * m, m).view(input.shape()));
+  });
+}
+
+Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
+  require_cpu_tensor("reduce_scatter", input);
+  require_cpu_tensor("reduce_scatter", output);
+  ENGINE_REQUIRE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(), "[reduce_scatter] input of ",
+                 input.numel(), " ", dtype_name(input.dtype()), " must hold world size (", size_, ") x output (",
+                 output.numel(), " ", dtype_name(output.dtype()), ")");
+  ENGINE_REQUIRE(op != ReduceOp::Avg || input.dtype() == DType::Float32, "[reduce_scatter] AVG needs float32");
+  return enqueue(make_desc(kReduceScatter, &input, op), [this, output, input, op](const MessageHeader& desc, Deadline d) {
+    const int64_t m = output.numel();
+    Tensor work = input.clone();  // the ring reduces in place; the caller's input stays intact
+    char* buf = static_cast<char*>(work.storage()->data());
+    std::vector<int64_t> bounds(size_t(size_) + 1);
+    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+    // shift -1: rank r ends owning block r, the one it should return.
+    ring_reduce_scatter(buf, bounds, input.dtype(), op, desc, -1, d);
+    Tensor(output).copy_(work.narrow(0, int64_t(rank_) * m, m).view(output.shape()));
+  });
+}
+
+Work ProcessGroupTCP::send(Tensor t, int dst) {
+  require_cpu_tensor("send", t);
+  ENGINE_REQUIRE(dst >= 0 && dst < size_ && dst != rank_, "[send] destination ", dst, " must be another rank in 0..",
+                 size_ - 1);
+  MessageHeader desc = make_desc(kPointToPoint, &t);
+  return enqueue(desc, [this, t, dst](const MessageHeader& base, Deadline d) {
+    MessageHeader h = base;
+    h.seq = sent_to_[dst]++;
+    h.bytes = size_t(t.numel()) * dtype_size(t.dtype());
+    exchange(dst, &h, static_cast<const char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype()), h.bytes,
+             -1, nullptr, nullptr, 0, d);
+  });
+}
+
+Work ProcessGroupTCP::recv(Tensor t, int src) {
+  require_cpu_tensor("recv", t);
+  ENGINE_REQUIRE(src >= 0 && src < size_ && src != rank_, "[recv] source ", src, " must be another rank in 0..",
+                 size_ - 1);
+  MessageHeader desc = make_desc(kPointToPoint, &t);
+  return enqueue(desc, [this, t, src](const MessageHeader& base, Deadline d) {
+    MessageHeader h = base;
+    h.seq = received_from_[src]++;
+    h.bytes = size_t(t.numel()) * dtype_size(t.dtype());
+    exchange(-1, nullptr, nullptr, 0, src, &h,
+             static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype()), h.bytes, d);
+  });
+}
+
+}  // namespace engine::dist

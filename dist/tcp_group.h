@@ -1,0 +1,113 @@
+// ProcessGroupTCP: our CPU backend. Every pair of ranks shares one TCP connection (a full
+// mesh, set up through the store); collectives run one at a time, in call order, on a
+// background thread; all_reduce is a ring (allreduce_ring.cc).
+//
+//   auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, StoreOptions{});
+//   ProcessGroupTCP group(store, rank, world, {});
+//   group.all_reduce(t, ReduceOp::Sum).wait();
+//
+// Failures explain themselves: every message carries a header naming the collective, its
+// sequence number, op, dtype and count, so a rank that calls something different is
+// reported with both calls; a rank that dies (its connection closes) or stops answering
+// (past the timeout) is named; and the rank that sees the failure first tells all others
+// (an ABORT message), so every survivor raises the same error instead of waiting.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "dist/socket.h"
+#include "dist/store.h"
+
+namespace engine::dist {
+
+struct TCPGroupOptions {
+  // How long one collective may wait on a peer before failing. 5 minutes: longer than a
+  // course-sized rank-0-only evaluation or checkpoint (so a barrier after one does not
+  // fire), short enough that a learner whose rank crashed or skipped a collective sees an
+  // error while still watching. ENGINE_DIST_TIMEOUT (seconds) overrides it in dist.h.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::string token;          // the job's secret, checked on every connection
+  size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
+};
+
+// The fixed-size header in front of every message. Both sides know what they expect, so a
+// header that differs is a mismatched call, named with both sides' arguments.
+struct MessageHeader {
+  uint32_t magic;
+  uint32_t kind;   // kData or kAbort
+  uint64_t seq;    // collective number (or point-to-point number for send/recv)
+  uint64_t count;  // elements in the whole call
+  uint64_t bytes;  // payload bytes that follow (abort: the text's length)
+  uint16_t coll, op, dtype, step;
+  int32_t root;
+  uint32_t pad;
+};
+static_assert(sizeof(MessageHeader) == 48, "the header is sent as raw bytes");
+
+class ProcessGroupTCP : public ProcessGroup {
+ public:
+  ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int size, TCPGroupOptions options);
+  ~ProcessGroupTCP() override;
+  std::string backend() const override { return "tcp"; }
+
+  Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum) override;
+  Work broadcast(Tensor tensor, int root) override;
+  Work all_gather(std::vector<Tensor>* outputs, Tensor input) override;
+  Work reduce_scatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::Sum) override;
+  Work barrier() override;
+  Work send(Tensor tensor, int dst) override;
+  Work recv(Tensor tensor, int src) override;
+
+  // Bytes this rank has sent over its connections (for the lessons' cost model).
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  const std::shared_ptr<TCPStore>& store() const { return store_; }
+
+ private:
+  struct Task {
+    MessageHeader desc;
+    std::function<void(const MessageHeader&, Deadline)> run;
+    Work work;
+  };
+  Work enqueue(MessageHeader desc, std::function<void(const MessageHeader&, Deadline)> run);
+  void worker_loop();
+  void connect_mesh();
+
+  // Messages. `expect` is the header this rank expects from `from` (bytes and kind set).
+  void exchange(int to, const MessageHeader* out_header, const void* out, size_t out_n, int from,
+                const MessageHeader* expect, void* in, size_t in_n, Deadline deadline,
+                const std::function<void(size_t)>& on_bytes = nullptr);
+  void check_header(const MessageHeader& got, const MessageHeader& expect, int from, Deadline deadline);
+  void abort_peers(const std::string& why);
+  std::string peer_name(int r) const { return "rank " + std::to_string(r); }
+
+  // The ring (allreduce_ring.cc). `bounds` has size()+1 entries: segment k is elements
+  // [bounds[k], bounds[k+1]). `shift` chooses which segment each rank ends up owning.
+  void ring_reduce_scatter(char* data, const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
+                           const MessageHeader& desc, int shift, Deadline deadline);
+  void ring_all_gather(char* data, const std::vector<int64_t>& bounds, DType dtype, const MessageHeader& desc,
+                       int owned_shift, Deadline deadline);
+  void ring_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline deadline);
+
+  std::shared_ptr<TCPStore> store_;
+  TCPGroupOptions options_;
+  std::vector<Socket> peers_;  // peers_[r]: the connection to rank r (none for ourselves)
+  std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
+  uint64_t next_seq_ = 0;
+  std::atomic<uint64_t> bytes_sent_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::string broken_;  // set after a failure: the group cannot be used again
+  std::thread worker_;
+};
+
+}  // namespace engine::dist

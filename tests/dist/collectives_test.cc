@@ -1,0 +1,139 @@
+// Collectives of the CPU backend with ranks as threads: closed-form results for world
+// sizes 1 to 8 and element counts 0 to 2^20+3, identical bits on every rank.
+#include <cmath>
+#include <mutex>
+
+#include "catch2/catch.hpp"
+#include "tensor/ops.h"
+#include "tests/dist/ranks.h"
+
+using namespace engine;
+using namespace engine::dist;
+using engine::testing::run_threads;
+
+namespace {
+// Rank r's input: x[i] = (r + 1) * (i % 7 + 1). Small integers, so float sums are exact.
+Tensor input(int rank, int64_t n, DType dtype = DType::Float32) {
+  return ((arange(0, double(n), 1, DType::Int64) - (arange(0, double(n), 1, DType::Int64) / scalar_tensor(7, DType::Int64)) *
+                                                       scalar_tensor(7, DType::Int64)) + scalar_tensor(1, DType::Int64))
+             .to(dtype) * double(rank + 1);
+}
+
+double closed_form(ReduceOp op, int world, int64_t i) {
+  const double base = double(i % 7 + 1);
+  switch (op) {
+    case ReduceOp::Sum: return base * world * (world + 1) / 2;
+    case ReduceOp::Avg: return base * (world + 1) / 2.0;
+    case ReduceOp::Min: return base;
+    case ReduceOp::Max: return base * world;
+    case ReduceOp::Product: {
+      double p = 1;
+      for (int r = 1; r <= world; ++r) p *= base * r;
+      return p;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3") {
+  for (int world : {1, 2, 3, 4, 5, 8}) {
+    std::vector<int64_t> counts = {0, 1, 7, 1023};
+    if (world <= 4) counts.push_back((1 << 20) + 3);
+    for (int64_t n : counts) {
+      std::vector<std::vector<float>> results(static_cast<size_t>(world));
+      run_threads(world, [&](ProcessGroupTCP& g) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+          if (op == ReduceOp::Product && n > 1023) continue;
+          Tensor t = input(g.rank(), n);
+          g.all_reduce(t, op).wait();
+          const std::vector<float> v = t.to_vector<float>();
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = closed_form(op, world, i);
+            if (std::abs(v[size_t(i)] - want) > 1e-6 * std::abs(want)) {
+              FAIL("world " << world << " n " << n << " op " << reduce_op_name(op) << " element " << i << ": got "
+                            << v[size_t(i)] << " want " << want);
+            }
+          }
+          if (op == ReduceOp::Sum) results[size_t(g.rank())] = v;
+        }
+      });
+      for (int r = 1; r < world; ++r) REQUIRE(results[size_t(r)] == results[0]);  // identical bits
+    }
+  }
+}
+
+TEST_CASE("all_reduce of int64 and of 16M floats") {
+  run_threads(3, [](ProcessGroupTCP& g) {
+    Tensor t = input(g.rank(), 1000, DType::Int64);
+    g.all_reduce(t, ReduceOp::Sum).wait();
+    REQUIRE(t.at({999}) == double(999 % 7 + 1) * 6);
+    REQUIRE_THROWS_WITH(g.all_reduce(t, ReduceOp::Avg), Catch::Contains("[all_reduce] AVG needs float32"));
+  });
+  run_threads(2, [](ProcessGroupTCP& g) {
+    Tensor t = full({16 << 20}, double(g.rank() + 1));
+    g.all_reduce(t, ReduceOp::Sum).wait();
+    REQUIRE(min(t).item() == 3);
+    REQUIRE(max(t).item() == 3);
+  });
+}
+
+TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
+  for (int world : {1, 2, 3, 5}) {
+    run_threads(world, [world](ProcessGroupTCP& g) {
+      const int r = g.rank();
+      // broadcast from the last rank
+      Tensor b = full({5, 3}, double(r));
+      g.broadcast(b, world - 1).wait();
+      REQUIRE(min(b).item() == world - 1);
+      REQUIRE(max(b).item() == world - 1);
+      // all_gather: outputs[k] is rank k's input
+      std::vector<Tensor> outs;
+      g.all_gather(&outs, full({2, 2}, double(10 * r))).wait();
+      REQUIRE(int(outs.size()) == world);
+      for (int k = 0; k < world; ++k) REQUIRE(outs[size_t(k)].at({1, 1}) == 10 * k);
+      // reduce_scatter: rank k gets the sum over ranks of block k (block k of rank j is j*100+k)
+      Tensor in = empty({world * 4});
+      for (int k = 0; k < world; ++k) in.narrow(0, k * 4, 4).fill_(r * 100 + k);
+      Tensor out = empty({4});
+      g.reduce_scatter(out, in, ReduceOp::Sum).wait();
+      REQUIRE(out.at({3}) == 100.0 * world * (world - 1) / 2 + world * r);
+      g.barrier().wait();
+      // send/recv around a ring, if there is more than one rank
+      if (world > 1) {
+        Tensor mine = full({3}, double(r)), theirs = empty({3});
+        Work s = g.send(mine, (r + 1) % world);
+        g.recv(theirs, (r + world - 1) % world).wait();
+        s.wait();
+        REQUIRE(theirs.at({0}) == (r + world - 1) % world);
+      }
+    });
+  }
+}
+
+TEST_CASE("async work runs in call order and overlaps the caller") {
+  run_threads(2, [](ProcessGroupTCP& g) {
+    std::vector<Tensor> ts;
+    std::vector<Work> ws;
+    for (int i = 0; i < 20; ++i) {
+      ts.push_back(full({1000}, double(i + g.rank())));
+      ws.push_back(g.all_reduce(ts.back()));
+    }
+    for (int i = 0; i < 20; ++i) {
+      ws[size_t(i)].wait();
+      REQUIRE(ts[size_t(i)].at({0}) == 2 * i + 1);
+    }
+  });
+}
+
+TEST_CASE("bad arguments are refused before any communication") {
+  run_threads(2, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({4});
+    REQUIRE_THROWS_WITH(g.broadcast(t, 2), Catch::Contains("[broadcast] root 2 is outside 0..1"));
+    REQUIRE_THROWS_WITH(g.send(t, g.rank()), Catch::Contains("[send] destination"));
+    REQUIRE_THROWS_WITH(g.all_reduce(zeros({4, 4}).transpose(0, 1)), Catch::Contains("needs a contiguous tensor"));
+    Tensor out = zeros({3});
+    REQUIRE_THROWS_WITH(g.reduce_scatter(out, zeros({4})), Catch::Contains("must hold world size (2) x output"));
+    g.barrier().wait();
+  });
+}

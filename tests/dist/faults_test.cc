@@ -1,0 +1,148 @@
+// Failures that explain themselves: mismatched collectives, a rank killed mid all-reduce,
+// a rank that stops answering, a stranger on the port. Every survivor must raise an error
+// naming the problem, within a bounded time, and never hang.
+#include <cstring>
+
+#include "catch2/catch.hpp"
+#include "tensor/ops.h"
+#include "tests/dist/ranks.h"
+
+using namespace engine;
+using namespace engine::dist;
+using namespace engine::testing;
+using namespace std::chrono_literals;
+
+namespace {
+// Every rank's error message, after running fn on `world` thread-ranks.
+std::vector<std::string> errors_of(int world, const std::function<void(ProcessGroupTCP&)>& fn,
+                                   std::chrono::milliseconds timeout = 5s) {
+  std::vector<std::string> errs(static_cast<size_t>(world));
+  std::mutex mu;
+  run_threads(world, [&](ProcessGroupTCP& g) {
+    try {
+      fn(g);
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errs[size_t(g.rank())] = e.what();
+    }
+  }, timeout);
+  return errs;
+}
+}  // namespace
+
+TEST_CASE("a rank with a different element count: every rank reports both calls") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errs = errors_of(3, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({g.rank() == 1 ? 1000 : 1024});
+    g.all_reduce(t).wait();
+  });
+  REQUIRE(std::chrono::steady_clock::now() - t0 < 4s);  // well before the 5 s timeout
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << errs[size_t(r)]);
+    REQUIRE_THAT(errs[size_t(r)], Catch::Contains("mismatched collectives") && Catch::Contains("1000 x float32") &&
+                                      Catch::Contains("1024 x float32"));
+  }
+}
+
+TEST_CASE("a different collective, op or dtype on one rank is reported, not a hang") {
+  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({64});
+    if (g.rank() == 0) g.all_reduce(t).wait();
+    else g.broadcast(t, 0).wait();
+  });
+  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("all_reduce(SUM, 64 x float32) #0") && Catch::Contains("broadcast(root 0"));
+  errs = errors_of(2, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({8});
+    g.all_reduce(t, g.rank() == 0 ? ReduceOp::Sum : ReduceOp::Max).wait();
+  });
+  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("all_reduce(MAX") && Catch::Contains("all_reduce(SUM"));
+  errs = errors_of(2, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({8}, g.rank() == 0 ? DType::Float32 : DType::Int64);
+    g.all_reduce(t).wait();
+  });
+  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("8 x int64") && Catch::Contains("8 x float32"));
+}
+
+TEST_CASE("after a failure the group refuses further work with the original reason") {
+  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({g.rank() == 0 ? 4 : 5});
+    try {
+      g.all_reduce(t).wait();
+    } catch (const Error&) {
+    }
+    g.barrier().wait();  // must fail at once, not hang
+  });
+  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("failed earlier") && Catch::Contains("mismatched collectives"));
+}
+
+TEST_CASE("a rank that skips a collective makes the others time out, naming whom they waited for") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
+    if (g.rank() == 1) {
+      std::this_thread::sleep_for(1500ms);  // does not join the collective in time
+      return;
+    }
+    Tensor t = zeros({16});
+    g.all_reduce(t).wait();
+  }, 1s);
+  REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s in all_reduce") && Catch::Contains("waiting for rank 1"));
+  REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
+}
+
+TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor names it within seconds") {
+  int port = 0;
+  { port = Listener::bind("127.0.0.1", 0).port(); }
+  auto results = run_processes(3, [port](int rank, int fd) {
+    StoreOptions so;
+    so.timeout = 30s;
+    auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
+    TCPGroupOptions go;
+    go.timeout = 30s;  // far longer than the bound below: the error must come from the closed socket
+    ProcessGroupTCP g(store, rank, 3, go);
+    Tensor t = ones({4 << 20});
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100000; ++i) g.all_reduce(t).wait();
+    } catch (const Error& e) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string m = std::string(e.what()) + " | after " + std::to_string(waited) + " s";
+      (void)!write(fd, m.data(), m.size());
+      return 3;
+    }
+    return 0;
+  }, /*kill_rank=*/2, /*kill_after=*/1500ms);
+  REQUIRE(results[2].exit_code == -SIGKILL);
+  for (int r : {0, 1}) {
+    INFO("rank " << r << " exit " << results[size_t(r)].exit_code << ": " << results[size_t(r)].output);
+    REQUIRE(results[size_t(r)].exit_code == 3);
+    REQUIRE_THAT(results[size_t(r)].output, Catch::Contains("rank 2") && Catch::Contains("closed"));
+    REQUIRE(results[size_t(r)].seconds < 10);  // killed at 1.5 s; survivors out well within seconds
+  }
+}
+
+TEST_CASE("a process with another job's token cannot join the mesh") {
+  int port = 0;
+  { port = Listener::bind("127.0.0.1", 0).port(); }
+  auto results = run_processes(2, [port](int rank, int fd) {
+    StoreOptions so;
+    so.timeout = 3s;
+    so.token = "job-A";  // both use the store with the right token...
+    auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
+    TCPGroupOptions go;
+    go.timeout = 3s;
+    go.token = rank == 0 ? "job-A" : "job-B";  // ...but rank 1 presents another token to its peer
+    try {
+      ProcessGroupTCP g(store, rank, 2, go);
+    } catch (const Error& e) {
+      (void)!write(fd, e.what(), std::strlen(e.what()));
+      return 4;
+    }
+    return 0;
+  });
+  bool named = false;
+  for (auto& r : results) {
+    REQUIRE(r.exit_code == 4);
+    named = named || r.output.find("another job's token") != std::string::npos;
+  }
+  REQUIRE(named);
+}
