@@ -114,7 +114,9 @@ Work finish(Work w, bool async_op) {
 
 }  // namespace
 
-LaunchInfo read_launch_env(bool need_master) {
+namespace {
+// The launch environment as found, unchecked.
+LaunchInfo parse_launch_env() {
   LaunchInfo info;
   if (env("RANK") || env("WORLD_SIZE")) {
     info.source = "torchrun-style";
@@ -135,20 +137,33 @@ LaunchInfo read_launch_env(bool need_master) {
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
     info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
   }
-  ENGINE_REQUIRE(info.rank >= 0 && info.world_size >= 1,
-                 "[init_process_group] RANK and WORLD_SIZE are not set: start the processes with the launcher "
-                 "(bazel run //dist:launch -- --nproc_per_node=2 ...), srun or mpirun, or export RANK and WORLD_SIZE");
-  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] RANK=", info.rank, " must be less than WORLD_SIZE=",
-                 info.world_size);
   if (const char* a = env("MASTER_ADDR")) info.master_addr = a;
   info.master_port = env_int("MASTER_PORT", -1);
-  if (need_master) {
-    ENGINE_REQUIRE(!info.master_addr.empty(), "[init_process_group] MASTER_ADDR is not set: export the address of "
-                   "rank 0's machine (127.0.0.1 on one machine), or use the launcher");
-    ENGINE_REQUIRE(info.master_port >= 0 && info.master_port <= 65535, "[init_process_group] MASTER_PORT is ",
-                   info.master_port < 0 ? "not set" : "out of range", ": export a free port such as 29500, or use "
-                   "the launcher (it picks one)");
-  }
+  return info;
+}
+
+void check_rank(const LaunchInfo& info) {
+  ENGINE_REQUIRE(info.rank >= 0 && info.world_size >= 1,
+                 "[init_process_group] RANK and WORLD_SIZE are not set: start the processes with the launcher "
+                 "(bazel run //dist:launch -- --nproc_per_node=2 ...), srun or mpirun, export RANK and WORLD_SIZE, "
+                 "or pass rank and world_size in InitOptions");
+  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] RANK=", info.rank, " must be less than WORLD_SIZE=",
+                 info.world_size);
+}
+
+void check_master(const LaunchInfo& info) {
+  ENGINE_REQUIRE(!info.master_addr.empty(), "[init_process_group] MASTER_ADDR is not set: export the address of "
+                 "rank 0's machine (127.0.0.1 on one machine), or use the launcher");
+  ENGINE_REQUIRE(info.master_port >= 0 && info.master_port <= 65535, "[init_process_group] MASTER_PORT is ",
+                 info.master_port < 0 ? "not set" : "out of range", ": export a free port such as 29500, or use "
+                 "the launcher (it picks one)");
+}
+}  // namespace
+
+LaunchInfo read_launch_env(bool need_master) {
+  LaunchInfo info = parse_launch_env();
+  check_rank(info);
+  if (need_master) check_master(info);
   return info;
 }
 
@@ -165,18 +180,12 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   so.token = !options.token.empty() ? options.token : (env("ENGINE_JOB_TOKEN") ? env("ENGINE_JOB_TOKEN") : "");
 
   const std::string& m = options.init_method;
-  if (m == "env://") {
-    g->info = read_launch_env(true);
-  } else {
-    g->info = read_launch_env(false);
-    if (options.rank >= 0) g->info.rank = options.rank;
-    if (options.world_size >= 1) g->info.world_size = options.world_size;
-  }
-  if (options.rank >= 0 && m == "env://") g->info.rank = options.rank;
-  if (options.world_size >= 1 && m == "env://") g->info.world_size = options.world_size;
+  g->info = parse_launch_env();
   LaunchInfo& info = g->info;
-  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] rank ", info.rank,
-                 " must be less than world size ", info.world_size);
+  if (options.rank >= 0) info.rank = options.rank;  // explicit arguments win over the environment
+  if (options.world_size >= 1) info.world_size = options.world_size;
+  check_rank(info);
+  if (m == "env://") check_master(info);
 
   if (m == "env://") {
     g->store = std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);

@@ -1,0 +1,195 @@
+// dist::init_process_group with each init method and launcher environment, the errors for
+// bad configuration, and a destroy_process_group that leaves nothing behind.
+#include <dirent.h>
+#include <stdlib.h>
+
+#include <cstring>
+
+#include "catch2/catch.hpp"
+#include "dist/dist.h"
+#include "tensor/ops.h"
+#include "tests/dist/ranks.h"
+
+using namespace engine;
+using namespace engine::testing;
+using namespace std::chrono_literals;
+
+namespace {
+int free_port() { return dist::Listener::bind("127.0.0.1", 0).port(); }
+
+int count_entries(const char* dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir)) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+void report(int fd, const std::string& s) { (void)!write(fd, s.data(), s.size()); }
+
+void clear_launch_env() {
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "ENGINE_JOB_TOKEN"})
+    unsetenv(v);
+}
+
+// Each child: init with the environment `setup` gives it, sum its rank, report, destroy.
+std::vector<ChildResult> run_job(int world, const std::function<void(int rank)>& setup,
+                                 const dist::InitOptions& options = {}) {
+  return run_processes(world, [&](int rank, int fd) {
+    clear_launch_env();
+    setup(rank);
+    dist::init_process_group("gloo", options);
+    Tensor t = full({3}, double(dist::get_rank() + 1));
+    dist::all_reduce(t);
+    report(fd, "rank=" + std::to_string(dist::get_rank()) + " world=" + std::to_string(dist::get_world_size()) +
+                   " local=" + std::to_string(dist::get_local_rank()) + " sum=" + std::to_string(int(t.at({0}))));
+    dist::destroy_process_group();
+    return 0;
+  });
+}
+}  // namespace
+
+TEST_CASE("env:// with torchrun's variables") {
+  const int port = free_port();
+  auto res = run_job(3, [port](int rank) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", "3", 1);
+    setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO(res[size_t(r)].output);
+    REQUIRE(res[size_t(r)].exit_code == 0);
+    REQUIRE(res[size_t(r)].output == "rank=" + std::to_string(r) + " world=3 local=" + std::to_string(r) + " sum=6");
+  }
+}
+
+TEST_CASE("Slurm's and Open MPI's variables launch the same program") {
+  const int port = free_port();
+  auto slurm = run_job(2, [port](int rank) {
+    setenv("SLURM_PROCID", std::to_string(rank).c_str(), 1);
+    setenv("SLURM_NTASKS", "2", 1);
+    setenv("SLURM_LOCALID", std::to_string(rank).c_str(), 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  });
+  for (auto& r : slurm) REQUIRE_THAT(r.output, Catch::EndsWith("world=2 local=" + r.output.substr(5, 1) + " sum=3"));
+  const int port2 = free_port();
+  auto mpi = run_job(2, [port2](int rank) {
+    setenv("OMPI_COMM_WORLD_RANK", std::to_string(rank).c_str(), 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port2).c_str(), 1);
+  });
+  for (auto& r : mpi) REQUIRE_THAT(r.output, Catch::Contains("world=2") && Catch::Contains("sum=3"));
+}
+
+TEST_CASE("tcp:// and file:// init methods") {
+  const int port = free_port();
+  dist::InitOptions tcp;
+  tcp.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+  tcp.world_size = 2;
+  auto res = run_processes(2, [&](int rank, int fd) {
+    clear_launch_env();
+    dist::InitOptions o = tcp;
+    o.rank = rank;
+    dist::init_process_group("gloo", o);
+    Tensor t = full({1}, 1.0);
+    dist::all_reduce(t);
+    report(fd, std::to_string(int(t.item())));
+    dist::destroy_process_group();
+    return 0;
+  });
+  for (auto& r : res) REQUIRE(r.output == "2");
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/rendezvous";
+  std::remove(path.c_str());
+  auto fres = run_processes(3, [&](int rank, int fd) {
+    clear_launch_env();
+    dist::InitOptions o;
+    o.init_method = "file://" + path;
+    o.rank = rank;
+    o.world_size = 3;
+    dist::init_process_group("gloo", o);
+    Tensor t = full({1}, 1.0);
+    dist::all_reduce(t);
+    report(fd, std::to_string(int(t.item())));
+    dist::destroy_process_group();
+    return 0;
+  });
+  for (auto& r : fres) REQUIRE(r.output == "3");
+}
+
+TEST_CASE("bad configuration says what to fix") {
+  clear_launch_env();
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("RANK and WORLD_SIZE are not set"));
+  setenv("RANK", "2", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("RANK=2 must be less than WORLD_SIZE=2"));
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "two", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("WORLD_SIZE=\"two\" is not an integer"));
+  setenv("WORLD_SIZE", "1", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("MASTER_ADDR is not set"));
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("MASTER_PORT is not set"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("mpi"), Catch::Contains("unknown backend \"mpi\""));
+  // A port that another process holds.
+  dist::Listener holder = dist::Listener::bind("127.0.0.1", 0);
+  setenv("MASTER_PORT", std::to_string(holder.port()).c_str(), 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("another process holds this port"));
+  // nccl without a GPU (or without CUDA in the build) says so and points to gloo.
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("nccl"), Catch::Contains("nccl") && Catch::Contains("gloo"));
+  REQUIRE_FALSE(dist::is_initialized());
+  REQUIRE_THROWS_WITH(dist::get_rank(), Catch::Contains("not initialized"));
+  clear_launch_env();
+}
+
+TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {
+  const int port = free_port();
+  auto res = run_processes(2, [port](int rank, int fd) {
+    clear_launch_env();
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    const int threads0 = count_entries("/proc/self/task"), fds0 = count_entries("/proc/self/fd");
+    dist::init_process_group("gloo");
+    const int threads1 = count_entries("/proc/self/task");
+    Tensor t = ones({4});
+    dist::all_reduce(t);
+    dist::destroy_process_group();
+    const int threads2 = count_entries("/proc/self/task"), fds2 = count_entries("/proc/self/fd");
+    std::string after;
+    try {
+      dist::all_reduce(t);
+    } catch (const Error& e) {
+      after = e.what();
+    }
+    // Rank 0 served the store on MASTER_PORT: the port must be free again.
+    bool port_free = true;
+    if (rank == 0) {
+      std::this_thread::sleep_for(100ms);
+      try {
+        dist::Listener::bind("127.0.0.1", port);
+      } catch (const Error&) {
+        port_free = false;
+      }
+    }
+    report(fd, "threads " + std::to_string(threads0) + "->" + std::to_string(threads1) + "->" + std::to_string(threads2) +
+                   " fds " + std::to_string(fds0) + "->" + std::to_string(fds2) + " port_free " +
+                   std::to_string(port_free) + " after: " + after);
+    return threads2 == threads0 && fds2 == fds0 && port_free ? 0 : 5;
+  });
+  for (auto& r : res) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE_THAT(r.output, Catch::Contains("not initialized"));
+  }
+}
