@@ -1,0 +1,304 @@
+// The launcher: torchrun for this engine. Starts one process per device with the
+// environment init_process_group("...", env://) reads, labels every line they print with
+// their rank, and when any of them fails, stops the rest and says which one and why.
+//
+//   bazel run //dist:launch -- --nproc_per_node=2 bazel-bin/lessons/.../train --epochs 3
+//
+// Flags (torchrun's names): --nproc_per_node N, --nnodes N, --node_rank R, --master_addr A,
+// --master_port P (0 or omitted: a free port, single node only), --standalone,
+// --job_token T (the secret every connection must present; generated when omitted on a
+// single node). Each process gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RESTART_COUNT and ENGINE_JOB_TOKEN.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/socket.h"
+#include "tensor/check.h"
+
+namespace {
+
+using engine::Error;
+
+struct Options {
+  int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 0;
+  std::string master_addr = "127.0.0.1", token;
+  std::vector<std::string> command;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "launch: %s\n"
+               "usage: launch [--nproc_per_node=N] [--nnodes=N --node_rank=R] [--master_addr=A] [--master_port=P]\n"
+               "              [--standalone] [--job_token=T] PROGRAM [ARGS...]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || x < lo || x > hi)
+    usage(flag + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got \"" + v + "\"");
+  return int(x);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) break;  // the program starts here
+    std::string key = a, value;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) key = a.substr(0, eq), value = a.substr(eq + 1);
+    auto need = [&]() -> std::string {
+      if (eq != std::string::npos) return value;
+      if (i + 1 >= argc) usage("missing value after " + key);
+      return argv[++i];
+    };
+    if (key == "--nproc_per_node" || key == "--nproc-per-node") o.nproc_per_node = parse_int(key, need(), 1, 1024);
+    else if (key == "--nnodes") o.nnodes = parse_int(key, need(), 1, 100000);
+    else if (key == "--node_rank" || key == "--node-rank") o.node_rank = parse_int(key, need(), 0, 100000);
+    else if (key == "--master_addr" || key == "--master-addr") o.master_addr = need();
+    else if (key == "--master_port" || key == "--master-port") o.master_port = parse_int(key, need(), 0, 65535);
+    else if (key == "--job_token" || key == "--job-token") o.token = need();
+    else if (key == "--standalone") o.nnodes = 1, o.node_rank = 0, o.master_addr = "127.0.0.1", o.master_port = 0;
+    else if (key == "--") { ++i; break; }
+    else usage("unknown flag " + key);
+  }
+  for (; i < argc; ++i) o.command.push_back(argv[i]);
+  if (o.command.empty()) usage("no program given");
+  if (o.node_rank >= o.nnodes) usage("--node_rank " + std::to_string(o.node_rank) + " must be less than --nnodes " +
+                                     std::to_string(o.nnodes));
+  if (o.nnodes > 1 && o.master_port == 0) usage("with --nnodes > 1 give every node the same --master_port");
+  if (o.token.empty() && std::getenv("ENGINE_JOB_TOKEN")) o.token = std::getenv("ENGINE_JOB_TOKEN");
+  if (o.token.empty() && o.nnodes > 1)
+    usage("with --nnodes > 1 give every node the same --job_token (or ENGINE_JOB_TOKEN)");
+  return o;
+}
+
+std::string random_token() {
+  unsigned char b[16] = {};
+  FILE* f = std::fopen("/dev/urandom", "rb");
+  if (f) {
+    if (std::fread(b, 1, sizeof b, f) != sizeof b) std::memset(b, 0, sizeof b);
+    std::fclose(f);
+  }
+  char hex[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  return hex;
+}
+
+// Under `bazel run` the working directory is the runfiles tree: a relative program path
+// is looked up there first, then in the directory bazel run was called from.
+std::string resolve_program(const std::string& p) {
+  if (p.find('/') == std::string::npos || p[0] == '/' || access(p.c_str(), X_OK) == 0) return p;
+  if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY")) {
+    const std::string q = std::string(wd) + "/" + p;
+    if (access(q.c_str(), X_OK) == 0) return q;
+  }
+  return p;
+}
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1;          // read ends of its stdout and stderr pipes
+  std::string out_buf, err_buf;    // a partial last line waiting for its newline
+  bool running = true;
+  int status = 0;
+};
+
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+// Children are reaped in the SIGCHLD handler, the moment they exit, and reported through a
+// pipe in that order. When one rank dies its peers fail a moment later (their connections
+// to it close); reaping in order of death is what lets the launcher name the first one.
+int g_reaped[2] = {-1, -1};
+void on_child(int) {
+  const int saved = errno;
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    const int rec[2] = {int(pid), status};
+    (void)!write(g_reaped[1], rec, sizeof rec);
+  }
+  errno = saved;
+}
+
+// Writes each complete line of `buf` to `to`, prefixed with the rank.
+void flush_lines(std::string& buf, FILE* to, int rank, bool all) {
+  size_t start = 0, nl;
+  while ((nl = buf.find('\n', start)) != std::string::npos) {
+    std::fprintf(to, "[rank %d] %.*s\n", rank, int(nl - start), buf.data() + start);
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (all && !buf.empty()) {
+    std::fprintf(to, "[rank %d] %s\n", rank, buf.c_str());
+    buf.clear();
+  }
+  std::fflush(to);
+}
+
+bool drain(int& fd, std::string& buf, FILE* to, int rank) {
+  if (fd < 0) return false;
+  char tmp[4096];
+  const ssize_t n = read(fd, tmp, sizeof tmp);
+  if (n > 0) {
+    buf.append(tmp, size_t(n));
+    flush_lines(buf, to, rank, false);
+    return true;
+  }
+  if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+    flush_lines(buf, to, rank, true);
+    close(fd);
+    fd = -1;
+  }
+  return false;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  return "stopped";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  if (o.master_port == 0) {
+    try {  // a free port on the rendezvous address; rank 0 will listen on it
+      o.master_port = engine::dist::Listener::bind(o.master_addr, 0).port();
+    } catch (const Error& e) {
+      usage(std::string("cannot find a free port on ") + o.master_addr + ": " + e.what());
+    }
+  }
+  if (o.token.empty()) o.token = random_token();
+  const std::string program = resolve_program(o.command[0]);
+  const int world = o.nproc_per_node * o.nnodes;
+
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGPIPE, SIG_IGN);
+  if (pipe(g_reaped) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
+  fcntl(g_reaped[0], F_SETFL, O_NONBLOCK);
+  struct sigaction sa {};
+  sa.sa_handler = on_child;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, nullptr);
+  std::vector<Child> children(size_t(o.nproc_per_node));
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    Child& c = children[size_t(local)];
+    c.rank = o.node_rank * o.nproc_per_node + local;
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
+    c.pid = fork();
+    if (c.pid == 0) {
+      dup2(out[1], 1), dup2(err[1], 2);
+      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+      auto set = [](const char* k, const std::string& v) { setenv(k, v.c_str(), 1); };
+      set("RANK", std::to_string(c.rank));
+      set("LOCAL_RANK", std::to_string(local));
+      set("WORLD_SIZE", std::to_string(world));
+      set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+      set("GROUP_RANK", std::to_string(o.node_rank));
+      set("ROLE_RANK", std::to_string(c.rank));
+      set("ROLE_WORLD_SIZE", std::to_string(world));
+      set("MASTER_ADDR", o.master_addr);
+      set("MASTER_PORT", std::to_string(o.master_port));
+      set("TORCHELASTIC_RESTART_COUNT", "0");
+      set("ENGINE_JOB_TOKEN", o.token);
+      std::vector<char*> args;
+      for (auto& s : o.command) args.push_back(const_cast<char*>(s.c_str()));
+      args[0] = const_cast<char*>(program.c_str());
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      std::fprintf(stderr, "launch: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    close(out[1]), close(err[1]);
+    c.out = out[0], c.err = err[0];
+    fcntl(c.out, F_SETFL, O_NONBLOCK), fcntl(c.err, F_SETFL, O_NONBLOCK);
+  }
+
+  // Watch: forward output line by line; on the first failure stop everyone else.
+  int exit_code = 0;
+  std::string reason;
+  auto stopping_since = std::chrono::steady_clock::time_point{};
+  bool stopping = false;
+  while (true) {
+    std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
+    for (auto& c : children) {
+      if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+      if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    }
+    poll(fds.data(), nfds_t(fds.size()), 50);
+    for (auto& c : children) {
+      while (drain(c.out, c.out_buf, stdout, c.rank)) {}
+      while (drain(c.err, c.err_buf, stderr, c.rank)) {}
+    }
+    bool any_running = false;
+    int rec[2];
+    while (read(g_reaped[0], rec, sizeof rec) == sizeof rec) {  // exits, in the order they happened
+      for (auto& c : children) {
+        if (c.pid != rec[0] || !c.running) continue;
+        c.running = false;
+        c.status = rec[1];
+        const bool failed = !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
+        if (failed && !stopping) {
+          exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
+          reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+          stopping = true;
+          stopping_since = std::chrono::steady_clock::now();
+          for (auto& other : children)
+            if (other.running) kill(other.pid, SIGTERM);
+        }
+      }
+    }
+    for (auto& c : children) any_running = any_running || c.running;
+    if (g_signal && !stopping) {
+      reason = std::string("the launcher got signal ") + strsignal(g_signal);
+      exit_code = 128 + g_signal;
+      stopping = true;
+      stopping_since = std::chrono::steady_clock::now();
+      for (auto& c : children)
+        if (c.running) kill(c.pid, SIGTERM);
+    }
+    // Ranks that ignore SIGTERM for 5 s are killed.
+    if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
+      for (auto& c : children)
+        if (c.running) kill(c.pid, SIGKILL);
+    bool pipes_open = false;
+    for (auto& c : children) pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
+    if (!any_running && !pipes_open) break;
+    if (!any_running && stopping) {  // the failed rank's children may still hold the pipes
+      for (auto& c : children) {
+        if (c.out >= 0) close(c.out), c.out = -1;
+        if (c.err >= 0) close(c.err), c.err = -1;
+      }
+      break;
+    }
+  }
+  if (!reason.empty()) {
+    std::fprintf(stderr, "launch: %s; the other ranks were stopped\n", reason.c_str());
+    return exit_code ? exit_code : 1;
+  }
+  return 0;
+}

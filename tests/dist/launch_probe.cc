@@ -1,0 +1,30 @@
+// A tiny distributed program for the launcher's tests: reports what its rank sees, sums
+// the ranks with all_reduce, and fails or hangs on request.
+//   PROBE_FAIL_RANK=r : rank r exits with status 3 before the all-reduce
+//   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
+#include <cstdio>
+#include <cstdlib>
+
+#include "dist/dist.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+
+int main() {
+  dist::init_process_group("gloo");
+  const int rank = dist::get_rank();
+  std::printf("rank %d of %d local %d/%d token %s\n", rank, dist::get_world_size(), dist::get_local_rank(),
+              dist::get_local_world_size(), std::getenv("ENGINE_JOB_TOKEN") ? "set" : "unset");
+  std::fflush(stdout);
+  const char* fail = std::getenv("PROBE_FAIL_RANK");
+  if (fail && std::atoi(fail) == rank) {
+    std::fprintf(stderr, "failing on purpose\n");
+    return 3;
+  }
+  Tensor t = full({1}, double(rank));
+  dist::all_reduce(t);
+  std::printf("sum %d\n", int(t.item()));
+  if (std::getenv("PROBE_PRINT_PARTIAL")) std::printf("no newline");
+  dist::destroy_process_group();
+  return 0;
+}

@@ -1,0 +1,79 @@
+// The launcher: environment per rank, output labelled by rank, and on a failure the other
+// ranks stopped with the failing rank's status and a one-line reason.
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "catch2/catch.hpp"
+
+namespace {
+std::string runfile(const std::string& path) {
+  const char* root = std::getenv("TEST_SRCDIR");
+  return std::string(root ? root : ".") + "/ddp_engine/" + path;
+}
+
+struct Run {
+  int status;
+  std::string output;
+  double seconds;
+};
+
+Run run(const std::string& cmd) {
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+const std::string kLaunch = runfile("dist/launch"), kProbe = runfile("tests/dist/launch_probe");
+}  // namespace
+
+TEST_CASE("each rank gets its environment; every line is labelled with its rank") {
+  const Run r = run(kLaunch + " --nproc_per_node=3 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] rank " + std::to_string(k) + " of 3 local " +
+                                           std::to_string(k) + "/3 token set"));
+    REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] sum 3"));
+  }
+}
+
+TEST_CASE("a final line without a newline is still printed, labelled") {
+  const Run r = run("PROBE_PRINT_PARTIAL=1 " + kLaunch + " --standalone --nproc_per_node=2 " + kProbe);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 1] no newline"));
+}
+
+TEST_CASE("when a rank fails, the others are stopped and its status is returned with a reason") {
+  const Run r = run("PROBE_FAIL_RANK=1 " + kLaunch + " --nproc_per_node=3 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 3);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 1] failing on purpose"));
+  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") && Catch::Contains("exited with status 3; the other ranks were stopped"));
+  REQUIRE(r.seconds < 15);
+}
+
+TEST_CASE("node ranks and multi-node arguments") {
+  // Node 1 of 2 with 2 processes per node: ranks 2 and 3 of 4. Without node 0 they cannot
+  // rendezvous, so only the environment is checked, through a shell.
+  const Run r = run(kLaunch + " --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_port=29999 --job_token=t "
+                    "/bin/sh -c 'echo $RANK/$WORLD_SIZE/$LOCAL_RANK/$GROUP_RANK/$MASTER_PORT/$ENGINE_JOB_TOKEN'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 2] 2/4/0/1/29999/t") && Catch::Contains("[rank 3] 3/4/1/1/29999/t"));
+  REQUIRE_THAT(run(kLaunch + " --nnodes=2 --nproc_per_node=1 /bin/true").output, Catch::Contains("same --master_port"));
+  REQUIRE_THAT(run(kLaunch + " --nproc_per_node=0 /bin/true").output, Catch::Contains("--nproc_per_node expects"));
+  REQUIRE_THAT(run(kLaunch + " --bogus /bin/true").output, Catch::Contains("unknown flag --bogus"));
+  const Run missing = run(kLaunch + " --nproc_per_node=1 /nonexistent/program");
+  REQUIRE(missing.status == 127);
+  REQUIRE_THAT(missing.output, Catch::Contains("cannot run /nonexistent/program"));
+}
