@@ -101,6 +101,10 @@ void ProcessGroupTCP::ring_all_reduce(const Tensor& t, ReduceOp op, const Messag
   const int64_t count = t.numel();
   const size_t es = dtype_size(t.dtype());
   char* data = static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * es;
+  if (shm_) {  // every rank on this machine: no sockets needed (shm_allreduce.h)
+    shm_->all_reduce(data, count, t.dtype(), op, d);
+    return;
+  }
   if (n > 1) {
     // Segments as equal as possible: segment k is [k*count/n, (k+1)*count/n).
     std::vector<int64_t> bounds(size_t(n) + 1);

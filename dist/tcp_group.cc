@@ -41,6 +41,19 @@ std::string describe(const MessageHeader& h) {
   return s;
 }
 
+std::string describe_call(const CallDescriptor& c) {
+  MessageHeader h{};
+  h.seq = c.seq, h.count = c.count, h.coll = uint16_t(c.coll), h.op = uint16_t(c.op), h.dtype = uint16_t(c.dtype);
+  h.root = c.root;
+  return describe(h);
+}
+
+CallDescriptor to_call(const MessageHeader& h) {
+  CallDescriptor c;
+  c.seq = h.seq, c.count = h.count, c.coll = h.coll, c.op = h.op, c.dtype = h.dtype, c.root = h.root;
+  return c;
+}
+
 MessageHeader make_desc(uint16_t coll, const Tensor* t, ReduceOp op = ReduceOp::Sum, int root = -1) {
   MessageHeader h{};
   h.magic = kMagic;
@@ -71,6 +84,7 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
                  " (RANK must be less than WORLD_SIZE)");
   connect_mesh();
+  if (options_.shared_memory) shm_ = ShmAllReduce::create(*store_, rank_, size_, options_.timeout);
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -81,6 +95,7 @@ ProcessGroupTCP::~ProcessGroupTCP() {
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  shm_.reset();
   for (auto& p : peers_) p.close();
 }
 
@@ -201,7 +216,10 @@ void ProcessGroupTCP::worker_loop() {
       continue;
     }
     try {
-      task.run(task.desc, deadline_in(options_.timeout));
+      const Deadline d = deadline_in(options_.timeout);
+      // With shared memory, every collective starts by checking that all ranks made the same call.
+      if (shm_ && task.desc.coll != kPointToPoint) shm_->agree(to_call(task.desc), d, describe_call);
+      task.run(task.desc, d);
       task.work.finish();
     } catch (const Error& e) {
       broken_ = e.what();
@@ -212,6 +230,7 @@ void ProcessGroupTCP::worker_loop() {
 }
 
 void ProcessGroupTCP::abort_peers(const std::string& why) {
+  if (shm_) shm_->abort(why);
   const std::string text = why.substr(0, kMaxAbortText);
   MessageHeader h{};
   h.magic = kMagic;
@@ -332,7 +351,7 @@ Work ProcessGroupTCP::barrier() {
   // A barrier is an all-reduce of one number: nobody finishes before everybody started.
   Tensor one = ones({1}, DType::Int64);
   return enqueue(make_desc(kBarrier, &one), [this, one](const MessageHeader& desc, Deadline d) {
-    ring_all_reduce(one, ReduceOp::Sum, desc, d);
+    if (!shm_) ring_all_reduce(one, ReduceOp::Sum, desc, d);  // with shared memory, agree() was the barrier
   });
 }
 

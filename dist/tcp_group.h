@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dist/process_group.h"
+#include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "dist/store.h"
 
@@ -35,6 +36,9 @@ struct TCPGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string token;          // the job's secret, checked on every connection
   size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
+  // When every rank is on this machine, all_reduce goes through shared memory
+  // (shm_allreduce.h) instead of the TCP ring; ENGINE_SHM=0 also turns it off.
+  bool shared_memory = true;
 };
 
 // The fixed-size header in front of every message. Both sides know what they expect, so a
@@ -67,6 +71,8 @@ class ProcessGroupTCP : public ProcessGroup {
 
   // Bytes this rank has sent over its connections (for the lessons' cost model).
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Whether all_reduce runs through shared memory (all ranks on this machine).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
   const std::shared_ptr<TCPStore>& store() const { return store_; }
 
  private:
@@ -98,6 +104,7 @@ class ProcessGroupTCP : public ProcessGroup {
   std::shared_ptr<TCPStore> store_;
   TCPGroupOptions options_;
   std::vector<Socket> peers_;  // peers_[r]: the connection to rank r (none for ourselves)
+  std::unique_ptr<ShmAllReduce> shm_;  // set when all ranks share this machine
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
   std::atomic<uint64_t> bytes_sent_{0};

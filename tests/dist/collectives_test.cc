@@ -36,7 +36,8 @@ double closed_form(ReduceOp op, int world, int64_t i) {
 }
 }  // namespace
 
-TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3") {
+TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared memory and TCP ring") {
+  for (bool shm : {true, false})
   for (int world : {1, 2, 3, 4, 5, 8}) {
     std::vector<int64_t> counts = {0, 1, 7, 1023};
     if (world <= 4) counts.push_back((1 << 20) + 3);
@@ -57,7 +58,8 @@ TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3") {
           }
           if (op == ReduceOp::Sum) results[size_t(g.rank())] = v;
         }
-      });
+        REQUIRE(g.uses_shared_memory() == (shm && world > 1));
+      }, std::chrono::seconds(20), shm);
       for (int r = 1; r < world; ++r) REQUIRE(results[size_t(r)] == results[0]);  // identical bits
     }
   }
@@ -79,6 +81,7 @@ TEST_CASE("all_reduce of int64 and of 16M floats") {
 }
 
 TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
+  for (bool shm : {true, false})
   for (int world : {1, 2, 3, 5}) {
     run_threads(world, [world](ProcessGroupTCP& g) {
       const int r = g.rank();
@@ -107,7 +110,7 @@ TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
         s.wait();
         REQUIRE(theirs.at({0}) == (r + world - 1) % world);
       }
-    });
+    }, std::chrono::seconds(20), shm);
   }
 }
 

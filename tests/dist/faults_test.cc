@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 namespace {
 // Every rank's error message, after running fn on `world` thread-ranks.
 std::vector<std::string> errors_of(int world, const std::function<void(ProcessGroupTCP&)>& fn,
-                                   std::chrono::milliseconds timeout = 5s) {
+                                   std::chrono::milliseconds timeout = 5s, bool shared_memory = true) {
   std::vector<std::string> errs(static_cast<size_t>(world));
   std::mutex mu;
   run_threads(world, [&](ProcessGroupTCP& g) {
@@ -25,17 +25,19 @@ std::vector<std::string> errors_of(int world, const std::function<void(ProcessGr
       std::lock_guard<std::mutex> lock(mu);
       errs[size_t(g.rank())] = e.what();
     }
-  }, timeout);
+  }, timeout, shared_memory);
   return errs;
 }
 }  // namespace
 
 TEST_CASE("a rank with a different element count: every rank reports both calls") {
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
   const auto t0 = std::chrono::steady_clock::now();
   auto errs = errors_of(3, [](ProcessGroupTCP& g) {
     Tensor t = zeros({g.rank() == 1 ? 1000 : 1024});
     g.all_reduce(t).wait();
-  });
+  }, 5s, shm);
   REQUIRE(std::chrono::steady_clock::now() - t0 < 4s);  // well before the 5 s timeout
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r << ": " << errs[size_t(r)]);
@@ -45,25 +47,29 @@ TEST_CASE("a rank with a different element count: every rank reports both calls"
 }
 
 TEST_CASE("a different collective, op or dtype on one rank is reported, not a hang") {
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
   auto errs = errors_of(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({64});
     if (g.rank() == 0) g.all_reduce(t).wait();
     else g.broadcast(t, 0).wait();
-  });
+  }, 5s, shm);
   for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("all_reduce(SUM, 64 x float32) #0") && Catch::Contains("broadcast(root 0"));
   errs = errors_of(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({8});
     g.all_reduce(t, g.rank() == 0 ? ReduceOp::Sum : ReduceOp::Max).wait();
-  });
+  }, 5s, shm);
   for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("all_reduce(MAX") && Catch::Contains("all_reduce(SUM"));
   errs = errors_of(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({8}, g.rank() == 0 ? DType::Float32 : DType::Int64);
     g.all_reduce(t).wait();
-  });
+  }, 5s, shm);
   for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("8 x int64") && Catch::Contains("8 x float32"));
 }
 
 TEST_CASE("after a failure the group refuses further work with the original reason") {
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
   auto errs = errors_of(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({g.rank() == 0 ? 4 : 5});
     try {
@@ -71,11 +77,13 @@ TEST_CASE("after a failure the group refuses further work with the original reas
     } catch (const Error&) {
     }
     g.barrier().wait();  // must fail at once, not hang
-  });
+  }, 5s, shm);
   for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("failed earlier") && Catch::Contains("mismatched collectives"));
 }
 
 TEST_CASE("a rank that skips a collective makes the others time out, naming whom they waited for") {
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
   const auto t0 = std::chrono::steady_clock::now();
   auto errs = errors_of(2, [](ProcessGroupTCP& g) {
     if (g.rank() == 1) {
@@ -84,20 +92,23 @@ TEST_CASE("a rank that skips a collective makes the others time out, naming whom
     }
     Tensor t = zeros({16});
     g.all_reduce(t).wait();
-  }, 1s);
+  }, 1s, shm);
   REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s in all_reduce") && Catch::Contains("waiting for rank 1"));
   REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
 TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor names it within seconds") {
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
   int port = 0;
   { port = Listener::bind("127.0.0.1", 0).port(); }
-  auto results = run_processes(3, [port](int rank, int fd) {
+  auto results = run_processes(3, [port, shm](int rank, int fd) {
     StoreOptions so;
     so.timeout = 30s;
     auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
     TCPGroupOptions go;
-    go.timeout = 30s;  // far longer than the bound below: the error must come from the closed socket
+    go.shared_memory = shm;
+    go.timeout = 30s;  // far longer than the bound below: the error must come from detecting the death
     ProcessGroupTCP g(store, rank, 3, go);
     Tensor t = ones({4 << 20});
     const auto start = std::chrono::steady_clock::now();
@@ -115,7 +126,8 @@ TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor name
   for (int r : {0, 1}) {
     INFO("rank " << r << " exit " << results[size_t(r)].exit_code << ": " << results[size_t(r)].output);
     REQUIRE(results[size_t(r)].exit_code == 3);
-    REQUIRE_THAT(results[size_t(r)].output, Catch::Contains("rank 2") && Catch::Contains("closed"));
+    // Over shared memory the survivors see rank 2's process gone; over TCP, its connection close.
+    REQUIRE_THAT(results[size_t(r)].output, Catch::Contains("rank 2") && (Catch::Contains("died") || Catch::Contains("closed")));
     REQUIRE(results[size_t(r)].seconds < 10);  // killed at 1.5 s; survivors out well within seconds
   }
 }

@@ -34,7 +34,7 @@ inline std::shared_ptr<dist::TCPStore> serve_store(int* port, std::chrono::milli
 // Runs fn on `world` ranks as threads, each with its own process group. Rethrows the first
 // error any rank raised.
 inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& fn,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                        std::chrono::milliseconds timeout = std::chrono::seconds(20), bool shared_memory = true) {
   int port = 0;
   auto server = serve_store(&port, timeout);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
@@ -47,6 +47,7 @@ inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& 
         auto store = r == 0 ? server : std::make_shared<dist::TCPStore>("127.0.0.1", port, false, so);
         dist::TCPGroupOptions go;
         go.timeout = timeout;
+        go.shared_memory = shared_memory;
         ProcessGroupTCP g(store, r, world, go);
         fn(g);
       } catch (...) {

@@ -1,0 +1,138 @@
+// all_reduce (sum) of float32 over our CPU backend, measured like
+// ../shared/reference/torch_allreduce.py measures gloo, plus the machine's single-stream
+// TCP loopback bandwidth: the ceiling a TCP ring works under.
+//
+//   bazel run //bench:allreduce_bench -- --world 2
+//
+// Prints one JSON line per size (from rank 0) and one for loopback. bench/allreduce.py
+// runs this and the PyTorch script alternately and tabulates the ratios.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/socket.h"
+#include "dist/tcp_group.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using namespace engine::dist;
+using Seconds = std::chrono::duration<double>;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One TCP stream over loopback, 1 MiB sends, ~0.5 s: bytes per second.
+double loopback_bandwidth() {
+  Listener l = Listener::bind("127.0.0.1", 0);
+  const size_t chunk = 1 << 20;
+  const auto budget = std::chrono::milliseconds(500);
+  size_t received = 0;
+  double seconds = 0;
+  std::thread reader([&] {
+    Socket s = l.accept(deadline_in(std::chrono::seconds(5)));
+    std::vector<char> buf(chunk);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      while (true) {
+        s.recv_all(buf.data(), chunk, deadline_in(std::chrono::seconds(5)), "writer");
+        received += chunk;
+      }
+    } catch (const Error&) {
+    }
+    seconds = Seconds(std::chrono::steady_clock::now() - t0).count();
+  });
+  {
+    Socket s = Socket::connect("127.0.0.1", l.port(), deadline_in(std::chrono::seconds(5)), "reader");
+    std::vector<char> buf(chunk, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < budget) s.send_all(buf.data(), chunk, deadline_in(std::chrono::seconds(5)), "reader");
+  }
+  reader.join();
+  return double(received) / seconds;
+}
+
+void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, int rounds) {
+  StoreOptions so;
+  so.timeout = std::chrono::seconds(60);
+  auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
+  TCPGroupOptions go;
+  go.timeout = std::chrono::seconds(60);
+  ProcessGroupTCP g(store, rank, world, go);
+  for (int64_t nbytes : sizes) {
+    const int64_t n = std::max<int64_t>(1, nbytes / 4);
+    Tensor t = full({n}, double(rank + 1));
+    for (int i = 0; i < 3; ++i) g.all_reduce(t).wait();
+    const int iters = int(std::max<int64_t>(3, std::min<int64_t>(200, int64_t(2e8) / (n * 4))));
+    std::vector<double> times;
+    for (int r = 0; r < rounds; ++r) {
+      g.barrier().wait();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) g.all_reduce(t).wait();
+      times.push_back(Seconds(std::chrono::steady_clock::now() - t0).count() / iters);
+    }
+    const double dt = median(times);
+    if (rank == 0) {
+      const double algbw = double(n) * 4 / dt / 1e9;
+      std::printf("{\"impl\": \"engine-tcp-ring\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, \"algbw_GBps\": %.4f, "
+                  "\"busbw_GBps\": %.4f}\n",
+                  world, (long long)(n * 4), dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int world = 2, rounds = 3;
+  std::vector<int64_t> sizes = {4096, 262144, 1 << 20, 1 << 22, 1 << 24, 1 << 26};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--world" && i + 1 < argc) world = std::atoi(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    else if (a == "--sizes") {
+      sizes.clear();
+      while (i + 1 < argc && argv[i + 1][0] != '-') sizes.push_back(std::atoll(argv[++i]));
+    } else {
+      std::fprintf(stderr, "allreduce_bench: unknown argument %s (--world N --rounds N --sizes B...)\n", a.c_str());
+      return 2;
+    }
+  }
+  const double lo = loopback_bandwidth();
+  std::printf("{\"impl\": \"loopback-1-stream\", \"GBps\": %.4f}\n", lo / 1e9);
+  std::fflush(stdout);
+  const int port = Listener::bind("127.0.0.1", 0).port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        run_rank(r, world, port, sizes, rounds);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,249 @@
+#include "dist/shm_allreduce.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "tensor/check.h"
+
+namespace engine::dist {
+
+// The segment: one Header, then `size` Controls, then size x 2 half-buffers.
+struct ShmAllReduce::Header {
+  std::atomic<uint32_t> arrived;     // ranks at the current barrier
+  std::atomic<uint32_t> generation;  // bumped by the last rank to arrive; waiters futex-wait on it
+  std::atomic<uint32_t> aborted;     // set by a failing rank
+  uint32_t pad;
+  char abort_text[1024];
+};
+
+struct ShmAllReduce::Control {
+  pid_t pid;
+  uint32_t pad;
+  uint64_t posted;  // calls posted so far: a rank behind the others has a smaller number
+  CallDescriptor call;
+  char padding[64];
+};
+
+namespace {
+
+constexpr size_t kChunk = 1 << 20;  // staging bytes per rank per half (chosen by bench/allreduce)
+
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, timeout, nullptr, 0);
+}
+
+// A process that exited (or is a zombie waiting to be reaped) no longer takes part.
+bool alive(pid_t pid) {
+  if (pid <= 0) return true;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || (line[close + 2] != 'Z' && line[close + 2] != 'X');
+}
+
+std::string machine_id() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  return std::string(host) + "/" + id;
+}
+
+template <class T>
+void reduce_segment(T* out, const std::vector<const T*>& in, int64_t n, ReduceOp op) {
+  // Blocks of 1024 so the running result stays in L1 while every rank's data streams by.
+  T acc[1024];
+  for (int64_t b = 0; b < n; b += 1024) {
+    const int64_t len = std::min<int64_t>(1024, n - b);
+    std::memcpy(acc, in[0] + b, size_t(len) * sizeof(T));
+    for (size_t k = 1; k < in.size(); ++k) {
+      const T* x = in[k] + b;
+      switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Avg: for (int64_t i = 0; i < len; ++i) acc[i] += x[i]; break;
+        case ReduceOp::Product: for (int64_t i = 0; i < len; ++i) acc[i] *= x[i]; break;
+        case ReduceOp::Min: for (int64_t i = 0; i < len; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i]; break;
+        case ReduceOp::Max: for (int64_t i = 0; i < len; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i]; break;
+      }
+    }
+    if (op == ReduceOp::Avg)
+      for (int64_t i = 0; i < len; ++i) acc[i] /= T(in.size());
+    std::memcpy(out + b, acc, size_t(len) * sizeof(T));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout) {
+  if (size < 2) return nullptr;
+  if (const char* e = std::getenv("ENGINE_SHM"); e && std::string(e) == "0") return nullptr;
+  // All on one machine? Every rank posts its host and boot id; all must match.
+  store.set("shm/host/" + std::to_string(rank), machine_id());
+  for (int r = 0; r < size; ++r)
+    if (store.get("shm/host/" + std::to_string(r)) != machine_id()) return nullptr;
+  const size_t bytes = sizeof(Header) + size_t(size) * sizeof(Control) + size_t(size) * 2 * kChunk;
+  std::string name;
+  int fd = -1;
+  if (rank == 0) {
+    unsigned char r[8] = {};
+    if (FILE* f = std::fopen("/dev/urandom", "rb")) {
+      if (std::fread(r, 1, sizeof r, f) != sizeof r) std::memset(r, 0, sizeof r);
+      std::fclose(f);
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "/engine-%d-%02x%02x%02x%02x%02x%02x", int(getpid()), r[0], r[1], r[2], r[3], r[4], r[5]);
+    name = buf;
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) {
+      if (fd >= 0) close(fd), shm_unlink(name.c_str());
+      store.set("shm/name", "");  // tell the others to stay on TCP
+      return nullptr;
+    }
+    store.set("shm/name", name);
+  } else {
+    name = store.get("shm/name");
+    if (name.empty()) return nullptr;
+    fd = shm_open(name.c_str(), O_RDWR, 0600);
+  }
+  // Everyone reports whether it attached; all use shared memory only if all did.
+  void* base = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (fd >= 0) close(fd);
+  store.add("shm/attached", base != MAP_FAILED ? 1 : 1000);
+  // Wait until every rank has reported, then decide together.
+  const Deadline d = deadline_in(timeout);
+  int64_t total = 0;
+  while ((total = store.add("shm/attached", 0)) % 1000 + total / 1000 < size) {
+    if (Clock::now() > d) throw Error("[init_process_group] timed out setting up shared memory between the ranks");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (rank == 0) shm_unlink(name.c_str());  // the segment lives on until the last rank unmaps it
+  if (total != size) {
+    if (base != MAP_FAILED) munmap(base, bytes);
+    return nullptr;
+  }
+  std::unique_ptr<ShmAllReduce> s(new ShmAllReduce(base, bytes, rank, size, kChunk, timeout));
+  s->control(rank)->pid = getpid();
+  s->barrier(d);  // every control block filled in before anyone checks pids
+  return s;
+}
+
+ShmAllReduce::ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_(chunk), timeout_(timeout) {}
+
+ShmAllReduce::~ShmAllReduce() { munmap(base_, bytes_); }
+
+ShmAllReduce::Header* ShmAllReduce::header() const { return static_cast<Header*>(base_); }
+ShmAllReduce::Control* ShmAllReduce::control(int r) const {
+  return reinterpret_cast<Control*>(static_cast<char*>(base_) + sizeof(Header)) + r;
+}
+char* ShmAllReduce::buffer(int r, int half) const {
+  return static_cast<char*>(base_) + sizeof(Header) + size_t(size_) * sizeof(Control) + (size_t(r) * 2 + size_t(half)) * chunk_;
+}
+
+void ShmAllReduce::check_peers_alive() {
+  if (header()->aborted.load()) throw Error(std::string(header()->abort_text));
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && !alive(control(r)->pid))
+      throw Error("[dist] rank " + std::to_string(r) + " (pid " + std::to_string(control(r)->pid) +
+                  ") died: it exited or was killed while the others waited for it");
+}
+
+// A sense-free barrier: the last rank to arrive bumps the generation and wakes everyone;
+// the others wait (spinning briefly, then sleeping on a futex) for the generation to move.
+void ShmAllReduce::barrier(Deadline deadline) {
+  Header* h = header();
+  const uint32_t gen = h->generation.load(std::memory_order_acquire);
+  if (h->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(size_)) {
+    h->arrived.store(0, std::memory_order_relaxed);
+    h->generation.fetch_add(1, std::memory_order_release);
+    futex(&h->generation, FUTEX_WAKE, INT32_MAX, nullptr);
+  } else {
+    for (int spin = 0; spin < 200 && h->generation.load(std::memory_order_acquire) == gen; ++spin)
+      std::this_thread::yield();
+    while (h->generation.load(std::memory_order_acquire) == gen) {
+      const timespec ten_ms{0, 10 * 1000 * 1000};
+      futex(&h->generation, FUTEX_WAIT, gen, &ten_ms);
+      if (h->generation.load(std::memory_order_acquire) != gen) break;
+      check_peers_alive();
+      if (Clock::now() > deadline) {
+        std::string behind;
+        for (int r = 0; r < size_; ++r)
+          if (control(r)->posted < posted_) behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(r);
+        throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
+                    " on rank " + std::to_string(rank_) + ", waiting for " + (behind.empty() ? "the other ranks" : behind) +
+                    ": it may be stuck, still computing, or in a different collective");
+      }
+    }
+  }
+  if (h->aborted.load()) throw Error(std::string(h->abort_text));  // woken by a failing rank, not by arrivals
+}
+
+void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline, std::string (*describe)(const CallDescriptor&)) {
+  current_call_ = describe(mine);
+  control(rank_)->call = mine;
+  control(rank_)->posted = ++posted_;
+  barrier(deadline);
+  for (int r = 0; r < size_; ++r) {
+    const CallDescriptor& c = control(r)->call;
+    if (c.seq != mine.seq || c.coll != mine.coll || c.op != mine.op || c.dtype != mine.dtype || c.count != mine.count ||
+        c.root != mine.root)
+      throw Error("[dist] mismatched collectives: rank " + std::to_string(rank_) + " called " + describe(mine) +
+                  " but rank " + std::to_string(r) + " called " + describe(c) +
+                  "; every rank must make the same collective calls in the same order with the same op, dtype and "
+                  "element count");
+  }
+  // A second barrier: nobody may post its next call before everyone has compared this one.
+  barrier(deadline);
+}
+
+void ShmAllReduce::all_reduce(char* data, int64_t count, DType dtype, ReduceOp op, Deadline deadline) {
+  const size_t es = dtype_size(dtype);
+  const int64_t per_chunk = int64_t(chunk_ / es);
+  for (int64_t start = 0; start < count; start += per_chunk) {
+    const int64_t n = std::min(per_chunk, count - start);
+    char* mine = data + size_t(start) * es;
+    const int h = int(half_);
+    half_ ^= 1u;
+    std::memcpy(buffer(rank_, h), mine, size_t(n) * es);  // 1. stage
+    barrier(deadline);
+    const int64_t lo = int64_t(rank_) * n / size_, hi = int64_t(rank_ + 1) * n / size_;  // 2. reduce my segment
+    if (dtype == DType::Float32) {
+      std::vector<const float*> in;
+      for (int r = 0; r < size_; ++r) in.push_back(reinterpret_cast<const float*>(buffer(r, h)) + lo);
+      reduce_segment(reinterpret_cast<float*>(buffer(rank_, h)) + lo, in, hi - lo, op);
+    } else {
+      std::vector<const int64_t*> in;
+      for (int r = 0; r < size_; ++r) in.push_back(reinterpret_cast<const int64_t*>(buffer(r, h)) + lo);
+      reduce_segment(reinterpret_cast<int64_t*>(buffer(rank_, h)) + lo, in, hi - lo, op);
+    }
+    barrier(deadline);
+    for (int r = 0; r < size_; ++r) {  // 3. gather every finished segment
+      const int64_t a = int64_t(r) * n / size_, b = int64_t(r + 1) * n / size_;
+      std::memcpy(mine + size_t(a) * es, buffer(r, h) + size_t(a) * es, size_t(b - a) * es);
+    }
+  }
+}
+
+void ShmAllReduce::abort(const std::string& why) {
+  Header* h = header();
+  uint32_t expected = 0;
+  if (h->aborted.compare_exchange_strong(expected, 1)) {
+    std::snprintf(h->abort_text, sizeof h->abort_text, "%s", why.c_str());
+  }
+  h->generation.fetch_add(1);  // wake anyone waiting at a barrier
+  futex(&h->generation, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+}  // namespace engine::dist

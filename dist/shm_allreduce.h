@@ -1,0 +1,79 @@
+// The shared-memory path: all_reduce between processes on one machine without sockets.
+//
+// When every rank runs on the same host, TCP's copies (user to kernel to user) are pure
+// overhead: ranks can read each other's data directly. Rank 0 creates one shared segment
+// with a control block per rank and a staging buffer per rank; each all_reduce then goes,
+// chunk by chunk:
+//
+//   1. every rank copies its chunk into its own buffer            barrier
+//   2. rank r reduces segment r across all buffers, in rank order,
+//      writing the result into its own buffer's segment r          barrier
+//   3. every rank copies each segment k from rank k's buffer out
+//
+// Each element is reduced once by one rank, in a fixed order, so all ranks get the same
+// bits. Buffers alternate between two halves so that step 1 of the next chunk never
+// overwrites data another rank is still copying out (the barrier in between orders them).
+//
+// agree() is the shared start of every collective: each rank posts its call (collective,
+// op, dtype, count, sequence number) and all compare after a barrier, so a mismatched call
+// is reported at once on every rank. Waiting ranks check that their peers are alive: a
+// rank that dies is named within milliseconds, and any rank that fails posts an abort
+// that every waiter sees.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dist/process_group.h"
+#include "dist/socket.h"
+#include "dist/store.h"
+
+namespace engine::dist {
+
+struct CallDescriptor {
+  uint64_t seq = 0, count = 0;
+  uint32_t coll = 0, op = 0, dtype = 0;
+  int32_t root = -1;
+};
+
+class ShmAllReduce {
+ public:
+  // Creates (rank 0) or attaches (others) the segment named through `store`. Returns
+  // nullptr when the ranks are not all on this machine or shared memory is unavailable.
+  static std::unique_ptr<ShmAllReduce> create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout);
+  ~ShmAllReduce();
+
+  // Posts this rank's call and checks that all ranks made the same one; throws naming both.
+  // `describe` turns a descriptor into words for the error message.
+  void agree(const CallDescriptor& mine, Deadline deadline, std::string (*describe)(const CallDescriptor&));
+  // Sums (etc.) `count` elements at `data` across ranks, in place.
+  void all_reduce(char* data, int64_t count, DType dtype, ReduceOp op, Deadline deadline);
+  // Tells every waiting rank that this one failed, with why.
+  void abort(const std::string& why);
+
+ private:
+  ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout);
+  void barrier(Deadline deadline);
+  void check_peers_alive();
+  struct Control;
+  struct Header;
+  Header* header() const;
+  Control* control(int r) const;
+  char* buffer(int r, int half) const;
+
+  void* base_;
+  size_t bytes_;
+  int rank_, size_;
+  size_t chunk_;  // bytes per rank per half-buffer
+  std::chrono::milliseconds timeout_;
+  uint32_t half_ = 0;
+  uint64_t posted_ = 0;       // how many calls this rank has posted
+  std::string current_call_;  // the call in progress, in words, for error messages
+};
+
+}  // namespace engine::dist
