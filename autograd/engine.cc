@@ -63,9 +63,54 @@ void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
   for (auto& [id, hook] : leaf->post_hooks) hook(handle);
 }
 
+thread_local std::vector<std::function<void()>>* g_callbacks = nullptr;  // set while a backward runs
+
+// Holds the callbacks queued during one backward; run() fires them when it ends. If the
+// backward throws they are dropped, so none fires during some later, unrelated backward.
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* outer;
+  CallbackScope() : outer(g_callbacks) { g_callbacks = &callbacks; }
+  void run() {
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();  // a callback may queue another
+    callbacks.clear();
+  }
+  ~CallbackScope() { g_callbacks = outer; }
+};
+
 }  // namespace
 
+void queue_callback(std::function<void()> fn) {
+  ENGINE_REQUIRE(g_callbacks != nullptr, "[queue_callback] can only be called during backward (from a hook)");
+  g_callbacks->push_back(std::move(fn));
+}
+
+std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const Variable& root) {
+  std::vector<std::shared_ptr<VariableImpl>> out;
+  if (!root.defined()) return out;
+  std::unordered_map<Impl*, bool> seen;
+  std::vector<std::shared_ptr<Impl>> stack{root.impl()};
+  seen[root.impl().get()] = true;
+  while (!stack.empty()) {
+    std::shared_ptr<Impl> v = stack.back();
+    stack.pop_back();
+    if (!v->grad_fn) {
+      if (v->requires_grad) out.push_back(v);
+      continue;
+    }
+    for (auto& in : v->grad_fn->inputs)
+      if (in && !seen[in.get()]) seen[in.get()] = true, stack.push_back(in);
+  }
+  return out;
+}
+
 void Variable::backward(const Tensor& grad_in, bool retain_graph) const {
+  CallbackScope callbacks;
+  backward_pass(grad_in, retain_graph);
+  callbacks.run();
+}
+
+void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
   ENGINE_REQUIRE(impl_, "[backward] Variable is undefined");
   ENGINE_REQUIRE(impl_->requires_grad, "[backward] this Variable does not require grad and has no graph; "
                  "did you forget requires_grad=true on a parameter, or run the forward under NoGradGuard?");

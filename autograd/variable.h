@@ -75,6 +75,7 @@ class Variable {
   void remove_hook(int id);
 
   // Internal: the shared state, for the autograd engine and for ops.
+  void backward_pass(const Tensor& grad, bool retain_graph) const;
   const std::shared_ptr<VariableImpl>& impl() const { return impl_; }
   explicit Variable(std::shared_ptr<VariableImpl> impl) : impl_(std::move(impl)) {}
 
@@ -95,6 +96,15 @@ class NoGradGuard {
   bool previous_;
 };
 bool is_grad_enabled();
+
+// Runs `fn` once when the backward pass currently in progress on this thread finishes
+// (after every gradient has been delivered and every hook has run). Called from a hook;
+// DistributedDataParallel uses it to wait for its all-reduces before backward() returns.
+void queue_callback(std::function<void()> fn);
+
+// The leaves that requires-grad and are reachable from `root` through its graph: the
+// parameters a loss depends on. DDP's find_unused_parameters uses it after forward.
+std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const Variable& root);
 
 std::ostream& operator<<(std::ostream& out, const Variable& v);
 

@@ -177,3 +177,27 @@ TEST_CASE(".grad never shares memory with another tensor or another leaf") {
   REQUIRE(kept.item() == 3);
   REQUIRE(p.grad().item() == 6);
 }
+
+TEST_CASE("queue_callback runs once, after every hook of the backward") {
+  Variable w1(tensor({1}), true), w2(tensor({2}), true);
+  std::vector<std::string> order;
+  w1.register_post_accumulate_grad_hook([&](Variable&) {
+    order.push_back("w1");
+    autograd::queue_callback([&] { order.push_back("end"); });
+  });
+  w2.register_post_accumulate_grad_hook([&](Variable&) { order.push_back("w2"); });
+  sum(w1 * w2 * w2).backward();
+  REQUIRE(order.size() == 3);
+  REQUIRE(order.back() == "end");
+  sum(w2 * 2.0).backward();  // the callback does not fire again
+  REQUIRE(order.back() == "w2");
+  REQUIRE_THROWS_WITH(autograd::queue_callback([] {}), Catch::Contains("only be called during backward"));
+}
+
+TEST_CASE("reachable_leaves finds the parameters a result depends on") {
+  Variable a(tensor({1}), true), b(tensor({2}), true), unused(tensor({3}), true);
+  Variable y = a * b + a;
+  const auto leaves = autograd::reachable_leaves(y);
+  REQUIRE(leaves.size() == 2);
+  for (auto& l : leaves) REQUIRE(l.get() != unused.impl().get());
+}
