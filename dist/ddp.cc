@@ -1,0 +1,174 @@
+#include "dist/ddp.h"
+
+#include <unordered_set>
+
+#include "dist/dist.h"
+#include "nn/safetensors.h"
+#include "tensor/ops.h"
+
+namespace engine::dist {
+
+struct DistributedDataParallel::Bucket {
+  std::vector<size_t> params;  // indices into params_, in the order they were added
+  Tensor buffer;               // every gradient of the bucket, flattened back to back
+  size_t pending = 0;          // parameters whose gradient has not arrived yet
+  Work work;
+  bool launched = false;
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options)
+    : module_(std::move(module)), options_(options) {
+  ENGINE_REQUIRE(module_ != nullptr, "[DistributedDataParallel] module is null");
+  group_ = options_.group ? options_.group : &default_group();
+  register_module("module", module_);  // so state_dict() names are "module.<name>", as in PyTorch
+  for (auto& [name, p] : module_->named_parameters()) {
+    ENGINE_REQUIRE(p.data().dtype() == DType::Float32, "[DistributedDataParallel] parameter \"", name, "\" is not float32");
+    names_.push_back(name);
+    params_.push_back(p);
+  }
+  // Every rank must wrap the same model: compare parameter count and total size.
+  int64_t total = 0;
+  for (auto& p : params_) total += p.numel();
+  Tensor shape = from_vector(std::vector<int64_t>{int64_t(params_.size()), total});
+  Tensor lo = shape.clone(), hi = shape.clone();
+  group_->all_reduce(lo, ReduceOp::Min).wait();
+  group_->all_reduce(hi, ReduceOp::Max).wait();
+  ENGINE_REQUIRE(lo.to_vector<int64_t>() == hi.to_vector<int64_t>(), "[DistributedDataParallel] the model differs "
+                 "between ranks: parameter counts range over ", lo.at({0}), "..", hi.at({0}), " and sizes over ",
+                 lo.at({1}), "..", hi.at({1}), " elements; every rank must build the same model");
+  // Start from rank 0's weights and buffers, so every replica is identical.
+  for (auto& p : params_) group_->broadcast(p.data(), 0).wait();
+  for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0).wait();
+  build_buckets();
+  for (size_t i = 0; i < params_.size(); ++i)
+    hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](nn::Variable&) { on_grad_ready(i); }));
+  reset_for_backward();
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_hook(hook_ids_[i]);
+  for (auto& b : buckets_)
+    if (b->launched) try {
+        b->work.wait();
+      } catch (const Error&) {
+      }
+}
+
+void DistributedDataParallel::build_buckets() {
+  // Reverse registration order: the last layer's gradients are ready first.
+  const double mib = 1024.0 * 1024.0;
+  double cap = options_.first_bucket_mb * mib, bytes = 0;
+  where_.assign(params_.size(), {0, 0});
+  for (size_t k = params_.size(); k-- > 0;) {
+    if (buckets_.empty() || bytes >= cap) {
+      if (!buckets_.empty()) cap = options_.bucket_cap_mb * mib;
+      buckets_.push_back(std::make_unique<Bucket>());
+      bucket_names_.emplace_back();
+      bytes = 0;
+    }
+    Bucket& b = *buckets_.back();
+    size_t offset = 0;
+    for (size_t q : b.params) offset += size_t(params_[q].numel());
+    where_[k] = {buckets_.size() - 1, offset};
+    b.params.push_back(k);
+    bucket_names_.back().push_back(names_[k]);
+    bytes += double(params_[k].numel()) * 4;
+  }
+  for (auto& b : buckets_) {
+    int64_t n = 0;
+    for (size_t q : b->params) n += params_[q].numel();
+    b->buffer = zeros({n});
+  }
+}
+
+void DistributedDataParallel::reset_for_backward() {
+  for (auto& b : buckets_) {
+    if (b->launched) try {  // a backward that failed part way may have left one in flight
+        b->work.wait();
+      } catch (const Error&) {
+      }
+    b->pending = b->params.size();
+    b->launched = false;
+  }
+  ready_.assign(params_.size(), false);
+  launched_ = 0;
+  finalize_queued_ = false;
+}
+
+nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
+  if (options_.broadcast_buffers)
+    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0).wait();
+  nn::Variable out = (*module_)(x);
+  if (options_.find_unused_parameters && sync_ && autograd::is_grad_enabled()) {
+    // Parameters the output does not depend on will get no gradient: count them as ready
+    // (with zeros) now, so their buckets do not wait for them.
+    std::unordered_set<const autograd::VariableImpl*> used;
+    for (auto& leaf : autograd::reachable_leaves(out)) used.insert(leaf.get());
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!used.count(params_[i].impl().get())) mark_ready(i, nullptr);
+    launch_ready_buckets();
+  }
+  return out;
+}
+
+void DistributedDataParallel::on_grad_ready(size_t i) {
+  if (!sync_) return;  // no_sync: gradients just accumulate in .grad
+  if (!finalize_queued_) {
+    finalize_queued_ = true;
+    autograd::queue_callback([this] { finalize(); });
+  }
+  mark_ready(i, &params_[i].grad());
+  launch_ready_buckets();
+}
+
+void DistributedDataParallel::mark_ready(size_t i, const Tensor* grad) {
+  if (ready_[i]) return;
+  ready_[i] = true;
+  auto [bi, offset] = where_[i];
+  Bucket& b = *buckets_[bi];
+  Tensor slot = b.buffer.narrow(0, int64_t(offset), params_[i].numel());
+  if (grad && grad->defined()) slot.copy_(grad->reshape({-1}));
+  else slot.zero_();
+  --b.pending;
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  // Strictly in bucket order, so every rank issues the same all-reduces in the same order.
+  while (launched_ < int(buckets_.size()) && buckets_[size_t(launched_)]->pending == 0) {
+    Bucket& b = *buckets_[size_t(launched_)];
+    b.work = group_->all_reduce(b.buffer, ReduceOp::Avg);
+    b.launched = true;
+    ++launched_;
+  }
+}
+
+void DistributedDataParallel::finalize() {
+  if (launched_ < int(buckets_.size())) {
+    std::string missing;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!ready_[i]) missing += (missing.empty() ? "" : ", ") + names_[i];
+    reset_for_backward();
+    throw Error("[DistributedDataParallel] these parameters received no gradient in this backward: " + missing +
+                ". If some parameters are unused on purpose (a branch not taken, a frozen layer), construct DDP with "
+                "find_unused_parameters = true; otherwise make the loss depend on them. (Every rank must reduce every "
+                "bucket, so a missing gradient would leave the others waiting.)");
+  }
+  for (auto& b : buckets_) b->work.wait();
+  // The averages go back into .grad, where the optimizer reads them.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto [bi, offset] = where_[i];
+    const Tensor avg = buckets_[bi]->buffer.narrow(0, int64_t(offset), params_[i].numel()).view(params_[i].shape());
+    if (params_[i].grad().defined()) params_[i].mutable_grad().copy_(avg);
+    else params_[i].set_grad(avg.clone());
+  }
+  for (auto& b : buckets_) b->launched = false;  // waited for above
+  reset_for_backward();
+}
+
+void save_on_rank0(const std::string& path, const nn::StateDict& state, ProcessGroup* group) {
+  ProcessGroup& g = group ? *group : default_group();
+  if (g.rank() == 0) nn::save_safetensors(path, state);
+  g.barrier().wait();
+}
+
+}  // namespace engine::dist

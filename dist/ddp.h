@@ -1,0 +1,96 @@
+// DistributedDataParallel: wrap a model in one line and its gradients are averaged over all
+// ranks during backward, so every replica takes the same optimizer step.
+//
+//   auto model = std::make_shared<Sequential>(...);
+//   DistributedDataParallel ddp(model);              // broadcasts rank 0's weights
+//   SGD opt(ddp.parameters(), {.lr = 0.05});
+//   loss = cross_entropy(ddp(x), y);
+//   loss.backward();                                 // all-reduces overlap the backward
+//   opt.step();                                      // .grad holds the average over ranks
+//   if (dist::get_rank() == 0) save_safetensors(path, ddp.module().state_dict());
+//
+// How (as PyTorch's DDP): the parameters are grouped, in reverse registration order (the
+// order their gradients become ready), into buckets of about bucket_cap_mb (the first one
+// about 1 MiB, so communication starts early). A gradient-ready hook on every parameter
+// copies its gradient into its bucket; when a bucket is full it is all-reduced (averaged)
+// asynchronously, in bucket order on every rank, while backward goes on computing the
+// earlier layers' gradients. When backward ends, DDP waits for the buckets and copies the
+// averages back into .grad.
+//
+// A parameter that gets no gradient would leave its bucket waiting forever: DDP reports it
+// by name at the end of backward, unless find_unused_parameters is set, in which case it
+// finds them after each forward and counts them as ready (with a zero gradient).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/module.h"
+
+namespace engine::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;  // rank 0's buffers (e.g. batch-norm statistics) at every forward
+  ProcessGroup* group = nullptr;  // nullptr: the default group
+};
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options = {});
+  ~DistributedDataParallel() override;
+
+  nn::Variable forward(const nn::Variable& x) override;
+  nn::Module& module() { return *module_; }
+
+  // While a NoSync is alive, backward only accumulates gradients locally; the first
+  // backward after it ends averages the accumulated gradients over the ranks.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), previous_(ddp.sync_) { ddp.sync_ = false; }
+    ~NoSync() { ddp_.sync_ = previous_; }
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  // Introspection for tests and lessons: bucket layout, and how many buckets have been
+  // launched in the backward in progress (or the last one).
+  const std::vector<std::vector<std::string>>& bucket_names() const { return bucket_names_; }
+  int buckets_launched() const { return launched_; }
+
+ private:
+  struct Bucket;
+  void build_buckets();
+  void on_grad_ready(size_t param);
+  void mark_ready(size_t param, const Tensor* grad);
+  void launch_ready_buckets();
+  void finalize();
+  void reset_for_backward();
+
+  std::shared_ptr<nn::Module> module_;
+  DDPOptions options_;
+  ProcessGroup* group_;
+  std::vector<nn::Variable> params_;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::vector<std::string>> bucket_names_;
+  std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, offset in elements)
+  std::vector<bool> ready_;
+  std::vector<int> hook_ids_;
+  int launched_ = 0;
+  bool sync_ = true;
+  bool finalize_queued_ = false;
+};
+
+// Saves `state` to `path` from rank 0 only (atomically, as safetensors), then waits at a
+// barrier so that no rank goes on to read the file before it is complete.
+void save_on_rank0(const std::string& path, const nn::StateDict& state, ProcessGroup* group = nullptr);
+
+}  // namespace engine::dist

@@ -1,0 +1,270 @@
+// The claims of lesson 2, each able to fail: DDP over N ranks equals one process on the
+// combined batch; replicas stay bit-identical; no_sync accumulates; unused parameters are
+// named; communication overlaps backward; DistributedSampler splits and reshuffles as
+// PyTorch's does; only rank 0 writes the checkpoint.
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+
+#include "catch2/catch.hpp"
+#include "dist/ddp.h"
+#include "dist/distributed_sampler.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/safetensors.h"
+#include "nn/sgd.h"
+#include "tensor/ops.h"
+#include "tests/dist/ranks.h"
+
+using namespace engine;
+using namespace engine::dist;
+using namespace engine::nn;
+using engine::testing::run_threads;
+
+namespace {
+std::shared_ptr<Sequential> mlp(uint64_t seed) {
+  Generator g(seed);
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(6, 16, true, &g),
+                                                             std::make_shared<ReLU>(),
+                                                             std::make_shared<Linear>(16, 4, true, &g)});
+}
+
+// The whole dataset of the test: 48 examples, the same in every rank and in the reference.
+struct Data {
+  Tensor x, y;
+  Data() {
+    Generator g(7);
+    x = randn({48, 6}, &g);
+    y = randint(0, 4, {48}, &g);
+  }
+};
+
+std::vector<float> flat(Module& m) {
+  std::vector<float> out;
+  for (auto& p : m.parameters())
+    for (float v : p.data().to_vector<float>()) out.push_back(v);
+  return out;
+}
+
+// k SGD steps of one process on batches of `batch` rows.
+std::vector<float> single_process(int steps, int64_t batch) {
+  Data d;
+  auto model = mlp(1);
+  SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  for (int s = 0; s < steps; ++s) {
+    const int64_t start = (s * batch) % 48;
+    opt.zero_grad();
+    cross_entropy((*model)(Variable(d.x.narrow(0, start, batch))), d.y.narrow(0, start, batch)).backward();
+    opt.step();
+  }
+  return flat(*model);
+}
+
+std::string tmp(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+}  // namespace
+
+TEST_CASE("DDP over N ranks with batch b equals one process with batch N*b") {
+  for (int world : {2, 3}) {
+    const int64_t b = 8;
+    const std::vector<float> reference = single_process(4, world * b);
+    std::vector<std::vector<float>> replicas(static_cast<size_t>(world));
+    run_threads(world, [&](ProcessGroupTCP& g) {
+      Data d;
+      // Different initial weights on purpose: DDP must start everyone from rank 0's.
+      DistributedDataParallel ddp(mlp(g.rank() == 0 ? 1 : 100 + g.rank()), {.bucket_cap_mb = 0.0005, .group = &g});
+      SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+      for (int s = 0; s < 4; ++s) {
+        const int64_t start = (s * world * b) % 48 + g.rank() * b;  // this rank's slice of the big batch
+        opt.zero_grad();
+        cross_entropy(ddp(Variable(d.x.narrow(0, start, b))), d.y.narrow(0, start, b)).backward();
+        opt.step();
+      }
+      replicas[size_t(g.rank())] = flat(ddp.module());
+    });
+    for (int r = 0; r < world; ++r) {
+      INFO("world " << world << " rank " << r);
+      REQUIRE(replicas[size_t(r)] == replicas[0]);  // bit-identical replicas
+      for (size_t i = 0; i < reference.size(); ++i)
+        REQUIRE(replicas[size_t(r)][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("buckets follow reverse registration order with a small first bucket") {
+  run_threads(1, [](ProcessGroupTCP& g) {
+    Generator gen(0);
+    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{
+        std::make_shared<Linear>(512, 512, true, &gen), std::make_shared<Linear>(512, 512, true, &gen),
+        std::make_shared<Linear>(512, 10, true, &gen)});
+    DistributedDataParallel ddp(model, {.bucket_cap_mb = 1.5, .first_bucket_mb = 0.5, .group = &g});
+    const auto& names = ddp.bucket_names();
+    REQUIRE(names.front().front() == "2.bias");  // the last parameter is first
+    REQUIRE(names.back().back() == "0.weight");
+    // A bucket closes once it reaches its cap (PyTorch's rule): 2.bias, 2.weight, 1.bias
+    // (22 KB) are under 0.5 MiB, 1.weight (1 MiB) takes bucket 0 past it; the rest fit in one.
+    REQUIRE(names.size() == 2);
+    REQUIRE(names[0] == std::vector<std::string>{"2.bias", "2.weight", "1.bias", "1.weight"});
+    REQUIRE(names[1] == std::vector<std::string>{"0.bias", "0.weight"});
+    REQUIRE(ddp.state_dict().count("module.0.weight") == 1);  // PyTorch's names: "module." + the model's
+  });
+}
+
+TEST_CASE("no_sync accumulates locally; the next synced step equals the large-batch step") {
+  const std::vector<float> reference = [] {
+    // One process: accumulate the gradients of both halves of each rank's two micro-batches.
+    Data d;
+    auto model = mlp(1);
+    SGD opt(model->parameters(), {.lr = 0.1});
+    opt.zero_grad();
+    for (int micro = 0; micro < 2; ++micro) {
+      Variable loss = cross_entropy((*model)(Variable(d.x.narrow(0, micro * 16, 16))), d.y.narrow(0, micro * 16, 16));
+      loss.backward();
+    }
+    opt.step();
+    return flat(*model);
+  }();
+  std::vector<std::vector<float>> replicas(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    Data d;
+    DistributedDataParallel ddp(mlp(1), {.group = &g});
+    SGD opt(ddp.parameters(), {.lr = 0.1});
+    opt.zero_grad();
+    {
+      auto no_sync = ddp.no_sync();  // micro-batch 0: local accumulation only
+      cross_entropy(ddp(Variable(d.x.narrow(0, 0 * 16 + g.rank() * 8, 8))), d.y.narrow(0, g.rank() * 8, 8)).backward();
+      REQUIRE(ddp.buckets_launched() == 0);
+    }
+    cross_entropy(ddp(Variable(d.x.narrow(0, 16 + g.rank() * 8, 8))), d.y.narrow(0, 16 + g.rank() * 8, 8)).backward();
+    opt.step();
+    replicas[size_t(g.rank())] = flat(ddp.module());
+  });
+  REQUIRE(replicas[0] == replicas[1]);
+  for (size_t i = 0; i < reference.size(); ++i) REQUIRE(replicas[0][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
+}
+
+namespace {
+// A model with a layer that forward never uses.
+struct WithUnused : Module {
+  std::shared_ptr<Linear> used, unused;
+  WithUnused() {
+    Generator g(3);
+    used = register_module("used", std::make_shared<Linear>(6, 4, true, &g));
+    unused = register_module("unused", std::make_shared<Linear>(6, 4, true, &g));
+  }
+  Variable forward(const Variable& x) override { return (*used)(x); }
+};
+}  // namespace
+
+TEST_CASE("an unused parameter is named; find_unused_parameters handles it") {
+  std::vector<std::string> errors(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    Data d;
+    DistributedDataParallel ddp(std::make_shared<WithUnused>(), {.group = &g});
+    try {
+      cross_entropy(ddp(Variable(d.x.narrow(0, 0, 8))), d.y.narrow(0, 0, 8)).backward();
+    } catch (const Error& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  for (auto& e : errors)
+    REQUIRE_THAT(e, Catch::Contains("received no gradient") && Catch::Contains("unused.weight") &&
+                        Catch::Contains("unused.bias") && Catch::Contains("find_unused_parameters"));
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    Data d;
+    DistributedDataParallel ddp(std::make_shared<WithUnused>(), {.find_unused_parameters = true, .group = &g});
+    for (int step = 0; step < 2; ++step) {
+      ddp.zero_grad();
+      cross_entropy(ddp(Variable(d.x.narrow(0, g.rank() * 8, 8))), d.y.narrow(0, g.rank() * 8, 8)).backward();
+      auto& m = static_cast<WithUnused&>(ddp.module());
+      REQUIRE(max(abs(m.unused->weight.grad())).item() == 0);
+      REQUIRE(max(abs(m.used->weight.grad())).item() > 0);
+    }
+  });
+}
+
+TEST_CASE("communication overlaps backward: buckets are launched before the last gradient exists") {
+  run_threads(2, [](ProcessGroupTCP& g) {
+    Data d;
+    auto model = mlp(1);
+    // Registered before DDP's own hooks, so it runs first when the first layer's weight
+    // (the last gradient backward computes) is ready.
+    int launched_when_last_ready = -1;
+    DistributedDataParallel* ddp_ptr = nullptr;
+    model->parameters()[0].register_post_accumulate_grad_hook(
+        [&](Variable&) { launched_when_last_ready = ddp_ptr->buckets_launched(); });
+    DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.0001, .first_bucket_mb = 0.0001, .group = &g});
+    ddp_ptr = &ddp;
+    REQUIRE(ddp.bucket_names().size() == 2);  // {2.bias, 2.weight}, {0.bias, 0.weight}
+    cross_entropy(ddp(Variable(d.x.narrow(0, 0, 8))), d.y.narrow(0, 0, 8)).backward();
+    REQUIRE(launched_when_last_ready == 1);  // the last layer's bucket was in flight while 0.weight was computed
+    REQUIRE(ddp.buckets_launched() == 0);   // all finished and reset by the end of backward
+  });
+}
+
+TEST_CASE("DistributedSampler matches PyTorch's padding and interleaving") {
+  auto take = [](int64_t n, int r, bool drop_last) {
+    DistributedSampler s(n, {.num_replicas = 3, .rank = r, .shuffle = false, .drop_last = drop_last});
+    return s.indices();
+  };
+  using I = std::vector<int64_t>;
+  REQUIRE(take(10, 0, false) == I{0, 3, 6, 9});
+  REQUIRE(take(10, 1, false) == I{1, 4, 7, 0});
+  REQUIRE(take(10, 2, false) == I{2, 5, 8, 1});
+  REQUIRE(take(10, 0, true) == I{0, 3, 6});
+  REQUIRE(take(10, 1, true) == I{1, 4, 7});
+  REQUIRE(take(10, 2, true) == I{2, 5, 8});
+  REQUIRE(take(2, 2, false) == I{0});  // fewer examples than ranks: padding wraps around
+  REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), Catch::Contains("rank 2 is outside 0..1"));
+}
+
+TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch reshuffles for everyone") {
+  const int64_t n = 103;
+  auto slices = [&](int64_t epoch, bool call_set_epoch) {
+    std::vector<std::vector<int64_t>> s;
+    for (int r = 0; r < 4; ++r) {
+      DistributedSampler ds(n, {.num_replicas = 4, .rank = r, .seed = 5});
+      if (call_set_epoch) ds.set_epoch(epoch);
+      s.push_back(ds.indices());
+    }
+    return s;
+  };
+  const auto e0 = slices(0, true);
+  std::vector<int> seen(n, 0);
+  for (auto& s : e0) {
+    REQUIRE(s.size() == 26);  // ceil(103 / 4)
+    for (int64_t i : s) ++seen[size_t(i)];
+  }
+  int padded = 0;
+  for (int c : seen) {
+    REQUIRE(c >= 1);  // every example is covered...
+    padded += c - 1;
+  }
+  REQUIRE(padded == 4 * 26 - n);  // ...and only the padding repeats
+  REQUIRE(slices(1, true) != e0);   // set_epoch: a new order
+  REQUIRE(slices(1, false) == e0);  // forgetting set_epoch: the same order every epoch
+  REQUIRE(slices(0, true) == e0);   // deterministic
+}
+
+TEST_CASE("only rank 0 writes the checkpoint, and every rank loads the same values") {
+  std::vector<std::vector<float>> loaded(3);
+  const std::string base = tmp("ddp_ckpt");
+  for (int r = 0; r < 3; ++r) std::remove((base + std::to_string(r) + ".safetensors").c_str());
+  std::remove((base + ".safetensors").c_str());
+  run_threads(3, [&](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(mlp(g.rank() + 10), {.group = &g});
+    // Each rank asks to save to its own path: only rank 0's may appear.
+    save_on_rank0(base + std::to_string(g.rank()) + ".safetensors", ddp.module().state_dict(), &g);
+    save_on_rank0(base + ".safetensors", ddp.module().state_dict(), &g);
+    auto fresh = mlp(999);
+    fresh->load_state_dict(load_safetensors(base + ".safetensors"));  // after the barrier: complete
+    loaded[size_t(g.rank())] = flat(*fresh);
+  });
+  REQUIRE(std::ifstream(base + "0.safetensors").good());
+  REQUIRE_FALSE(std::ifstream(base + "1.safetensors").good());
+  REQUIRE_FALSE(std::ifstream(base + "2.safetensors").good());
+  REQUIRE(loaded[1] == loaded[0]);
+  REQUIRE(loaded[2] == loaded[0]);
+}
