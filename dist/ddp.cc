@@ -96,10 +96,10 @@ void DistributedDataParallel::reset_for_backward() {
 }
 
 nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
-  if (options_.broadcast_buffers)
+  if (options_.broadcast_buffers && group_->size() > 1)
     for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0).wait();
   nn::Variable out = (*module_)(x);
-  if (options_.find_unused_parameters && sync_ && autograd::is_grad_enabled()) {
+  if (options_.find_unused_parameters && sync_ && group_->size() > 1 && autograd::is_grad_enabled()) {
     // Parameters the output does not depend on will get no gradient: count them as ready
     // (with zeros) now, so their buckets do not wait for them.
     std::unordered_set<const autograd::VariableImpl*> used;
@@ -113,6 +113,7 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
   if (!sync_) return;  // no_sync: gradients just accumulate in .grad
+  if (group_->size() == 1) return;  // the average over one rank is the gradient itself
   if (!finalize_queued_) {
     finalize_queued_ = true;
     autograd::queue_callback([this] { finalize(); });

@@ -1,5 +1,7 @@
 #include "nn/sgd.h"
 
+#include <type_traits>
+
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -22,18 +24,29 @@ void SGD::step() {
     const bool first = o.momentum != 0 && !buffers_[i].defined();
     if (o.momentum != 0 && first) buffers_[i] = empty(p.shape());
     // One pass per parameter: the whole update rule (see sgd.h) for each element in turn.
-    float* pp = p.data<float>();
-    const float* g = g_dense.data<float>();
-    float* buf = o.momentum != 0 ? buffers_[i].data<float>() : nullptr;
+    // The choices (momentum? first step? Nesterov?) are made once, outside the loop, so
+    // the loop itself is branch-free and the compiler vectorises it.
+    float* __restrict pp = p.data<float>();
+    const float* __restrict g = g_dense.data<float>();
+    float* __restrict buf = o.momentum != 0 ? buffers_[i].data<float>() : nullptr;
     const float lr = float(o.lr), wd = float(o.weight_decay), m = float(o.momentum), damp = float(1 - o.dampening);
-    for (int64_t k = 0, n = p.numel(); k < n; ++k) {
-      float d = g[k] + wd * pp[k];
-      if (buf) {
-        buf[k] = first ? d : m * buf[k] + damp * d;
-        d = o.nesterov ? d + m * buf[k] : buf[k];
+    const int64_t n = p.numel();
+    auto update = [&](auto has_buf, auto is_first, auto nesterov) {
+      for (int64_t k = 0; k < n; ++k) {
+        float d = g[k] + wd * pp[k];
+        if constexpr (decltype(has_buf)::value) {
+          const float b = decltype(is_first)::value ? d : m * buf[k] + damp * d;
+          buf[k] = b;
+          d = decltype(nesterov)::value ? d + m * b : b;
+        }
+        pp[k] -= lr * d;
       }
-      pp[k] -= lr * d;
-    }
+    };
+    using T = std::true_type;
+    using F = std::false_type;
+    if (!buf) update(F{}, F{}, F{});
+    else if (first) o.nesterov ? update(T{}, T{}, T{}) : update(T{}, T{}, F{});
+    else o.nesterov ? update(T{}, F{}, T{}) : update(T{}, F{}, F{});
   }
 }
 

@@ -299,6 +299,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
   Shape bs = broadcast_shapes(src.shape(), shape_, "copy_");
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
+  if (src.dtype() == dtype_ && src.shape() == shape_ && src.is_contiguous() && is_contiguous()) {
+    const size_t es = dtype_size(dtype_);  // the common case: one block of bytes
+    std::memmove(static_cast<char*>(storage_->data()) + size_t(offset_) * es,
+                 static_cast<const char*>(src.storage()->data()) + size_t(src.offset()) * es, size_t(numel()) * es);
+    return *this;
+  }
   const Strides ss = detail::broadcast_strides(src.shape(), src.strides(), shape_);
   dispatch(dtype_, [&](auto dz) {
     using D = decltype(dz);

@@ -1,0 +1,125 @@
+// One DDP training step of the MLP 784-256-256-10 (SGD momentum 0.9, cross-entropy, random
+// data, one thread per rank), as ../shared/reference/torch_ddp_step.py measures PyTorch's.
+// Also times the same step under no_sync() (no communication): the difference is the
+// communication that backward could not hide ("exposed").
+//
+//   bazel run //bench:ddp_step -- --world 2 --batch 64
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dist/ddp.h"
+#include "dist/tcp_group.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+
+using namespace engine;
+using namespace engine::nn;
+using Seconds = std::chrono::duration<double>;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void run_rank(int rank, int world, int port, int64_t batch, int steps, int rounds, double first_bucket_mb) {
+  dist::StoreOptions so;
+  so.timeout = std::chrono::seconds(60);
+  auto store = std::make_shared<dist::TCPStore>("127.0.0.1", port, rank == 0, so);
+  dist::TCPGroupOptions go;
+  go.timeout = std::chrono::seconds(60);
+  dist::ProcessGroupTCP g(store, rank, world, go);
+  manual_seed(0);
+  auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
+      std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
+  dist::DDPOptions opts;
+  opts.group = &g;
+  if (first_bucket_mb > 0) opts.first_bucket_mb = first_bucket_mb;
+  dist::DistributedDataParallel ddp(model, opts);
+  SGD opt(ddp.parameters(), {.lr = 0.01, .momentum = 0.9});
+  manual_seed(uint64_t(rank) + 1);
+  const Tensor x = randn({batch, 784}), y = randint(0, 10, {batch});
+  auto step = [&] {
+    opt.zero_grad();
+    cross_entropy(ddp(Variable(x)), y).backward();
+    opt.step();
+  };
+  auto timed = [&](bool sync) {
+    std::vector<double> t;
+    for (int r = 0; r < rounds; ++r) {
+      g.barrier().wait();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < steps; ++i) {
+        if (sync) {
+          step();
+        } else {
+          auto no_sync = ddp.no_sync();
+          step();
+        }
+      }
+      t.push_back(Seconds(std::chrono::steady_clock::now() - t0).count() / steps);
+    }
+    return median(t);
+  };
+  for (int i = 0; i < 20; ++i) step();
+  const double with_sync = timed(true), without = timed(false);
+  if (rank == 0) {
+    std::printf("{\"impl\": \"engine-ddp\", \"world\": %d, \"batch_per_rank\": %lld, \"step_ms\": %.4f, "
+                "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, \"shm\": %s}\n",
+                world, (long long)batch, with_sync * 1e3, double(batch * world) / with_sync, without * 1e3,
+                (with_sync - without) * 1e3, g.uses_shared_memory() ? "true" : "false");
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int world = 2, steps = 100, rounds = 5;
+  int64_t batch = 64;
+  double first_bucket_mb = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--world") world = std::atoi(argv[i + 1]);
+    else if (a == "--batch") batch = std::atoll(argv[i + 1]);
+    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
+    else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
+    else if (a == "--first-bucket-mb") first_bucket_mb = std::atof(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "ddp_step: unknown flag %s (--world N --batch N --steps N --rounds N)\n", a.c_str());
+      return 2;
+    }
+  }
+  const int port = dist::Listener::bind("127.0.0.1", 0).port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        run_rank(r, world, port, batch, steps, rounds, first_bucket_mb);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  return failed ? 1 : 0;
+}
