@@ -85,9 +85,10 @@ void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, 
     const double dt = median(times);
     if (rank == 0) {
       const double algbw = double(n) * 4 / dt / 1e9;
-      std::printf("{\"impl\": \"engine-tcp-ring\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, \"algbw_GBps\": %.4f, "
-                  "\"busbw_GBps\": %.4f}\n",
-                  world, (long long)(n * 4), dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
+      std::printf("{\"impl\": \"engine-cpu\", \"path\": \"%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
+                  "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
+                  g.uses_shared_memory() ? "shared-memory" : "tcp-ring", world, (long long)(n * 4), dt * 1e6, algbw,
+                  algbw * 2 * (world - 1) / world);
       std::fflush(stdout);
     }
   }

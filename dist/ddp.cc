@@ -77,7 +77,7 @@ void DistributedDataParallel::build_buckets() {
   for (auto& b : buckets_) {
     int64_t n = 0;
     for (size_t q : b->params) n += params_[q].numel();
-    b->buffer = zeros({n});
+    b->buffer = group_->shared_buffer(n);  // reduced in place where ranks share memory
   }
 }
 

@@ -68,6 +68,11 @@ class ProcessGroup {
   virtual Work send(Tensor tensor, int dst) = 0;
   virtual Work recv(Tensor tensor, int src) = 0;
 
+  // A zeroed float32 buffer that all_reduce can reduce in place, without staging copies,
+  // where the backend can share memory between ranks (DDP keeps its buckets in these).
+  // A collective: every rank calls it with the same size, in the same order.
+  virtual Tensor shared_buffer(int64_t numel) { return zeros({numel}); }
+
  protected:
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
   int rank_, size_;

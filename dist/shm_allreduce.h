@@ -28,6 +28,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
 
 #include "dist/process_group.h"
 #include "dist/socket.h"
@@ -56,9 +59,24 @@ class ShmAllReduce {
   // Tells every waiting rank that this one failed, with why.
   void abort(const std::string& why);
 
+  // A buffer of `bytes` in a new segment that every rank maps, one slice per rank
+  // (collective). all_reduce on memory inside this rank's slice works in place: each rank
+  // reduces its segment straight from every rank's slice and writes the result into all
+  // of them, with no staging and no copying out.
+  Tensor shared_buffer(TCPStore& store, int64_t numel);
+
  private:
   ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout);
   void barrier(Deadline deadline);
+  // The registered slices that hold [data, data + bytes) in this rank's slice, if any:
+  // returns the matching addresses in every rank's slice.
+  bool find_slices(const char* data, size_t bytes, std::vector<char*>* peers) const;
+  struct Segment {
+    char* base;
+    size_t per_rank;
+  };
+  std::vector<std::shared_ptr<Segment>> segments_;
+  int shared_buffers_ = 0;
   void check_peers_alive();
   struct Control;
   struct Header;

@@ -442,4 +442,11 @@ Work ProcessGroupTCP::recv(Tensor t, int src) {
   });
 }
 
+Tensor ProcessGroupTCP::shared_buffer(int64_t numel) {
+  if (!shm_) return zeros({numel});
+  // Drain the queue first: the setup talks through the store, outside the worker's order.
+  barrier().wait();
+  return shm_->shared_buffer(*store_, numel);
+}
+
 }  // namespace engine::dist

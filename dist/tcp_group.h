@@ -68,6 +68,7 @@ class ProcessGroupTCP : public ProcessGroup {
   Work barrier() override;
   Work send(Tensor tensor, int dst) override;
   Work recv(Tensor tensor, int src) override;
+  Tensor shared_buffer(int64_t numel) override;
 
   // Bytes this rank has sent over its connections (for the lessons' cost model).
   uint64_t bytes_sent() const { return bytes_sent_; }

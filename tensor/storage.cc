@@ -34,7 +34,11 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   ENGINE_REQUIRE(data_ != nullptr, "[Storage] out of memory allocating ", nbytes, " bytes on cpu");
 }
 
+Storage::Storage(void* data, size_t nbytes, Device device, std::shared_ptr<void> owner)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {}
+
 Storage::~Storage() {
+  if (owner_) return;  // wrapped memory: its owner frees it
   if (device_.is_cuda()) {
     cuda::device_free(data_, device_.index);
   } else {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "tensor/device.h"
 
@@ -15,6 +16,9 @@ class Storage {
  public:
   // Allocates `nbytes` on `device` (CPU memory is 64-byte aligned for SIMD).
   Storage(size_t nbytes, Device device);
+  // Wraps memory someone else owns (shared memory, for one); `owner` is kept alive as long
+  // as this Storage and released with it. Nothing is freed by the Storage itself.
+  Storage(void* data, size_t nbytes, Device device, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -27,6 +31,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  std::shared_ptr<void> owner_;  // set for wrapped memory
 };
 
 }  // namespace engine

@@ -140,3 +140,22 @@ TEST_CASE("bad arguments are refused before any communication") {
     g.barrier().wait();
   });
 }
+
+TEST_CASE("shared buffers reduce in place, whole or in part") {
+  for (int world : {2, 3}) {
+    run_threads(world, [world](ProcessGroupTCP& g) {
+      Tensor buf = g.shared_buffer(1000);
+      REQUIRE(buf.numel() == 1000);
+      REQUIRE(max(abs(buf)).item() == 0);  // starts zeroed
+      buf.copy_(input(g.rank(), 1000));
+      g.all_reduce(buf, ReduceOp::Sum).wait();
+      for (int64_t i : {0, 7, 999}) REQUIRE(buf.at({i}) == closed_form(ReduceOp::Sum, world, i));
+      // A slice of it (as DDP reduces one bucket of a larger buffer) also works in place.
+      Tensor part = buf.narrow(0, 100, 50);
+      part.fill_(double(g.rank() + 1));
+      g.all_reduce(part, ReduceOp::Max).wait();
+      REQUIRE(min(part).item() == world);
+      REQUIRE(buf.at({99}) == closed_form(ReduceOp::Sum, world, 99));  // untouched outside the slice
+    });
+  }
+}
