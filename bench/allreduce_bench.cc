@@ -6,9 +6,6 @@
 //
 // Prints one JSON line per size (from rank 0) and one for loopback. bench/allreduce.py
 // runs this and the PyTorch script alternately and tabulates the ratios.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/socket.h"
+#include "bench/fork_ranks.h"
 #include "dist/tcp_group.h"
 #include "tensor/ops.h"
 
@@ -114,26 +111,5 @@ int main(int argc, char** argv) {
   const double lo = loopback_bandwidth();
   std::printf("{\"impl\": \"loopback-1-stream\", \"GBps\": %.4f}\n", lo / 1e9);
   std::fflush(stdout);
-  const int port = Listener::bind("127.0.0.1", 0).port();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      try {
-        run_rank(r, world, port, sizes, rounds);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        _exit(1);
-      }
-      _exit(0);
-    }
-    pids.push_back(pid);
-  }
-  int failed = 0;
-  for (pid_t p : pids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  }
-  return failed ? 1 : 0;
+  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, sizes, rounds); });
 }

@@ -4,9 +4,6 @@
 // communication that backward could not hide ("exposed").
 //
 //   bazel run //bench:ddp_step -- --world 2 --batch 64
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "dist/ddp.h"
+#include "bench/fork_ranks.h"
 #include "dist/tcp_group.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -100,26 +98,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const int port = dist::Listener::bind("127.0.0.1", 0).port();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      try {
-        run_rank(r, world, port, batch, steps, rounds, first_bucket_mb);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        _exit(1);
-      }
-      _exit(0);
-    }
-    pids.push_back(pid);
-  }
-  int failed = 0;
-  for (pid_t p : pids) {
-    int st = 0;
-    waitpid(p, &st, 0);
-    failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  }
-  return failed ? 1 : 0;
+  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, batch, steps, rounds, first_bucket_mb); });
 }

@@ -10,13 +10,9 @@
 namespace engine {
 namespace {
 
-struct Plan {
-  Tensor moved;     // (outer, inner) contiguous: kept dims first, reduced dims last
-  int64_t outer = 1, inner = 1;
-  Shape out_shape;  // with or without the size-1 reduced dims, as keepdim asks
-};
-
-Plan plan_reduction(const char* op, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
+// Checks the input and returns, per dim of `a`, whether it is reduced (all dims when
+// `dims` is empty).
+std::vector<bool> reduced_dims(const char* op, const Tensor& a, const std::vector<int64_t>& dims) {
   ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
   ENGINE_REQUIRE(a.device().is_cpu(), "[", op, "] has no CUDA implementation yet (tensor on ", a.device().str(), ")");
   std::vector<bool> reduced(a.dim(), dims.empty());
@@ -25,6 +21,17 @@ Plan plan_reduction(const char* op, const Tensor& a, std::vector<int64_t> dims, 
     ENGINE_REQUIRE(!reduced[w], "[", op, "] dim ", w, " is listed twice");
     reduced[w] = true;
   }
+  return reduced;
+}
+
+struct Plan {
+  Tensor moved;     // (outer, inner) contiguous: kept dims first, reduced dims last
+  int64_t outer = 1, inner = 1;
+  Shape out_shape;  // with or without the size-1 reduced dims, as keepdim asks
+};
+
+Plan plan_reduction(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const std::vector<bool> reduced = reduced_dims(op, a, dims);
   std::vector<int64_t> order;
   Plan p;
   for (int64_t d = 0; d < a.dim(); ++d)
@@ -65,14 +72,7 @@ struct Slots {
 };
 
 Slots plan_slots(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
-  ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(a.device().is_cpu(), "[", op, "] has no CUDA implementation yet (tensor on ", a.device().str(), ")");
-  std::vector<bool> reduced(a.dim(), dims.empty());
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, a.dim(), op);
-    ENGINE_REQUIRE(!reduced[w], "[", op, "] dim ", w, " is listed twice");
-    reduced[w] = true;
-  }
+  const std::vector<bool> reduced = reduced_dims(op, a, dims);
   Slots s;
   s.slot_strides.assign(a.dim(), 0);
   for (int64_t d = a.dim() - 1; d >= 0; --d) {
