@@ -50,6 +50,13 @@ namespace {
 void pack_a(int mr, int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t csa, float* Ap) {
   for (int64_t p = 0; p < mc; p += mr) {
     const int64_t rows = std::min<int64_t>(mr, mc - p);
+    if (csa == 1 && rsa != 1 && mr % 8 == 0 && gemm_kernel_supported(GemmKernel::Avx2)) {
+      // Row-major A: each row is contiguous along k, exactly the layout a transposed B
+      // panel has, so the same 8x8 in-register transpose packs it.
+      detail::pack_b_columns_avx2(mr, kc, rows, A + p * rsa, rsa, Ap);
+      Ap += kc * mr;
+      continue;
+    }
     for (int64_t k = 0; k < kc; ++k) {
       const float* src = A + p * rsa + k * csa;
       int64_t i = 0;
