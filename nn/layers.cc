@@ -25,7 +25,7 @@ Variable Flatten::forward(const Variable& x) {
   return autograd::reshape(x, {x.size(0), -1});
 }
 
-Sequential::Sequential(const std::vector<ModulePtr>& layers) : layers_(layers) {
+Sequential::Sequential(const std::vector<ModulePtr>& layers) {
   for (size_t i = 0; i < layers.size(); ++i) {
     ENGINE_REQUIRE(layers[i] != nullptr, "[Sequential] layer ", i, " is null");
     register_module(std::to_string(i), layers[i]);
@@ -34,7 +34,7 @@ Sequential::Sequential(const std::vector<ModulePtr>& layers) : layers_(layers) {
 
 Variable Sequential::forward(const Variable& x) {
   Variable h = x;
-  for (auto& layer : layers_) h = (*layer)(h);
+  for (auto& [name, layer] : children()) h = (*layer)(h);  // children, so set_child() swaps a layer
   return h;
 }
 

@@ -40,11 +40,8 @@ class Sequential : public Module {
  public:
   explicit Sequential(const std::vector<ModulePtr>& layers);
   Variable forward(const Variable& x) override;
-  ModulePtr operator[](size_t i) const { return layers_.at(i); }
-  size_t size() const { return layers_.size(); }
-
- private:
-  std::vector<ModulePtr> layers_;
+  ModulePtr operator[](size_t i) const { return children().at(i).second; }
+  size_t size() const { return children().size(); }
 };
 
 }  // namespace engine::nn

@@ -42,6 +42,15 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   return out;
 }
 
+void Module::set_child(const std::string& name, std::shared_ptr<Module> module) {
+  for (auto& [n, child] : children_)
+    if (n == name) {
+      child = std::move(module);
+      return;
+    }
+  throw Error("[set_child] no child named \"" + name + "\"");
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [name, child] : children_) child->train(on);

@@ -39,6 +39,10 @@ class Module {
   std::vector<std::pair<std::string, Variable>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  // Replaces the child registered as `name` (used by convert_sync_batchnorm). Containers
+  // that run their children through children(), like Sequential, use the new one at once;
+  // a module that also keeps its own pointer to the old child must update that itself.
+  void set_child(const std::string& name, std::shared_ptr<Module> module);
 
   // Training mode (the default) vs evaluation mode, for this module and all children.
   void train(bool on = true);
