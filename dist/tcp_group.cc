@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tensor/check.h"
+#include "tensor/ops.h"
 
 namespace engine::dist {
 
@@ -410,7 +411,9 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
     for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
     // shift -1: rank r ends owning block r, the one it should return.
     ring_reduce_scatter(buf, bounds, input.dtype(), op, desc, -1, d);
-    Tensor(output).copy_(work.narrow(0, int64_t(rank_) * m, m).view(output.shape()));
+    Tensor mine = work.narrow(0, int64_t(rank_) * m, m).view(output.shape());
+    if (op == ReduceOp::Avg) mine = mine / double(size_);  // the ring sums; the average divides once
+    Tensor(output).copy_(mine);
   });
 }
 

@@ -101,6 +101,10 @@ TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
       Tensor out = empty({4});
       g.reduce_scatter(out, in, ReduceOp::Sum).wait();
       REQUIRE(out.at({3}) == 100.0 * world * (world - 1) / 2 + world * r);
+      g.reduce_scatter(out, in, ReduceOp::Avg).wait();
+      REQUIRE(out.at({3}) == Approx((100.0 * world * (world - 1) / 2 + world * r) / world));
+      g.reduce_scatter(out, in, ReduceOp::Max).wait();
+      REQUIRE(out.at({0}) == 100.0 * (world - 1) + r);
       g.barrier().wait();
       // send/recv around a ring, if there is more than one rank
       if (world > 1) {

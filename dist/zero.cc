@@ -1,0 +1,128 @@
+#include "dist/zero.h"
+
+#include "dist/dist.h"
+#include "tensor/ops.h"
+
+namespace engine::dist {
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind, ZeroOptions options)
+    : params_(std::move(params)), kind_(kind), options_(options) {
+  group_ = options_.group ? options_.group : &default_group();
+  for (auto& p : params_) total_ += p.numel();
+  const int n = group_->size();
+  shard_ = (total_ + n - 1) / n;  // the last shard is padded with zeros
+  // This rank's shard of the parameters, as one flat Variable the inner optimizer updates.
+  Tensor flat = zeros({shard_ * n});
+  int64_t off = 0;
+  for (auto& p : params_) {
+    flat.narrow(0, off, p.numel()).copy_(p.data().reshape({-1}));
+    off += p.numel();
+  }
+  shard_param_ = nn::Variable(flat.narrow(0, int64_t(group_->rank()) * shard_, shard_).clone(), true);
+  if (kind_ == ZeroOptimizer::SGD) inner_ = std::make_unique<nn::SGD>(std::vector<nn::Variable>{shard_param_}, options_.sgd);
+  else inner_ = std::make_unique<nn::Adam>(std::vector<nn::Variable>{shard_param_}, options_.adam);
+}
+
+Tensor ZeroRedundancyOptimizer::flatten_grads() const {
+  Tensor flat = zeros({shard_ * group_->size()});
+  int64_t off = 0;
+  for (auto& p : params_) {
+    if (p.grad().defined()) flat.narrow(0, off, p.numel()).copy_(p.grad().reshape({-1}));
+    off += p.numel();
+  }
+  return flat;
+}
+
+void ZeroRedundancyOptimizer::step() {
+  // 1. Reduce-scatter: rank r gets the average over ranks of gradient shard r.
+  Tensor grad_shard = zeros({shard_});
+  group_->reduce_scatter(grad_shard, flatten_grads(), ReduceOp::Avg).wait();
+  // 2. Update this rank's shard; only here does optimizer state exist.
+  shard_param_.set_grad(grad_shard);
+  inner_->step();
+  // 3. All-gather the updated shards into every rank's parameters.
+  std::vector<Tensor> shards;
+  group_->all_gather(&shards, shard_param_.data()).wait();
+  int64_t off = 0;
+  for (auto& p : params_) {
+    // Copy parameter p's elements [off, off + numel) out of the gathered shards.
+    int64_t done = 0;
+    Tensor dst = p.data().reshape({-1});
+    while (done < p.numel()) {
+      const int64_t at = off + done, r = at / shard_, in = at % shard_;
+      const int64_t len = std::min(p.numel() - done, shard_ - in);
+      dst.narrow(0, done, len).copy_(shards[size_t(r)].narrow(0, in, len));
+      done += len;
+    }
+    off += p.numel();
+  }
+}
+
+void ZeroRedundancyOptimizer::zero_grad() {
+  for (auto& p : params_) p.zero_grad();
+}
+
+size_t ZeroRedundancyOptimizer::state_bytes() const {
+  size_t bytes = 0;
+  for (auto& [key, t] : inner_->state_dict())
+    if (key.rfind("state.", 0) == 0) bytes += size_t(t.numel()) * dtype_size(t.dtype());
+  return bytes;
+}
+
+nn::StateDict ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
+  const nn::StateDict mine = inner_->state_dict();
+  nn::StateDict full;
+  for (const auto& [key, t] : mine) {
+    if (key.rfind("param_groups.", 0) == 0) {
+      if (group_->rank() == to) full[key] = t;
+      continue;
+    }
+    const std::string name = key.substr(key.rfind('.') + 1);  // "momentum_buffer", "exp_avg", "step"
+    std::vector<Tensor> all;
+    group_->all_gather(&all, t).wait();
+    if (group_->rank() != to) continue;
+    if (t.dim() == 0) {  // a step counter: the same on every shard, one per parameter
+      for (size_t i = 0; i < params_.size(); ++i) full["state." + std::to_string(i) + "." + name] = all[0].clone();
+      continue;
+    }
+    Tensor flat = empty({shard_ * group_->size()});
+    for (int r = 0; r < group_->size(); ++r) flat.narrow(0, int64_t(r) * shard_, shard_).copy_(all[size_t(r)]);
+    int64_t off = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      full["state." + std::to_string(i) + "." + name] = flat.narrow(0, off, params_[i].numel()).reshape(params_[i].shape()).clone();
+      off += params_[i].numel();
+    }
+  }
+  return full;
+}
+
+void ZeroRedundancyOptimizer::load_state_dict(const nn::StateDict& full) {
+  nn::StateDict shard;
+  std::map<std::string, Tensor> flat;  // state name -> flattened over all parameters
+  for (const auto& [key, t] : full) {
+    if (key.rfind("param_groups.", 0) == 0) {
+      shard[key] = t;
+      continue;
+    }
+    const size_t dot = key.find('.', 6);
+    const size_t i = std::stoul(key.substr(6, dot - 6));
+    const std::string name = key.substr(dot + 1);
+    ENGINE_REQUIRE(i < params_.size(), "[ZeroRedundancyOptimizer] state for parameter ", i, " but there are ",
+                   params_.size());
+    if (t.dim() == 0) {
+      shard["state.0." + name] = t;
+      continue;
+    }
+    ENGINE_REQUIRE(t.shape() == params_[i].shape(), "[ZeroRedundancyOptimizer] state \"", key, "\" has shape ",
+                   shape_str(t.shape()), ", parameter has ", shape_str(params_[i].shape()));
+    if (!flat.count(name)) flat[name] = zeros({shard_ * group_->size()});
+    int64_t off = 0;
+    for (size_t k = 0; k < i; ++k) off += params_[k].numel();
+    flat[name].narrow(0, off, t.numel()).copy_(t.reshape({-1}));
+  }
+  for (auto& [name, f] : flat)
+    shard["state.0." + name] = f.narrow(0, int64_t(group_->rank()) * shard_, shard_).clone();
+  inner_->load_state_dict(shard);
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,58 @@
+// ZeroRedundancyOptimizer: ZeRO stage 1 (lesson 3). Each rank keeps optimizer state only
+// for its 1/N shard of the parameters, so that state — twice the model's size for Adam —
+// is split across the ranks instead of copied on each.
+//
+//   ZeroRedundancyOptimizer opt(model->parameters(), ZeroOptimizer::Adam, {.adam = {.lr = 1e-3}});
+//   loss.backward();   // plain backward: no DDP, the optimizer does the communication
+//   opt.step();
+//
+// step(): the gradients, flattened into one vector, are reduce-scattered (averaged), so
+// rank r receives the average of shard r only; rank r updates shard r with its optimizer;
+// the updated shards are all-gathered back into every rank's parameters. The result equals
+// DDP with an unsharded optimizer. consolidate_state_dict() gathers the full optimizer
+// state on rank 0 in the unsharded optimizer's layout (for checkpoints); load_state_dict()
+// takes such a state and keeps this rank's shard.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/adam.h"
+#include "nn/sgd.h"
+
+namespace engine::dist {
+
+enum class ZeroOptimizer { SGD, Adam };
+
+struct ZeroOptions {
+  nn::SGDOptions sgd;
+  nn::AdamOptions adam;
+  ProcessGroup* group = nullptr;  // nullptr: the default group
+};
+
+class ZeroRedundancyOptimizer {
+ public:
+  ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind, ZeroOptions options = {});
+  void step();
+  void zero_grad();
+  // Bytes of optimizer state this rank holds (what sharding divides by N).
+  size_t state_bytes() const;
+  // Collective: the full state, in the unsharded optimizer's keys, on rank `to` (empty
+  // elsewhere).
+  nn::StateDict consolidate_state_dict(int to = 0);
+  // Takes a full (consolidated) state and keeps this rank's shard. Every rank calls it.
+  void load_state_dict(const nn::StateDict& full);
+
+ private:
+  Tensor flatten_grads() const;
+  std::vector<nn::Variable> params_;
+  ZeroOptimizer kind_;
+  ZeroOptions options_;
+  ProcessGroup* group_;
+  int64_t total_ = 0, shard_ = 0;  // elements in all parameters; per-rank shard (padded)
+  nn::Variable shard_param_;       // this rank's slice of the flattened parameters
+  std::unique_ptr<nn::Optimizer> inner_;
+};
+
+}  // namespace engine::dist
