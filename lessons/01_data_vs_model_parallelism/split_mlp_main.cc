@@ -1,0 +1,24 @@
+// Lesson 1's model-parallel MLP on two processes:
+//   bazel run //lessons/01_data_vs_model_parallelism:split_mlp
+#include <cstdio>
+
+#include "dist/dist.h"
+#include "lessons/01_data_vs_model_parallelism/pipeline.h"
+
+using namespace engine;
+
+int main() try {
+  dist::init_process_group("gloo");
+  const int rank = dist::get_rank();
+  std::printf("rank %d holds %s\n", rank, rank == 0 ? "layer 1 (784->256)" : "layers 2-3 (256->256->10) and the loss");
+  std::fflush(stdout);
+  const lesson1::SplitResult r = lesson1::train_split_mlp(dist::default_group(), {.steps = 200});
+  if (rank == 1)
+    for (size_t s = 0; s < r.losses.size(); s += 40) std::printf("step %3zu  loss %.4f\n", s, r.losses[s]);
+  if (rank == 1) std::printf("step %3zu  loss %.4f\n", r.losses.size() - 1, r.losses.back());
+  dist::destroy_process_group();
+  return 0;
+} catch (const Error& e) {
+  std::fprintf(stderr, "split_mlp: %s\n", e.what());
+  return 1;
+}
