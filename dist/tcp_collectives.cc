@@ -1,0 +1,119 @@
+// The collectives of the CPU backend (tcp_group.h), each queued for the worker thread.
+// all_reduce's ring is in allreduce_ring.cc; setup and messaging are in tcp_group.cc.
+#include <cstring>
+
+#include "dist/tcp_group.h"
+#include "dist/tcp_wire.h"
+#include "tensor/ops.h"
+
+namespace engine::dist {
+
+using namespace wire;
+
+Work ProcessGroupTCP::all_reduce(Tensor t, ReduceOp op) {
+  require_cpu_tensor("all_reduce", t);
+  ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[all_reduce] AVG needs float32, got ",
+                 dtype_name(t.dtype()));
+  return enqueue(make_desc(kAllReduce, &t, op), [this, t, op](const MessageHeader& desc, Deadline d) {
+    ring_all_reduce(t, op, desc, d);
+  });
+}
+
+Work ProcessGroupTCP::barrier() {
+  // A barrier is an all-reduce of one number: nobody finishes before everybody started.
+  Tensor one = ones({1}, DType::Int64);
+  return enqueue(make_desc(kBarrier, &one), [this, one](const MessageHeader& desc, Deadline d) {
+    if (!shm_) ring_all_reduce(one, ReduceOp::Sum, desc, d);  // with shared memory, agree() was the barrier
+  });
+}
+
+Work ProcessGroupTCP::broadcast(Tensor t, int root) {
+  require_cpu_tensor("broadcast", t);
+  ENGINE_REQUIRE(root >= 0 && root < size_, "[broadcast] root ", root, " is outside 0..", size_ - 1);
+  return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root), [this, t, root](const MessageHeader& desc, Deadline d) {
+    // The root sends its tensor to every other rank directly (fine for the world sizes of
+    // one machine; a ring or tree would spread the root's sending over all ranks).
+    MessageHeader h = desc;
+    const size_t nbytes = size_t(t.numel()) * dtype_size(t.dtype());
+    h.bytes = nbytes;
+    char* data = static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype());
+    if (rank_ == root) {
+      for (int r = 0; r < size_; ++r)
+        if (r != root) exchange(r, &h, data, nbytes, -1, nullptr, nullptr, 0, d);
+    } else {
+      exchange(-1, nullptr, nullptr, 0, root, &h, data, nbytes, d);
+    }
+  });
+}
+
+Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
+  require_cpu_tensor("all_gather", input);
+  ENGINE_REQUIRE(outputs != nullptr, "[all_gather] outputs is null");
+  outputs->assign(size_t(size_), Tensor());
+  for (auto& o : *outputs) o = empty(input.shape(), input.dtype());
+  return enqueue(make_desc(kAllGather, &input), [this, outputs, input](const MessageHeader& desc, Deadline d) {
+    // Gather into one buffer of size() blocks (block r = rank r's input), ring-style, then
+    // split it into the outputs.
+    const int64_t m = input.numel();
+    const size_t es = dtype_size(input.dtype());
+    Tensor all = empty({int64_t(size_) * m}, input.dtype());
+    char* buf = static_cast<char*>(all.storage()->data());
+    std::memcpy(buf + size_t(rank_) * size_t(m) * es, static_cast<const char*>(input.storage()->data()) +
+                size_t(input.offset()) * es, size_t(m) * es);
+    std::vector<int64_t> bounds(size_t(size_) + 1);
+    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+    ring_all_gather(buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+    for (int r = 0; r < size_; ++r) (*outputs)[r].copy_(all.narrow(0, int64_t(r) * m, m).view(input.shape()));
+  });
+}
+
+Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
+  require_cpu_tensor("reduce_scatter", input);
+  require_cpu_tensor("reduce_scatter", output);
+  ENGINE_REQUIRE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(), "[reduce_scatter] input of ",
+                 input.numel(), " ", dtype_name(input.dtype()), " must hold world size (", size_, ") x output (",
+                 output.numel(), " ", dtype_name(output.dtype()), ")");
+  ENGINE_REQUIRE(op != ReduceOp::Avg || input.dtype() == DType::Float32, "[reduce_scatter] AVG needs float32");
+  return enqueue(make_desc(kReduceScatter, &input, op), [this, output, input, op](const MessageHeader& desc, Deadline d) {
+    const int64_t m = output.numel();
+    Tensor work = input.clone();  // the ring reduces in place; the caller's input stays intact
+    char* buf = static_cast<char*>(work.storage()->data());
+    std::vector<int64_t> bounds(size_t(size_) + 1);
+    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+    // shift -1: rank r ends owning block r, the one it should return.
+    ring_reduce_scatter(buf, bounds, input.dtype(), op, desc, -1, d);
+    Tensor mine = work.narrow(0, int64_t(rank_) * m, m).view(output.shape());
+    if (op == ReduceOp::Avg) mine = mine / double(size_);  // the ring sums; the average divides once
+    Tensor(output).copy_(mine);
+  });
+}
+
+Work ProcessGroupTCP::send(Tensor t, int dst) {
+  require_cpu_tensor("send", t);
+  ENGINE_REQUIRE(dst >= 0 && dst < size_ && dst != rank_, "[send] destination ", dst, " must be another rank in 0..",
+                 size_ - 1);
+  MessageHeader desc = make_desc(kPointToPoint, &t);
+  return enqueue(desc, [this, t, dst](const MessageHeader& base, Deadline d) {
+    MessageHeader h = base;
+    h.seq = sent_to_[dst]++;
+    h.bytes = size_t(t.numel()) * dtype_size(t.dtype());
+    exchange(dst, &h, static_cast<const char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype()), h.bytes,
+             -1, nullptr, nullptr, 0, d);
+  });
+}
+
+Work ProcessGroupTCP::recv(Tensor t, int src) {
+  require_cpu_tensor("recv", t);
+  ENGINE_REQUIRE(src >= 0 && src < size_ && src != rank_, "[recv] source ", src, " must be another rank in 0..",
+                 size_ - 1);
+  MessageHeader desc = make_desc(kPointToPoint, &t);
+  return enqueue(desc, [this, t, src](const MessageHeader& base, Deadline d) {
+    MessageHeader h = base;
+    h.seq = received_from_[src]++;
+    h.bytes = size_t(t.numel()) * dtype_size(t.dtype());
+    exchange(-1, nullptr, nullptr, 0, src, &h,
+             static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype()), h.bytes, d);
+  });
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,75 @@
+// Internal to the CPU backend: message constants and the helpers that describe calls,
+// shared by tcp_group.cc (setup, worker, messages) and tcp_collectives.cc (the calls).
+#pragma once
+
+#include <string>
+
+#include "dist/tcp_group.h"
+#include "tensor/check.h"
+
+namespace engine::dist::wire {
+
+constexpr uint32_t kMagic = 0x44445044;  // "DDPD"
+constexpr uint32_t kData = 1, kAbort = 2;
+constexpr uint64_t kMaxAbortText = 4096;
+
+enum Coll : uint16_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier, kPointToPoint };
+
+inline const char* coll_name(uint16_t c) {
+  switch (c) {
+    case kAllReduce: return "all_reduce";
+    case kBroadcast: return "broadcast";
+    case kAllGather: return "all_gather";
+    case kReduceScatter: return "reduce_scatter";
+    case kBarrier: return "barrier";
+    case kPointToPoint: return "send/recv";
+  }
+  return "an unknown call";
+}
+
+// "all_reduce(SUM, 1024 x float32) #12", as a learner would write the call.
+inline std::string describe(const MessageHeader& h) {
+  std::string s = coll_name(h.coll);
+  s += "(";
+  if (h.coll == kAllReduce || h.coll == kReduceScatter) s += std::string(reduce_op_name(ReduceOp(h.op))) + ", ";
+  if (h.coll == kBroadcast) s += "root " + std::to_string(h.root) + ", ";
+  s += std::to_string(h.count) + " x " + dtype_name(DType(h.dtype)) + ") #" + std::to_string(h.seq);
+  return s;
+}
+
+inline std::string describe_call(const CallDescriptor& c) {
+  MessageHeader h{};
+  h.seq = c.seq, h.count = c.count, h.coll = uint16_t(c.coll), h.op = uint16_t(c.op), h.dtype = uint16_t(c.dtype);
+  h.root = c.root;
+  return describe(h);
+}
+
+inline CallDescriptor to_call(const MessageHeader& h) {
+  CallDescriptor c;
+  c.seq = h.seq, c.count = h.count, c.coll = h.coll, c.op = h.op, c.dtype = h.dtype, c.root = h.root;
+  return c;
+}
+
+inline MessageHeader make_desc(uint16_t coll, const Tensor* t, ReduceOp op = ReduceOp::Sum, int root = -1) {
+  MessageHeader h{};
+  h.magic = kMagic;
+  h.kind = kData;
+  h.coll = coll;
+  h.op = uint16_t(op);
+  h.root = root;
+  if (t) {
+    h.count = uint64_t(t->numel());
+    h.dtype = uint16_t(t->dtype());
+  }
+  return h;
+}
+
+inline void require_cpu_tensor(const char* op, const Tensor& t) {
+  ENGINE_REQUIRE(t.defined(), "[", op, "] tensor is undefined");
+  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] the tcp backend handles CPU tensors; this one is on ",
+                 t.device().str(), " (use the nccl backend for GPU tensors)");
+  ENGINE_REQUIRE(t.is_contiguous(), "[", op, "] needs a contiguous tensor (call .contiguous() first)");
+}
+
+
+}  // namespace engine::dist::wire
