@@ -207,6 +207,27 @@ void ProcessGroupTCP::check_header(const MessageHeader& got, const MessageHeader
                 "op, dtype and element count");
 }
 
+void ProcessGroupTCP::raise_pending_abort(int busy) {
+  // A connection failed. If some other rank failed first, it sent us an ABORT saying why
+  // (a peer that died, say) before closing its connections: report that root cause
+  // rather than the closed connection it led to. `busy` is a socket we may be in the
+  // middle of reading, which cannot start with a header.
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || r == busy || !peers_[r].valid()) continue;
+    MessageHeader h{};
+    if (::recv(peers_[r].fd(), &h, sizeof h, MSG_PEEK | MSG_DONTWAIT) != ssize_t(sizeof h)) continue;
+    if (h.magic != kMagic || h.kind != kAbort || h.bytes > kMaxAbortText) continue;
+    ::recv(peers_[r].fd(), &h, sizeof h, MSG_DONTWAIT);
+    std::string text(h.bytes, '\0');
+    try {
+      peers_[r].recv_all(text.data(), text.size(), deadline_in(std::chrono::milliseconds(200)), peer_name(r));
+    } catch (const Error&) {
+      continue;
+    }
+    throw Error(text + " [reported by " + peer_name(r) + "]");
+  }
+}
+
 void ProcessGroupTCP::exchange(int to, const MessageHeader* out_header, const void* out, size_t out_n, int from,
                                const MessageHeader* expect, void* in, size_t in_n, Deadline d,
                                const std::function<void(size_t)>& on_bytes) {
@@ -251,9 +272,12 @@ void ProcessGroupTCP::exchange(int to, const MessageHeader* out_header, const vo
           on_bytes(got_payload);
         }
       }
-      if (k == 0) throw_io_error("receiving from", peer_name(from), 0, false);
-      if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        throw_io_error("receiving from", peer_name(from), errno, false);
+      if (k == 0) raise_pending_abort(from), throw_io_error("receiving from", peer_name(from), 0, false);
+      if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        const int err = errno;
+        raise_pending_abort(from);
+        throw_io_error("receiving from", peer_name(from), err, false);
+      }
     }
     if (si >= 0 && p[si].revents) {
       iovec iov[2];
@@ -267,8 +291,11 @@ void ProcessGroupTCP::exchange(int to, const MessageHeader* out_header, const vo
       msg.msg_iovlen = size_t(cnt);
       const ssize_t k = ::sendmsg(peers_[to].fd(), &msg, MSG_NOSIGNAL);
       if (k > 0) sent += size_t(k), bytes_sent_ += uint64_t(k);
-      else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        throw_io_error("sending to", peer_name(to), errno, false);
+      else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        const int err = errno;
+        raise_pending_abort(from);
+        throw_io_error("sending to", peer_name(to), err, false);
+      }
     }
   }
 }

@@ -92,6 +92,7 @@ class ProcessGroupTCP : public ProcessGroup {
                 const std::function<void(size_t)>& on_bytes = nullptr);
   void check_header(const MessageHeader& got, const MessageHeader& expect, int from, Deadline deadline);
   void abort_peers(const std::string& why);
+  void raise_pending_abort(int busy);
   std::string peer_name(int r) const { return "rank " + std::to_string(r); }
 
   // The ring (allreduce_ring.cc). `bounds` has size()+1 entries: segment k is elements
