@@ -52,7 +52,7 @@ Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& indices) {
   shape[0] = int64_t(indices.size());
   Tensor out = empty(shape, src.dtype());
   const size_t row_bytes = size_t(src.numel() / std::max<int64_t>(src.size(0), 1)) * dtype_size(src.dtype());
-  const char* from = static_cast<const char*>(src.storage()->data()) + size_t(src.offset()) * dtype_size(src.dtype());
+  const char* from = src.bytes();
   char* to = static_cast<char*>(out.storage()->data());
   for (size_t k = 0; k < indices.size(); ++k) {
     check_index(indices[k], src.size(0));

@@ -99,8 +99,7 @@ void ProcessGroupTCP::ring_all_gather(char* data, const std::vector<int64_t>& bo
 void ProcessGroupTCP::ring_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline d) {
   const int n = size_;
   const int64_t count = t.numel();
-  const size_t es = dtype_size(t.dtype());
-  char* data = static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * es;
+  char* data = t.bytes();
   if (shm_) {  // every rank on this machine: no sockets needed (shm_allreduce.h)
     shm_->all_reduce(data, count, t.dtype(), op, d);
     return;

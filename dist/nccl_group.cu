@@ -52,7 +52,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 }
 
 void* device_ptr(const Tensor& t) {
-  return static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype());
+  return t.bytes();
 }
 
 class ProcessGroupNCCL : public ProcessGroup {

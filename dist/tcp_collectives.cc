@@ -34,9 +34,9 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
     // The root sends its tensor to every other rank directly (fine for the world sizes of
     // one machine; a ring or tree would spread the root's sending over all ranks).
     MessageHeader h = desc;
-    const size_t nbytes = size_t(t.numel()) * dtype_size(t.dtype());
+    const size_t nbytes = t.nbytes();
     h.bytes = nbytes;
-    char* data = static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype());
+    char* data = t.bytes();
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r)
         if (r != root) exchange(r, &h, data, nbytes, -1, nullptr, nullptr, 0, d);
@@ -96,8 +96,8 @@ Work ProcessGroupTCP::send(Tensor t, int dst) {
   return enqueue(desc, [this, t, dst](const MessageHeader& base, Deadline d) {
     MessageHeader h = base;
     h.seq = sent_to_[dst]++;
-    h.bytes = size_t(t.numel()) * dtype_size(t.dtype());
-    exchange(dst, &h, static_cast<const char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype()), h.bytes,
+    h.bytes = t.nbytes();
+    exchange(dst, &h, t.bytes(), h.bytes,
              -1, nullptr, nullptr, 0, d);
   });
 }
@@ -110,9 +110,9 @@ Work ProcessGroupTCP::recv(Tensor t, int src) {
   return enqueue(desc, [this, t, src](const MessageHeader& base, Deadline d) {
     MessageHeader h = base;
     h.seq = received_from_[src]++;
-    h.bytes = size_t(t.numel()) * dtype_size(t.dtype());
+    h.bytes = t.nbytes();
     exchange(-1, nullptr, nullptr, 0, src, &h,
-             static_cast<char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype()), h.bytes, d);
+             t.bytes(), h.bytes, d);
   });
 }
 

@@ -225,7 +225,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   bool ok = write_all(fd, len, 8) && write_all(fd, header.data(), header.size());
   for (const Tensor& t : dense) {
     if (!ok) break;
-    const char* base = static_cast<const char*>(t.storage()->data()) + size_t(t.offset()) * dtype_size(t.dtype());
+    const char* base = t.bytes();
     ok = write_all(fd, base, size_t(t.numel()) * dtype_size(t.dtype()));
   }
   const int saved_errno = errno;

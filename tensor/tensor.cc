@@ -37,6 +37,11 @@ void require_cpu(const Tensor& t, const char* op) {
 }
 }  // namespace
 
+char* Tensor::bytes() const {
+  ENGINE_REQUIRE(defined(), "[bytes] tensor is undefined");
+  return static_cast<char*>(storage_->data()) + size_t(offset_) * dtype_size(dtype_);
+}
+
 double Tensor::item() const {
   ENGINE_REQUIRE(numel() == 1, "[item] needs a tensor with one element, got shape ", shape_str(shape_));
   require_cpu(*this, "item");
@@ -279,8 +284,7 @@ Tensor Tensor::to(Device device) const {
   Tensor out = empty(shape_, dtype_, device);
   const size_t bytes = size_t(numel()) * dtype_size(dtype_);
   if (device.is_cuda() && src.device().is_cpu()) {
-    const char* from = static_cast<const char*>(src.storage()->data()) + size_t(src.offset()) * dtype_size(dtype_);
-    cuda::copy_host_to_device(out.storage()->data(), from, bytes, device.index);
+    cuda::copy_host_to_device(out.storage()->data(), src.bytes(), bytes, device.index);
   } else if (device.is_cpu()) {
     Tensor dense = src.is_contiguous() ? src : throw Error("[to] copying a non-contiguous CUDA tensor is not supported yet");
     const size_t off_bytes = size_t(dense.offset()) * dtype_size(dtype_);
@@ -300,9 +304,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
   if (src.dtype() == dtype_ && src.shape() == shape_ && src.is_contiguous() && is_contiguous()) {
-    const size_t es = dtype_size(dtype_);  // the common case: one block of bytes
-    std::memmove(static_cast<char*>(storage_->data()) + size_t(offset_) * es,
-                 static_cast<const char*>(src.storage()->data()) + size_t(src.offset()) * es, size_t(numel()) * es);
+    std::memmove(this->bytes(), src.bytes(), nbytes());
     return *this;
   }
   const Strides ss = detail::broadcast_strides(src.shape(), src.strides(), shape_);

@@ -48,6 +48,11 @@ class Tensor {
   // Pointer to the first element; T must match dtype(). Elements are at offsets given by strides().
   template <class T>
   T* data() const;
+  // The address of the first element and the bytes of all elements, whatever the dtype
+  // (for code that moves raw bytes: copies, sockets, files). Contiguous tensors only
+  // make sense here: the bytes are numel() * element size from bytes().
+  char* bytes() const;
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
   // The single value of a one-element tensor, as a double.
   double item() const;
   // The value at a full index, e.g. t.at({1, 2}).
