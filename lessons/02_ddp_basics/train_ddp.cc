@@ -104,7 +104,7 @@ int main(int argc, char** argv) try {
     dist::all_reduce(stats, dist::ReduceOp::Avg);
     // ---- Rank 0 logs (all replicas are identical, so one evaluation says it all).
     if (rank == 0) {
-      const double acc = fmnist::test_accuracy(ddp.module(), args.model == "mlp", args.test_limit);
+      const double acc = fmnist::test_accuracy(ddp.module(), args.test_limit);
       std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, stats.item(),
                   100 * acc, double(batches * args.batch * world) / seconds);
       std::fflush(stdout);

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     });
     if (trained == 0) {
       std::printf("the checkpoint %s already holds all %d epochs; its test accuracy: %.2f%%\n", o.checkpoint.c_str(),
-                  o.epochs, 100 * fmnist::test_accuracy(*model, o.model == "mlp"));
+                  o.epochs, 100 * fmnist::test_accuracy(*model));
     } else if (!o.checkpoint.empty()) {
       std::printf("checkpoint: %s (run again with --resume and more --epochs to continue)\n", o.checkpoint.c_str());
     }

@@ -44,9 +44,9 @@ std::shared_ptr<Module> make_model(const std::string& name, uint64_t seed) {
   throw Error("[make_model] unknown model \"" + name + "\"; expected \"mlp\" or \"cnn\"");
 }
 
-double test_accuracy(Module& model, bool flatten, int64_t limit) {
-  (void)flatten;
-  auto test = data::fashion_mnist(false);
+double test_accuracy(Module& model, int64_t limit) {
+  // Read (and decompress) the test set once per process, not once per evaluation.
+  static const std::shared_ptr<data::TensorDataset> test = data::fashion_mnist(false);
   model.eval();
   autograd::NoGradGuard no_grad;
   const int64_t n = limit > 0 ? std::min(limit, test->size()) : test->size();
@@ -116,7 +116,6 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) 
 }  // namespace
 
 std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(const EpochStats&)>& on_epoch) {
-  const bool flatten = o.model == "mlp";
   auto full = data::fashion_mnist(true);
   std::shared_ptr<const data::Dataset> train_set = full;
   if (o.train_limit > 0 && o.train_limit < full->size())
@@ -151,7 +150,7 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
     }
     if (tty) std::fprintf(stderr, "\r%60s\r", "");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EpochStats s{epoch, loss_sum / double(std::max<int64_t>(batches, 1)), test_accuracy(*model, flatten, o.test_limit),
+    EpochStats s{epoch, loss_sum / double(std::max<int64_t>(batches, 1)), test_accuracy(*model, o.test_limit),
                  double(seen) / seconds};
     if (!o.checkpoint.empty()) save(o, *model, *opt, sampler->generator(), epoch);
     on_epoch(s);

@@ -49,6 +49,6 @@ std::shared_ptr<engine::nn::Module> train(const TrainOptions& options,
                                           const std::function<void(const EpochStats&)>& on_epoch);
 
 // Fraction of `limit` test images (0: all) the model classifies correctly.
-double test_accuracy(engine::nn::Module& model, bool flatten, int64_t limit = 0);
+double test_accuracy(engine::nn::Module& model, int64_t limit = 0);
 
 }  // namespace fmnist
