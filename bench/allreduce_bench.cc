@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/fork_ranks.h"
+#include "bench/median.h"
 #include "dist/tcp_group.h"
 #include "tensor/ops.h"
 
@@ -25,10 +26,6 @@ using Seconds = std::chrono::duration<double>;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // One TCP stream over loopback, 1 MiB sends, ~0.5 s: bytes per second.
 double loopback_bandwidth() {

@@ -13,6 +13,7 @@
 
 #include "dist/ddp.h"
 #include "bench/fork_ranks.h"
+#include "bench/median.h"
 #include "dist/tcp_group.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -24,10 +25,6 @@ using Seconds = std::chrono::duration<double>;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void run_rank(int rank, int world, int port, int64_t batch, int steps, int rounds, double first_bucket_mb) {
   dist::StoreOptions so;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/median.h"
 #include "tensor/gemm.h"
 #include "tensor/random.h"
 
@@ -29,10 +30,6 @@ struct Shape {
   bool trans_a, trans_b;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds per call of f, timing enough calls to fill ~`budget` seconds.
 template <class F>

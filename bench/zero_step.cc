@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/fork_ranks.h"
+#include "bench/median.h"
 #include "dist/ddp.h"
 #include "dist/tcp_group.h"
 #include "dist/zero.h"
@@ -36,10 +37,6 @@ size_t state_bytes(const Optimizer& opt) {
   return b;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void run_rank(int rank, int world, int port, int steps, int rounds) {
   dist::StoreOptions so;
