@@ -1,5 +1,6 @@
 #include "lessons/01_data_vs_model_parallelism/pipeline.h"
 
+#include "lessons/common/lesson.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
@@ -9,24 +10,10 @@ namespace lesson1 {
 using namespace engine;
 using namespace engine::nn;
 
-std::shared_ptr<Sequential> full_mlp(uint64_t seed) {
-  Generator g(seed);
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{
-      std::make_shared<Linear>(784, 256, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256, true, &g),
-      std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10, true, &g)});
-}
-
-void batch_for_step(int step, int64_t batch, uint64_t seed, Tensor* x, Tensor* y) {
-  // A learnable toy task: the class is which of 10 slices of x has the largest sum.
-  Generator g(seed * 1000003 + uint64_t(step));
-  *x = randn({batch, 784}, &g);
-  *y = argmax(sum(x->narrow(1, 0, 780).reshape({batch, 10, 78}), {2}), 1);
-}
-
 SplitResult train_split_mlp(dist::ProcessGroup& group, const SplitOptions& o) {
   ENGINE_REQUIRE(group.size() == 2, "[train_split_mlp] needs exactly 2 ranks, got ", group.size());
   const int rank = group.rank();
-  auto full = full_mlp(o.seed);
+  auto full = lessons::toy_mlp(o.seed);
   // Rank 0 keeps layers 0-1 (Linear 784->256, ReLU); rank 1 keeps layers 2-4.
   std::vector<ModulePtr> mine;
   for (size_t i = rank == 0 ? 0 : 2; i < (rank == 0 ? 2u : 5u); ++i) mine.push_back((*full)[i]);
@@ -36,7 +23,7 @@ SplitResult train_split_mlp(dist::ProcessGroup& group, const SplitOptions& o) {
   result.part = part;
   for (int step = 0; step < o.steps; ++step) {
     Tensor x, y;
-    batch_for_step(step, o.batch, o.seed, &x, &y);
+    lessons::toy_batch(step, o.batch, o.seed, &x, &y);
     opt.zero_grad();
     if (rank == 0) {
       // Forward my layer, send the activation; later receive its gradient and finish

@@ -5,6 +5,8 @@
 //
 //   auto result = train_split_mlp(group, {.steps = 100});   // on both ranks
 //
+// The model and the batches are the toy task of lessons/common/lesson.h (toy_mlp, toy_batch).
+//
 // Contrast with data parallelism (lesson 2): there every rank holds the whole model and a
 // slice of the batch; here every rank holds a slice of the model and the whole batch.
 #pragma once
@@ -29,12 +31,6 @@ struct SplitResult {
   std::vector<double> losses;                    // rank 1 only (it computes the loss)
   std::shared_ptr<engine::nn::Sequential> part;  // this rank's layers after training
 };
-
-// The full model, built the same way on every rank, so each can keep its part.
-std::shared_ptr<engine::nn::Sequential> full_mlp(uint64_t seed);
-
-// The batches both ranks train on: (x, y) for step `s` (rank 0 needs x, rank 1 needs y).
-void batch_for_step(int step, int64_t batch, uint64_t seed, engine::Tensor* x, engine::Tensor* y);
 
 // Trains rank 0's layer 1 and rank 1's layers 2-3 together. `group` must have 2 ranks.
 SplitResult train_split_mlp(engine::dist::ProcessGroup& group, const SplitOptions& options);

@@ -2,6 +2,7 @@
 // whole model computes in one process (same loss, same updated weights), and it learns.
 #include "catch2/catch.hpp"
 #include "lessons/01_data_vs_model_parallelism/pipeline.h"
+#include "lessons/common/lesson.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
@@ -13,12 +14,12 @@ using namespace engine::nn;
 TEST_CASE("the split MLP equals the whole MLP in one process, step for step") {
   const lesson1::SplitOptions o{.steps = 30};
   // One process, the whole model.
-  auto whole = lesson1::full_mlp(o.seed);
+  auto whole = lessons::toy_mlp(o.seed);
   SGD opt(whole->parameters(), {.lr = o.lr, .momentum = 0.9});
   std::vector<double> losses;
   for (int s = 0; s < o.steps; ++s) {
     Tensor x, y;
-    lesson1::batch_for_step(s, o.batch, o.seed, &x, &y);
+    lessons::toy_batch(s, o.batch, o.seed, &x, &y);
     opt.zero_grad();
     Variable loss = cross_entropy((*whole)(Variable(x)), y);
     loss.backward();

@@ -1,5 +1,5 @@
-// Lesson 1's model-parallel MLP on two processes:
-//   bazel run //lessons/01_data_vs_model_parallelism:split_mlp
+// Lesson 1, step 2: model parallelism. The MLP split across two processes (pipeline.h):
+//   bazel run //lessons/01_data_vs_model_parallelism:02_model_parallel
 #include <cstdio>
 
 #include "dist/dist.h"
@@ -16,9 +16,12 @@ int main() try {
   if (rank == 1)
     for (size_t s = 0; s < r.losses.size(); s += 40) std::printf("step %3zu  loss %.4f\n", s, r.losses[s]);
   if (rank == 1) std::printf("step %3zu  loss %.4f\n", r.losses.size() - 1, r.losses.back());
+  int64_t count = 0;
+  for (auto& p : r.part->parameters()) count += p.numel();
+  std::printf("rank %d trained %lld of the model's 269322 parameters\n", rank, (long long)count);
   dist::destroy_process_group();
   return 0;
 } catch (const Error& e) {
-  std::fprintf(stderr, "split_mlp: %s\n", e.what());
+  std::fprintf(stderr, "02_model_parallel: %s\n", e.what());
   return 1;
 }

@@ -1,0 +1,56 @@
+#include "lessons/common/lesson.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "tensor/check.h"
+#include "tensor/ops.h"
+
+namespace lessons {
+
+using namespace engine;
+using namespace engine::nn;
+
+std::string output_dir(const std::string& name) {
+  std::string dir;
+  if (const char* o = std::getenv("LESSON_OUT"); o && *o) dir = o;
+  else if (const char* w = std::getenv("BUILD_WORKSPACE_DIRECTORY"); w && *w) dir = std::string(w) + "/out/" + name;
+  else dir = "out/" + name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  ENGINE_REQUIRE(!ec, "[output_dir] cannot create ", dir, ": ", ec.message());
+  return dir;
+}
+
+std::string fingerprint(Module& model) {
+  uint64_t h = 1469598103934665603ull;
+  for (auto& p : model.parameters()) {
+    const Tensor t = p.data().contiguous();
+    const auto* b = reinterpret_cast<const unsigned char*>(t.bytes());
+    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", (unsigned long long)h);
+  return s;
+}
+
+std::shared_ptr<Sequential> toy_mlp(uint64_t seed) {
+  Generator g(seed);
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(784, 256, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256, true, &g),
+      std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10, true, &g)});
+}
+
+void toy_batch(int step, int64_t batch, uint64_t seed, Tensor* x, Tensor* y) {
+  Generator g(seed * 1000003 + uint64_t(step));
+  *x = randn({batch, 784}, &g);
+  *y = argmax(sum(x->narrow(1, 0, 780).reshape({batch, 10, 78}), {2}), 1);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  ENGINE_REQUIRE(a.shape() == b.shape(), "[max_abs_diff] shapes differ");
+  return max(abs(sub(a, b))).item();
+}
+
+}  // namespace lessons

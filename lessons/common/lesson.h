@@ -1,0 +1,33 @@
+// Small helpers every lesson program uses.
+//
+//   std::string dir = output_dir("02_ddp_basics");   // where to write traces and pictures
+//   std::printf("parameters %s\n", fingerprint(model).c_str());   // equal text = equal bits
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace lessons {
+
+// $LESSON_OUT if set (tests set it), else <workspace>/out/<name> under `bazel run`, else
+// ./out/<name>; created if missing.
+std::string output_dir(const std::string& name);
+
+// A 64-bit hash (FNV-1a) of every parameter's bytes, in order, as 16 hex digits: two
+// replicas print the same fingerprint exactly when their parameters are bit-identical.
+std::string fingerprint(engine::nn::Module& model);
+
+// The toy task several lessons train on: the MLP 784-256-256-10 (the same weights for the
+// same seed on every rank) and, for step s, a batch whose class is which of ten slices of
+// x has the largest sum (learnable, and made on any rank without a dataset).
+std::shared_ptr<engine::nn::Sequential> toy_mlp(uint64_t seed);
+void toy_batch(int step, int64_t batch, uint64_t seed, engine::Tensor* x, engine::Tensor* y);
+
+// The largest |a - b| over two tensors of the same shape.
+double max_abs_diff(const engine::Tensor& a, const engine::Tensor& b);
+
+}  // namespace lessons

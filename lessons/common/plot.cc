@@ -1,0 +1,145 @@
+#include "lessons/common/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "stb/stb_easy_font.h"
+#pragma GCC diagnostic pop
+#include "stb/stb_image_write.h"
+#include "tensor/check.h"
+
+namespace lessons {
+
+const std::vector<Color>& palette() {
+  static const std::vector<Color> p{kBlue, kOrange, kGreen, kRed, kPurple};
+  return p;
+}
+
+Canvas::Canvas(int width, int height, Color bg) : w_(width), h_(height), rgb_(size_t(width) * size_t(height) * 3) {
+  ENGINE_REQUIRE(width > 0 && height > 0, "[Canvas] size must be positive, got ", width, "x", height);
+  fill_rect(0, 0, width, height, bg);
+}
+
+void Canvas::set(int x, int y, Color c) {
+  if (x < 0 || y < 0 || x >= w_ || y >= h_) return;
+  std::copy(c.begin(), c.end(), rgb_.begin() + (ptrdiff_t(y) * w_ + x) * 3);
+}
+
+Color Canvas::get(int x, int y) const {
+  ENGINE_REQUIRE(x >= 0 && y >= 0 && x < w_ && y < h_, "[Canvas] pixel (", x, ", ", y, ") is outside ", w_, "x", h_);
+  const uint8_t* p = &rgb_[(size_t(y) * size_t(w_) + size_t(x)) * 3];
+  return {p[0], p[1], p[2]};
+}
+
+void Canvas::fill_rect(int x0, int y0, int x1, int y1, Color c) {
+  for (int y = std::max(0, y0); y < std::min(h_, y1); ++y)
+    for (int x = std::max(0, x0); x < std::min(w_, x1); ++x) set(x, y, c);
+}
+
+// Steps along the longer axis one pixel at a time, drawing a square dot of `thickness`.
+void Canvas::line(double x0, double y0, double x1, double y1, Color c, int thickness) {
+  const int steps = std::max(1, int(std::ceil(std::max(std::fabs(x1 - x0), std::fabs(y1 - y0)))));
+  const int lo = -(thickness - 1) / 2, hi = thickness / 2;
+  for (int i = 0; i <= steps; ++i) {
+    const double t = double(i) / steps;
+    const int x = int(std::lround(x0 + t * (x1 - x0))), y = int(std::lround(y0 + t * (y1 - y0)));
+    for (int dy = lo; dy <= hi; ++dy)
+      for (int dx = lo; dx <= hi; ++dx) set(x + dx, y + dy, c);
+  }
+}
+
+// stb_easy_font turns text into axis-aligned quads (4 vertices of 16 bytes: x, y, z as
+// floats, then 4 colour bytes); each quad is filled as a rectangle, scaled.
+void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
+  std::vector<char> buf(s.size() * 300 + 64);
+  std::string copy = s;
+  const int quads = stb_easy_font_print(0, 0, copy.data(), nullptr, buf.data(), int(buf.size()));
+  for (int q = 0; q < quads; ++q) {
+    const float* v0 = reinterpret_cast<const float*>(buf.data() + q * 64);
+    const float* v2 = reinterpret_cast<const float*>(buf.data() + q * 64 + 32);
+    fill_rect(x + int(v0[0] * scale), y + int(v0[1] * scale), x + int(v2[0] * scale), y + int(v2[1] * scale), c);
+  }
+}
+
+int Canvas::text_width(const std::string& s, int scale) {
+  std::string copy = s;
+  return stb_easy_font_width(copy.data()) * scale;
+}
+
+void Canvas::save_png(const std::string& path) const {
+  ENGINE_REQUIRE(stbi_write_png(path.c_str(), w_, h_, 3, rgb_.data(), w_ * 3) != 0, "[Canvas] cannot write PNG ",
+                 path);
+}
+
+LineChart::Frame LineChart::frame() const {
+  Frame f{0, 1, 0, 1, 90, width - 190, 50, height - 60};
+  bool any = false;
+  for (const auto& s : series)
+    for (auto [x, y] : s.points) {
+      if (!any) f.x_lo = f.x_hi = x, f.y_lo = f.y_hi = y, any = true;
+      f.x_lo = std::min(f.x_lo, x), f.x_hi = std::max(f.x_hi, x);
+      f.y_lo = std::min(f.y_lo, y), f.y_hi = std::max(f.y_hi, y);
+    }
+  if (f.x_hi <= f.x_lo) f.x_hi = f.x_lo + 1;
+  if (y_lo < y_hi) {
+    f.y_lo = y_lo, f.y_hi = y_hi;
+  } else {
+    const double margin = std::max(1e-12, (f.y_hi - f.y_lo) * 0.08);
+    f.y_lo -= margin, f.y_hi += margin;
+  }
+  return f;
+}
+
+std::pair<int, int> LineChart::to_pixel(double x, double y) const {
+  const Frame f = frame();
+  const double px = f.left + (x - f.x_lo) / (f.x_hi - f.x_lo) * (f.right - f.left);
+  const double py = f.bottom - (y - f.y_lo) / (f.y_hi - f.y_lo) * (f.bottom - f.top);
+  return {int(std::lround(px)), int(std::lround(py))};
+}
+
+static std::string number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, std::fabs(v) >= 100 || v == std::floor(v) ? "%.0f" : "%.3g", v);
+  return b;
+}
+
+Canvas LineChart::draw() const {
+  const Frame f = frame();
+  Canvas c(width, height);
+  c.text((width - Canvas::text_width(title)) / 2, 15, title, kBlack);
+  // Grid, ticks and their values: five steps on each axis.
+  for (int i = 0; i <= 5; ++i) {
+    const double yv = f.y_lo + (f.y_hi - f.y_lo) * i / 5, xv = f.x_lo + (f.x_hi - f.x_lo) * i / 5;
+    const int py = f.bottom - (f.bottom - f.top) * i / 5, px = f.left + (f.right - f.left) * i / 5;
+    c.line(f.left, py, f.right, py, kGrey);
+    c.line(px, f.top, px, f.bottom, kGrey);
+    c.text(f.left - 8 - Canvas::text_width(number(yv)), py - 6, number(yv), kBlack);
+    c.text(px - Canvas::text_width(number(xv)) / 2, f.bottom + 8, number(xv), kBlack);
+  }
+  c.line(f.left, f.bottom, f.right, f.bottom, kBlack, 2);
+  c.line(f.left, f.top, f.left, f.bottom, kBlack, 2);
+  c.text((f.left + f.right - Canvas::text_width(x_label)) / 2, height - 28, x_label, kBlack);
+  c.text(8, f.top - 30, y_label, kBlack);
+  // The series: lines between points, a 5x5 dot on each point, and a legend on the right.
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    for (size_t i = 0; i + 1 < s.points.size(); ++i) {
+      auto [x0, y0] = to_pixel(s.points[i].first, s.points[i].second);
+      auto [x1, y1] = to_pixel(s.points[i + 1].first, s.points[i + 1].second);
+      c.line(x0, y0, x1, y1, s.color, 2);
+    }
+    for (auto [x, y] : s.points) {
+      auto [px, py] = to_pixel(x, y);
+      c.fill_rect(px - 2, py - 2, px + 3, py + 3, s.color);
+    }
+    const int ly = f.top + 10 + int(k) * 24;
+    c.fill_rect(f.right + 15, ly, f.right + 35, ly + 10, s.color);
+    c.text(f.right + 42, ly - 2, s.name, kBlack);
+  }
+  return c;
+}
+
+}  // namespace lessons

@@ -1,0 +1,71 @@
+"""lesson_step: one step of a lesson, from the files in the folder of the same name.
+
+    lesson_step(name = "03_rank_and_world_size", nproc = 2, deps = ["//dist"])
+
+makes
+  :03_rank_and_world_size_main   the program (every .cc in the folder),
+  :03_rank_and_world_size        `bazel run` it: nproc processes through the launcher,
+  :03_rank_and_world_size_test   runs it the same way and asserts the step's claims,
+                                 written in the folder's check.sh against its output.
+A step whose test is not a run-and-check (several launches, a killed rank) gives its own
+script as test_script; it is run with the program's path as its first argument.
+"""
+
+def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = []):
+    pkg = native.package_name()
+    program = pkg + "/" + name + "_main"
+    native.cc_binary(
+        name = name + "_main",
+        srcs = native.glob([name + "/*.cc", name + "/*.h"]),
+        deps = deps,
+        data = data,
+    )
+    native.sh_binary(
+        name = name,
+        srcs = ["//lessons/common:run_ranks.sh"],
+        args = [str(nproc), program],
+        data = [":" + name + "_main", "//dist:launch"],
+    )
+    common = [":" + name + "_main", "//dist:launch", "//lessons/common:checks.sh"] + test_data
+    if test_script:
+        native.sh_test(
+            name = name + "_test",
+            srcs = [test_script],
+            args = [program] + test_args,
+            data = common,
+        )
+    else:
+        native.sh_test(
+            name = name + "_test",
+            srcs = ["//lessons/common:step_test.sh"],
+            args = [str(nproc), program, pkg + "/" + name + "/check.sh"] + test_args,
+            data = common + [name + "/check.sh"],
+        )
+
+def quick_check(name = "quick_check", deps = []):
+    """The lesson's exercise: quick_check/exercise.cc (with a TODO) and solution.cc share
+    quick_check/exercise.h and quick_check/exercise_test.cc.
+
+      bazel test //lessons/<lesson>:quick_check_exercise   fails until the TODO is done
+      :quick_check_solution                                 the same test on the solution
+      :quick_check_exercise_fails                           proves the test catches the TODO
+    """
+    for which in ["exercise", "solution"]:
+        native.cc_library(
+            name = name + "_" + which + "_lib",
+            srcs = [name + "/" + which + ".cc"],
+            hdrs = [name + "/exercise.h"],
+            deps = deps,
+        )
+        native.cc_test(
+            name = name + "_" + which,
+            srcs = [name + "/exercise_test.cc"],
+            deps = [":" + name + "_" + which + "_lib", "//tests:catch2_main", "@catch2"] + deps,
+            tags = ["manual"] if which == "exercise" else [],
+        )
+    native.sh_test(
+        name = name + "_exercise_fails",
+        srcs = ["//lessons/common:expect_failure.sh"],
+        args = [native.package_name() + "/" + name + "_exercise", native.package_name() + "/" + name + "/exercise.cc"],
+        data = [":" + name + "_exercise", name + "/exercise.cc"],
+    )

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# A lesson step's test: runs the step's program on N processes through the launcher, shows
+# what it printed, then runs the step's check.sh, whose assertions read that output.
+#   step_test.sh N path/to/program path/to/check.sh [ARGS...]
+set -euo pipefail
+nproc="$1" program="$2" check="$3"
+shift 3
+root="$TEST_SRCDIR/ddp_engine"
+export LESSON_OUT="$TEST_TMPDIR/out"  # where a step writes its files (traces, pictures)
+mkdir -p "$LESSON_OUT"
+OUTPUT="$TEST_TMPDIR/output.txt"
+if ! "$root/dist/launch" --nproc_per_node="$nproc" "$root/$program" "$@" >"$OUTPUT" 2>&1; then
+  cat "$OUTPUT"
+  echo "FAIL: the program exited with an error"
+  exit 1
+fi
+cat "$OUTPUT"
+echo "---- checks ($check)"
+source "$root/lessons/common/checks.sh"
+source "$root/$check"
+echo "PASS"
