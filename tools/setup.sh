@@ -6,7 +6,7 @@
 #   bash tools/setup.sh --bench  # also OpenBLAS and PyTorch, the benchmark peers
 set -euo pipefail
 
-packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist)
+packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist python3 procps)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas0-pthread python3-torch)
 fi

@@ -17,11 +17,11 @@ expect_count() {
   echo "ok: ${3:-/$2/} ($n lines)"
 }
 
-# field REGEX: the first capture group of the first matching line (sed -E syntax).
-field() { grep -E -- "$1" "$OUTPUT" | head -1 | sed -E "s/.*$1.*/\\1/"; }
+# field REGEX: the first capture group of the first matching line (sed -E syntax; no '#').
+field() { { grep -E -- "$1" "$OUTPUT" || true; } | head -1 | sed -E "s#.*$1.*#\\1#"; }
 
 # fields REGEX: the first capture group of every matching line, one per line.
-fields() { grep -E -- "$1" "$OUTPUT" | sed -E "s/.*$1.*/\\1/"; }
+fields() { { grep -E -- "$1" "$OUTPUT" || true; } | sed -E "s#.*$1.*#\\1#"; }
 
 # holds "AWK-CONDITION" WHAT [name=value ...]: a numeric condition, e.g. holds "d < 1e-6" "small" d=$d
 holds() {

@@ -54,7 +54,7 @@ void Canvas::line(double x0, double y0, double x1, double y1, Color c, int thick
 // stb_easy_font turns text into axis-aligned quads (4 vertices of 16 bytes: x, y, z as
 // floats, then 4 colour bytes); each quad is filled as a rectangle, scaled.
 void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
-  std::vector<char> buf(s.size() * 300 + 64);
+  std::vector<char> buf(s.size() * 1200 + 256);  // a glyph takes up to ~18 quads of 64 bytes
   std::string copy = s;
   const int quads = stb_easy_font_print(0, 0, copy.data(), nullptr, buf.data(), int(buf.size()));
   for (int q = 0; q < quads; ++q) {
@@ -67,6 +67,11 @@ void Canvas::text(int x, int y, const std::string& s, Color c, int scale) {
 int Canvas::text_width(const std::string& s, int scale) {
   std::string copy = s;
   return stb_easy_font_width(copy.data()) * scale;
+}
+
+void Canvas::paste(const Canvas& other, int x, int y) {
+  for (int j = 0; j < other.h_; ++j)
+    for (int i = 0; i < other.w_; ++i) set(x + i, y + j, other.get(i, j));
 }
 
 void Canvas::save_png(const std::string& path) const {
@@ -100,29 +105,44 @@ std::pair<int, int> LineChart::to_pixel(double x, double y) const {
   return {int(std::lround(px)), int(std::lround(py))};
 }
 
+// Round tick positions: a step of 1, 2 or 5 times a power of ten, giving at most 6 ticks.
+static std::vector<double> nice_ticks(double lo, double hi) {
+  const double raw = (hi - lo) / 5, power = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = power;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * power >= raw) {
+      step = m * power;
+      break;
+    }
+  std::vector<double> ticks;
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
+  return ticks;
+}
+
 static std::string number(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, std::fabs(v) >= 100 || v == std::floor(v) ? "%.0f" : "%.3g", v);
+  std::snprintf(b, sizeof b, "%.6g", v);
   return b;
 }
 
 Canvas LineChart::draw() const {
   const Frame f = frame();
   Canvas c(width, height);
-  c.text((width - Canvas::text_width(title)) / 2, 15, title, kBlack);
-  // Grid, ticks and their values: five steps on each axis.
-  for (int i = 0; i <= 5; ++i) {
-    const double yv = f.y_lo + (f.y_hi - f.y_lo) * i / 5, xv = f.x_lo + (f.x_hi - f.x_lo) * i / 5;
-    const int py = f.bottom - (f.bottom - f.top) * i / 5, px = f.left + (f.right - f.left) * i / 5;
+  c.text((width - Canvas::text_width(title)) / 2, 8, title, kBlack);
+  for (double yv : nice_ticks(f.y_lo, f.y_hi)) {
+    const int py = to_pixel(f.x_lo, yv).second;
     c.line(f.left, py, f.right, py, kGrey);
-    c.line(px, f.top, px, f.bottom, kGrey);
     c.text(f.left - 8 - Canvas::text_width(number(yv)), py - 6, number(yv), kBlack);
+  }
+  for (double xv : nice_ticks(f.x_lo, f.x_hi)) {
+    const int px = to_pixel(xv, f.y_lo).first;
+    c.line(px, f.top, px, f.bottom, kGrey);
     c.text(px - Canvas::text_width(number(xv)) / 2, f.bottom + 8, number(xv), kBlack);
   }
   c.line(f.left, f.bottom, f.right, f.bottom, kBlack, 2);
   c.line(f.left, f.top, f.left, f.bottom, kBlack, 2);
   c.text((f.left + f.right - Canvas::text_width(x_label)) / 2, height - 28, x_label, kBlack);
-  c.text(8, f.top - 30, y_label, kBlack);
+  c.text(8, f.top - 20, y_label, kBlack);
   // The series: lines between points, a 5x5 dot on each point, and a legend on the right.
   for (size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];

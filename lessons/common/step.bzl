@@ -7,11 +7,12 @@ makes
   :03_rank_and_world_size        `bazel run` it: nproc processes through the launcher,
   :03_rank_and_world_size_test   runs it the same way and asserts the step's claims,
                                  written in the folder's check.sh against its output.
+test_nproc runs the test on another number of processes than `bazel run` uses.
 A step whose test is not a run-and-check (several launches, a killed rank) gives its own
 script as test_script; it is run with the program's path as its first argument.
 """
 
-def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = []):
+def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None):
     pkg = native.package_name()
     program = pkg + "/" + name + "_main"
     native.cc_binary(
@@ -38,11 +39,11 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
         native.sh_test(
             name = name + "_test",
             srcs = ["//lessons/common:step_test.sh"],
-            args = [str(nproc), program, pkg + "/" + name + "/check.sh"] + test_args,
+            args = [str(test_nproc or nproc), program, pkg + "/" + name + "/check.sh"] + test_args,
             data = common + [name + "/check.sh"],
         )
 
-def quick_check(name = "quick_check", deps = []):
+def quick_check(name = "quick_check", deps = [], test_srcs = []):
     """The lesson's exercise: quick_check/exercise.cc (with a TODO) and solution.cc share
     quick_check/exercise.h and quick_check/exercise_test.cc.
 
@@ -59,7 +60,7 @@ def quick_check(name = "quick_check", deps = []):
         )
         native.cc_test(
             name = name + "_" + which,
-            srcs = [name + "/exercise_test.cc"],
+            srcs = [name + "/exercise_test.cc"] + test_srcs,
             deps = [":" + name + "_" + which + "_lib", "//tests:catch2_main", "@catch2"] + deps,
             tags = ["manual"] if which == "exercise" else [],
         )

@@ -1,14 +1,14 @@
-// Lesson 2, end to end: the single-process Fashion-MNIST trainer, made data-parallel with
-// DistributedDataParallel. Each step of the lesson is one marked block below; the PyTorch
-// line it mirrors is in the comment.
+// Lesson 2, step 13, the recap: every step together. The single-process Fashion-MNIST
+// trainer, made data-parallel with DistributedDataParallel. Each step of the lesson is one
+// marked block below; the PyTorch line it mirrors is in the comment. Rank 0 also draws the
+// loss and accuracy curves (curves.png, with the numbers in curves.csv).
 //
-//   bazel run //lessons/02_ddp_basics:train                 # 2 processes through the launcher
+//   bazel run //lessons/02_ddp_basics:train                 # the same as :13_recap: 2 processes
 //   bazel run //lessons/02_ddp_basics:train -- --epochs 3 --model cnn
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "data/dataloader.h"
@@ -16,6 +16,8 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
+#include "lessons/common/curves.h"
+#include "lessons/common/lesson.h"
 #include "lessons/fashion_mnist/trainer.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -37,7 +39,7 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     auto v = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error("[train_ddp] missing value after " + f);
+      if (i + 1 >= argc) throw Error("[13_recap] missing value after " + f);
       return argv[++i];
     };
     if (f == "--model") a.model = v();
@@ -48,7 +50,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--train-limit") a.train_limit = std::atoll(v().c_str());
     else if (f == "--test-limit") a.test_limit = std::atoll(v().c_str());
     else if (f == "--checkpoint") a.checkpoint = v();
-    else throw Error("[train_ddp] unknown flag " + f +
+    else throw Error("[13_recap] unknown flag " + f +
                      " (--model mlp|cnn --backend gloo|nccl --epochs N --batch N --lr X --checkpoint PATH)");
   }
   return a;
@@ -81,6 +83,7 @@ int main(int argc, char** argv) try {
     std::printf("Fashion-MNIST, %s, DDP over %d processes (%s), batch %lld per rank (%lld in all), %d epochs\n",
                 args.model.c_str(), world, args.backend.c_str(), (long long)args.batch, (long long)(args.batch * world),
                 args.epochs);
+  std::vector<lessons::EpochPoint> curves;
   for (int epoch = 0; epoch < args.epochs; ++epoch) {
     // ---- Reshuffle every epoch.            sampler.set_epoch(epoch)
     sampler->set_epoch(epoch);
@@ -107,25 +110,27 @@ int main(int argc, char** argv) try {
       const double acc = fmnist::test_accuracy(ddp.module(), args.test_limit);
       std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, stats.item(),
                   100 * acc, double(batches * args.batch * world) / seconds);
+      curves.push_back({epoch + 1, stats.item(), 100 * acc});
       std::fflush(stdout);
     }
     dist::barrier();  // the others wait while rank 0 evaluates
   }
 
   // ---- Save only on rank 0.               if rank == 0: torch.save(model.module.state_dict(), ...)
-  std::string path = args.checkpoint;
-  if (path.empty()) {
-    const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-    path = std::string(ws ? ws : ".") + "/checkpoints/ddp_" + args.model + ".safetensors";
-    if (rank == 0) std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  }
+  const std::string dir = lessons::output_dir("02_ddp_basics");
+  const std::string path = args.checkpoint.empty() ? dir + "/ddp_" + args.model + ".safetensors" : args.checkpoint;
   dist::save_on_rank0(path, ddp.module().state_dict());
-  if (rank == 0) std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
+  if (rank == 0) {
+    std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
+    lessons::write_curves_csv(dir + "/curves.csv", curves);
+    lessons::save_curves_png(dir + "/curves.png", curves, "Fashion-MNIST " + args.model + ", DDP x" + std::to_string(world));
+    std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)\n", dir.c_str());
+  }
 
   // ---- Clean up.                          dist.destroy_process_group()
   dist::destroy_process_group();
   return 0;
 } catch (const Error& e) {
-  std::fprintf(stderr, "train_ddp: %s\n", e.what());
+  std::fprintf(stderr, "13_recap: %s\n", e.what());
   return 1;
 }

@@ -1,0 +1,58 @@
+# Step 7's claims, on 3 processes:
+# 1. after backward, DDP's .grad on every rank is the average of the ranks' own gradients;
+expect_count 3 'DDP.s \.grad - average of the ranks. gradients\| = ' "every rank compared"
+for d in $(fields 'average of the ranks. gradients\| = ([0-9.e+-]+)'); do
+  holds "d <= 1e-7" "DDP's gradient is the average" d="$d"
+done
+# 2. the ring all-reduce gives the library's sum, and the diagram is the ring's schedule:
+#    at reduce-scatter step s rank r sends chunk (r - s) mod 3 and receives (r - s - 1) mod 3;
+#    at all-gather step s it sends (r + 1 - s) mod 3 and receives (r - s) mod 3; at the end
+#    every rank holds every rank's contribution in every chunk.
+expect_count 3 'ring result equals dist::all_reduce: yes' "the ring sums like the library"
+awk '
+  /^\[rank 0\] (reduce-scatter|all-gather) step/ { phase = $3; step = $5 - 1 }
+  /^\[rank 0\]   rank [0-9]+ .*sent chunk/ {
+    r = $4; match($0, /sent chunk [0-9]+/); sent = substr($0, RSTART + 11, RLENGTH - 11)
+    match($0, /received chunk [0-9]+/); got = substr($0, RSTART + 15, RLENGTH - 15)
+    want_s = (phase == "reduce-scatter") ? (r - step + 9) % 3 : (r + 1 - step + 9) % 3
+    want_r = (phase == "reduce-scatter") ? (r - step - 1 + 9) % 3 : (r - step + 9) % 3
+    if (sent != want_s || got != want_r) { print "wrong chunk: " $0; bad = 1 }
+    n++
+  }
+  END { if (n != 12 || bad) { print "checked " n " rank-steps, expected 12"; exit 1 } }' "$OUTPUT" || fail "the diagram does not follow the ring schedule"
+echo "ok: 12 rank-steps follow the ring schedule"
+final=$(grep -E '^\[rank 0\]   rank [0-9]+ ' "$OUTPUT" | tail -3)
+[[ $(grep -o '{0,1,2}' <<<"$final" | wc -l) -eq 9 ]] || fail "after the all-gather every chunk should hold {0,1,2}: $final"
+echo "ok: in the end every rank holds every contribution"
+svg="$LESSON_OUT/ring_allreduce.svg"
+[[ -s "$svg" ]] || fail "no $svg"
+head -c 4 "$svg" | grep -q '<svg' && tail -1 "$svg" | grep -q '</svg>' || fail "$svg is not an SVG document"
+[[ $(grep -c '<text' "$svg") -eq $(grep -c '</text>' "$svg") ]] || fail "$svg has unclosed text elements"
+[[ $(grep -c '<rect class="cell"' "$svg") -eq 45 ]] || fail "$svg should have 3 x 3 cells for each of 5 stages"
+[[ $(grep -c '<text class="cell"[^>]*>{0,1,2}</text>' "$svg") -ge 9 ]] || fail "$svg does not end complete"
+echo "ok: the SVG has a 3x3 grid for each of the 5 stages and ends complete"
+# 3. the trace: well-formed Chrome trace JSON; in every backward of every rank both buckets'
+#    all-reduces start inside backward, and the first starts before backward has computed
+#    its last gradient (communication overlaps computation).
+trace="$LESSON_OUT/ddp_trace.json"
+[[ -s "$trace" ]] || fail "no $trace"
+python3 - "$trace" <<'PY' || fail "the trace does not show the overlap"
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+ok = True
+for rank in sorted({e["pid"] for e in events}):
+    mine = [e for e in events if e["pid"] == rank]
+    backwards = [e for e in mine if e["name"] == "backward"]
+    computed = {e["ts"]: e["ts"] + e["dur"] for e in mine if e["name"] == "gradients computed"}
+    reduces = [e for e in mine if e["name"].startswith("all_reduce")]
+    assert len(backwards) == 5, f"rank {rank}: {len(backwards)} backward spans, expected 5"
+    for b in backwards:
+        inside = sorted(r["ts"] for r in reduces if b["ts"] <= r["ts"] <= b["ts"] + b["dur"])
+        if len(inside) != 2:
+            print(f"rank {rank}: backward at {b['ts']} holds {len(inside)} all-reduce starts, expected 2"); ok = False
+        elif not inside[0] < computed[b["ts"]]:
+            print(f"rank {rank}: the first bucket started at {inside[0]}, after the last gradient at {computed[b['ts']]}"); ok = False
+    print(f"rank {rank}: 5 backward spans, 2 bucket all-reduces inside each, the first before the last gradient")
+sys.exit(0 if ok else 1)
+PY
+echo "ok: the trace shows communication overlapping backward"

@@ -1,0 +1,53 @@
+// The pictures tell the truth: text makes ink, and a curves picture passes its check
+// exactly when it shows the numbers it was drawn from.
+#include <cstdlib>
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "lessons/common/curves.h"
+
+using namespace lessons;
+
+static std::string tmp(const std::string& name) {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return std::string(d ? d : "/tmp") + "/" + name;
+}
+
+TEST_CASE("text draws dark pixels inside its width and nowhere else") {
+  Canvas c(200, 40);
+  c.text(10, 10, "0123456789.%", kBlack);
+  int inside = 0, outside = 0;
+  for (int y = 0; y < 40; ++y)
+    for (int x = 0; x < 200; ++x) {
+      const bool ink = c.get(x, y) == kBlack;
+      const bool in_box = x >= 10 && x < 10 + Canvas::text_width("0123456789.%") && y >= 10 && y < 30;
+      (in_box ? inside : outside) += ink ? 1 : 0;
+    }
+  CHECK(inside > 200);
+  CHECK(outside == 0);
+}
+
+TEST_CASE("a curves picture passes its check, and fails it for other numbers") {
+  const std::vector<EpochPoint> run{{1, 0.54, 83.0}, {2, 0.38, 85.4}, {3, 0.33, 86.5}, {4, 0.30, 86.9}};
+  write_curves_csv(tmp("curves.csv"), run);
+  save_curves_png(tmp("curves.png"), run, "test");
+  CHECK(read_curves_csv(tmp("curves.csv")).size() == 4);
+  CHECK(check_curves_png(tmp("curves.png"), tmp("curves.csv"), "test").empty());
+
+  // The same picture against a CSV whose third loss is different: the check names it.
+  std::vector<EpochPoint> other = run;
+  other[2].loss = 0.45;
+  write_curves_csv(tmp("other.csv"), other);
+  const std::string problem = check_curves_png(tmp("curves.png"), tmp("other.csv"), "test");
+  CHECK(problem.find("loss at epoch 3") != std::string::npos);
+  // And a file that is not a picture.
+  CHECK(check_curves_png(tmp("curves.csv"), tmp("curves.csv"), "test").find("not a readable image") != std::string::npos);
+}
+
+TEST_CASE("a malformed CSV is named with its line") {
+  write_curves_csv(tmp("bad.csv"), {{1, 0.5, 80}});
+  FILE* f = std::fopen(tmp("bad.csv").c_str(), "a");
+  std::fputs("2;0.4;81\n", f);
+  std::fclose(f);
+  REQUIRE_THROWS_WITH(read_curves_csv(tmp("bad.csv")), Catch::Contains("line 3"));
+}
