@@ -7,12 +7,14 @@ makes
   :03_rank_and_world_size        `bazel run` it: nproc processes through the launcher,
   :03_rank_and_world_size_test   runs it the same way and asserts the step's claims,
                                  written in the folder's check.sh against its output.
-test_nproc runs the test on another number of processes than `bazel run` uses.
+test_nproc runs the test on another number of processes than `bazel run` uses; a step
+that is not started by one launcher gives the script that starts it as run_script (it
+gets the program's path as its first argument).
 A step whose test is not a run-and-check (several launches, a killed rank) gives its own
 script as test_script; it is run with the program's path as its first argument.
 """
 
-def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None):
+def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None, run_script = None):
     pkg = native.package_name()
     program = pkg + "/" + name + "_main"
     native.cc_binary(
@@ -23,8 +25,8 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
     )
     native.sh_binary(
         name = name,
-        srcs = ["//lessons/common:run_ranks.sh"],
-        args = [str(nproc), program],
+        srcs = [run_script] if run_script else ["//lessons/common:run_ranks.sh"],
+        args = [program] if run_script else [str(nproc), program],
         data = [":" + name + "_main", "//dist:launch"],
     )
     common = [":" + name + "_main", "//dist:launch", "//lessons/common:checks.sh"] + test_data

@@ -1,0 +1,51 @@
+// Lesson 4, step 4: when a rank fails. Collectives need every rank, so one rank's death
+// stalls all the others. The launcher watches its children: the moment one exits with an
+// error or is killed, it stops the others (SIGTERM, then SIGKILL after 5 s), says which
+// rank failed and how, and exits with its status. Ranks blocked in a collective also
+// notice the broken connection themselves and fail with an error that names the peer.
+//
+//   bazel run //lessons/04_launching_with_torchrun:04_when_a_rank_fails
+//   bazel run //lessons/04_launching_with_torchrun:04_when_a_rank_fails -- --how kill
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "dist/ddp.h"
+#include "dist/dist.h"
+#include "lessons/common/lesson.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+
+using namespace engine;
+using namespace engine::nn;
+
+int main(int argc, char** argv) try {
+  const bool kill_myself = argc == 3 && std::strcmp(argv[1], "--how") == 0 && std::strcmp(argv[2], "kill") == 0;
+  dist::init_process_group("gloo");
+  const int rank = dist::get_rank();
+  auto model = lessons::toy_mlp(0);
+  dist::DistributedDataParallel ddp(model);
+  SGD opt(ddp.parameters(), {.lr = 0.05});
+  for (int step = 0; step < 1000; ++step) {
+    if (rank == 1 && step == 3) {
+      std::printf("rank 1: failing at step 3 (%s)\n", kill_myself ? "kill -9" : "an error");
+      std::fflush(stdout);
+      if (kill_myself) raise(SIGKILL);
+      throw Error("rank 1: a simulated error at step 3");
+    }
+    Tensor x, y;
+    lessons::toy_batch(step, 32, uint64_t(rank), &x, &y);
+    opt.zero_grad();
+    cross_entropy(ddp(Variable(x)), y).backward();  // blocks until every rank contributes
+    opt.step();
+    std::printf("rank %d: step %d done\n", rank, step);
+    std::fflush(stdout);
+  }
+  dist::destroy_process_group();
+  return 0;
+} catch (const Error& e) {
+  std::fprintf(stderr, "04_when_a_rank_fails: %s\n", e.what());
+  return 1;
+}
