@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -92,6 +93,21 @@ void reduce_segment(T* out, const std::vector<const T*>& in, int64_t n, ReduceOp
   }
 }
 
+// A name no other job uses: the pid alone is not enough, because processes in different
+// PID namespaces (containers, sandboxes) can share /dev/shm and the same small pids.
+std::string unique_shm_name(const char* prefix) {
+  unsigned char r[8] = {};
+  if (FILE* f = std::fopen("/dev/urandom", "rb")) {
+    if (std::fread(r, 1, sizeof r, f) != sizeof r) std::memset(r, 0, sizeof r);
+    std::fclose(f);
+  }
+  static std::atomic<unsigned> counter{0};
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s-%d-%u-%02x%02x%02x%02x%02x%02x%02x%02x", prefix, int(getpid()), counter++, r[0], r[1],
+                r[2], r[3], r[4], r[5], r[6], r[7]);
+  return buf;
+}
+
 }  // namespace
 
 std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout) {
@@ -105,14 +121,7 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
   std::string name;
   int fd = -1;
   if (rank == 0) {
-    unsigned char r[8] = {};
-    if (FILE* f = std::fopen("/dev/urandom", "rb")) {
-      if (std::fread(r, 1, sizeof r, f) != sizeof r) std::memset(r, 0, sizeof r);
-      std::fclose(f);
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "/engine-%d-%02x%02x%02x%02x%02x%02x", int(getpid()), r[0], r[1], r[2], r[3], r[4], r[5]);
-    name = buf;
+    name = unique_shm_name("/engine");
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) {
       if (fd >= 0) close(fd), shm_unlink(name.c_str());
@@ -233,15 +242,14 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
   const std::string key = "shm/buffer/" + std::to_string(shared_buffers_++);
   int fd = -1;
   if (rank_ == 0) {
-    char name[96];
-    std::snprintf(name, sizeof name, "/engine-buf-%d-%d-%lld", int(getpid()), shared_buffers_, (long long)numel);
-    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    const std::string name = unique_shm_name("/engine-buf");
+    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     ENGINE_REQUIRE(fd >= 0 && ftruncate(fd, off_t(per_rank * size_t(size_))) == 0,
                    "[dist] cannot create a shared buffer of ", per_rank * size_t(size_), " bytes: ", std::strerror(errno));
     store.set(key, name);
     store.add(key + "/attached", 1);
     while (store.add(key + "/attached", 0) < size_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    shm_unlink(name);  // everyone has it open; the memory lives until the last unmap
+    shm_unlink(name.c_str());  // everyone has it open; the memory lives until the last unmap
   } else {
     const std::string name = store.get(key);
     fd = shm_open(name.c_str(), O_RDWR, 0600);
