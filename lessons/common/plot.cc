@@ -80,7 +80,9 @@ void Canvas::save_png(const std::string& path) const {
 }
 
 LineChart::Frame LineChart::frame() const {
-  Frame f{0, 1, 0, 1, 90, width - 190, 50, height - 60};
+  int legend = 0;  // the legend's width: a colour box and the longest name
+  for (const auto& sr : series) legend = std::max(legend, 50 + Canvas::text_width(sr.name));
+  Frame f{0, 1, 0, 1, 90, width - std::max(120, legend), 50, height - 60};
   bool any = false;
   for (const auto& s : series)
     for (auto [x, y] : s.points) {
