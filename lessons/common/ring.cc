@@ -61,13 +61,14 @@ void ring_all_reduce(dist::ProcessGroup& g, Tensor& t, RingLog* log) {
   if (log) *log = std::move(local);
 }
 
-int64_t naive_all_reduce(dist::ProcessGroup& g, Tensor& t) {
+int64_t naive_all_reduce(dist::ProcessGroup& g, Tensor& t, int64_t* received) {
   const int n = g.size();
-  int64_t bytes = 0;
+  int64_t bytes = 0, in_bytes = 0;
   if (g.rank() == 0) {
     Tensor in = empty(t.shape());
     for (int src = 1; src < n; ++src) {
       g.recv(in, src).wait();
+      in_bytes += int64_t(in.nbytes());
       add_(t, in);
     }
     for (int dst = 1; dst < n; ++dst) {
@@ -78,7 +79,9 @@ int64_t naive_all_reduce(dist::ProcessGroup& g, Tensor& t) {
     g.send(t, 0).wait();
     bytes += int64_t(t.nbytes());
     g.recv(t, 0).wait();
+    in_bytes += int64_t(t.nbytes());
   }
+  if (received) *received = in_bytes;
   return bytes;
 }
 

@@ -43,7 +43,7 @@ std::pair<int64_t, int64_t> chunk_range(int64_t n, int parts, int c);
 
 // The all-reduce by hand that does not scale: every rank sends its tensor to rank 0, which
 // adds them up and sends the sum back. Rank 0 moves (n-1) S in and (n-1) S out.
-// Returns the bytes this rank sent.
-int64_t naive_all_reduce(engine::dist::ProcessGroup& group, engine::Tensor& t);
+// Returns the bytes this rank sent; *received (if given) gets the bytes it received.
+int64_t naive_all_reduce(engine::dist::ProcessGroup& group, engine::Tensor& t, int64_t* received = nullptr);
 
 }  // namespace lessons

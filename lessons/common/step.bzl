@@ -23,9 +23,18 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
         deps = deps,
         data = data,
     )
+    if run_script:
+        # A copy beside the target: the script itself lives in the folder `name`, which in
+        # the runfiles would collide with the executable `name`.
+        native.genrule(
+            name = name + "_run_script",
+            srcs = [run_script],
+            outs = [name + "_run.sh"],
+            cmd = "cp $< $@",
+        )
     native.sh_binary(
         name = name,
-        srcs = [run_script] if run_script else ["//lessons/common:run_ranks.sh"],
+        srcs = [name + "_run.sh"] if run_script else ["//lessons/common:run_ranks.sh"],
         args = [program] if run_script else [str(nproc), program],
         data = [":" + name + "_main", "//dist:launch"],
     )

@@ -26,7 +26,8 @@ int main() try {
 
   Tensor library = mine.clone(), naive = mine.clone(), ring = mine.clone();
   dist::all_reduce(library);
-  const int64_t naive_sent = lessons::naive_all_reduce(dist::default_group(), naive);
+  int64_t naive_received = 0;
+  const int64_t naive_sent = lessons::naive_all_reduce(dist::default_group(), naive, &naive_received);
   lessons::RingLog log;
   lessons::ring_all_reduce(dist::default_group(), ring, &log);
 
@@ -37,6 +38,9 @@ int main() try {
   std::printf("rank %d: sent %lld bytes naive (formula %lld), %lld bytes ring (formula 2(n-1)/n S = %lld), S = %lld\n", rank,
               (long long)naive_sent, (long long)naive_formula, (long long)log.bytes_sent, (long long)ring_formula,
               (long long)S);
+  if (rank == 0)
+    std::printf("rank 0: received %lld bytes naive (formula (n-1) S = %lld): it moves (n-1) S twice\n",
+                (long long)naive_received, (long long)((n - 1) * S));
   dist::destroy_process_group();
   return 0;
 } catch (const Error& e) {
