@@ -1,5 +1,7 @@
 #include "dist/process_group.h"
 
+#include "tensor/check.h"
+
 namespace engine::dist {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -18,7 +20,16 @@ Work::Work() : state_(std::make_shared<State>()) {}
 void Work::wait() const {
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
-  if (state_->error) std::rethrow_exception(state_->error);
+  if (!state_->error) return;
+  // Each waiter gets its own copy of an engine error. Rethrowing the stored one would hand
+  // the same exception object to several threads, to be read by one while another drops
+  // the last reference to it (the reference count lives in the uninstrumented C++
+  // runtime, so ThreadSanitizer cannot see that it orders the two).
+  try {
+    std::rethrow_exception(state_->error);
+  } catch (const Error& e) {
+    throw Error(e.what());
+  }
 }
 
 bool Work::is_completed() const {

@@ -7,6 +7,7 @@
 #include "nn/sgd.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -29,11 +30,11 @@ TEST_CASE("the split MLP equals the whole MLP in one process, step for step") {
   // Two processes (as threads), the model split between them.
   std::vector<lesson1::SplitResult> parts(2);
   engine::testing::run_threads(2, [&](engine::dist::ProcessGroupTCP& g) { parts[size_t(g.rank())] = lesson1::train_split_mlp(g, o); });
-  REQUIRE(parts[1].losses.size() == losses.size());
-  for (size_t s = 0; s < losses.size(); ++s) REQUIRE(parts[1].losses[s] == Approx(losses[s]).epsilon(1e-5));
+  RANK_REQUIRE(parts[1].losses.size() == losses.size());
+  for (size_t s = 0; s < losses.size(); ++s) RANK_REQUIRE(parts[1].losses[s] == Approx(losses[s]).epsilon(1e-5));
   // Rank 0's layer is the whole model's first layer; rank 1's are its last two.
   auto close = [](const Tensor& a, const Tensor& b) { return max(abs(a - b)).item() < 1e-5; };
-  REQUIRE(close(parts[0].part->parameters()[0].data(), whole->parameters()[0].data()));
-  REQUIRE(close(parts[1].part->parameters()[2].data(), whole->parameters()[4].data()));
-  REQUIRE(losses.back() < losses.front());  // and it learns
+  RANK_REQUIRE(close(parts[0].part->parameters()[0].data(), whole->parameters()[0].data()));
+  RANK_REQUIRE(close(parts[1].part->parameters()[2].data(), whole->parameters()[4].data()));
+  RANK_REQUIRE(losses.back() < losses.front());  // and it learns
 }

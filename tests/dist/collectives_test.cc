@@ -6,6 +6,7 @@
 #include "catch2/catch.hpp"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -58,9 +59,9 @@ TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared 
           }
           if (op == ReduceOp::Sum) results[size_t(g.rank())] = v;
         }
-        REQUIRE(g.uses_shared_memory() == (shm && world > 1));
+        RANK_REQUIRE(g.uses_shared_memory() == (shm && world > 1));
       }, std::chrono::seconds(20), shm);
-      for (int r = 1; r < world; ++r) REQUIRE(results[size_t(r)] == results[0]);  // identical bits
+      for (int r = 1; r < world; ++r) RANK_REQUIRE(results[size_t(r)] == results[0]);  // identical bits
     }
   }
 }
@@ -69,14 +70,14 @@ TEST_CASE("all_reduce of int64 and of 16M floats") {
   run_threads(3, [](ProcessGroupTCP& g) {
     Tensor t = input(g.rank(), 1000, DType::Int64);
     g.all_reduce(t, ReduceOp::Sum).wait();
-    REQUIRE(t.at({999}) == double(999 % 7 + 1) * 6);
-    REQUIRE_THROWS_WITH(g.all_reduce(t, ReduceOp::Avg), Catch::Contains("[all_reduce] AVG needs float32"));
+    RANK_REQUIRE(t.at({999}) == double(999 % 7 + 1) * 6);
+    RANK_REQUIRE_THROWS_WITH(g.all_reduce(t, ReduceOp::Avg), Catch::Contains("[all_reduce] AVG needs float32"));
   });
   run_threads(2, [](ProcessGroupTCP& g) {
     Tensor t = full({16 << 20}, double(g.rank() + 1));
     g.all_reduce(t, ReduceOp::Sum).wait();
-    REQUIRE(min(t).item() == 3);
-    REQUIRE(max(t).item() == 3);
+    RANK_REQUIRE(min(t).item() == 3);
+    RANK_REQUIRE(max(t).item() == 3);
   });
 }
 
@@ -88,23 +89,23 @@ TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
       // broadcast from the last rank
       Tensor b = full({5, 3}, double(r));
       g.broadcast(b, world - 1).wait();
-      REQUIRE(min(b).item() == world - 1);
-      REQUIRE(max(b).item() == world - 1);
+      RANK_REQUIRE(min(b).item() == world - 1);
+      RANK_REQUIRE(max(b).item() == world - 1);
       // all_gather: outputs[k] is rank k's input
       std::vector<Tensor> outs;
       g.all_gather(&outs, full({2, 2}, double(10 * r))).wait();
-      REQUIRE(int(outs.size()) == world);
-      for (int k = 0; k < world; ++k) REQUIRE(outs[size_t(k)].at({1, 1}) == 10 * k);
+      RANK_REQUIRE(int(outs.size()) == world);
+      for (int k = 0; k < world; ++k) RANK_REQUIRE(outs[size_t(k)].at({1, 1}) == 10 * k);
       // reduce_scatter: rank k gets the sum over ranks of block k (block k of rank j is j*100+k)
       Tensor in = empty({world * 4});
       for (int k = 0; k < world; ++k) in.narrow(0, k * 4, 4).fill_(r * 100 + k);
       Tensor out = empty({4});
       g.reduce_scatter(out, in, ReduceOp::Sum).wait();
-      REQUIRE(out.at({3}) == 100.0 * world * (world - 1) / 2 + world * r);
+      RANK_REQUIRE(out.at({3}) == 100.0 * world * (world - 1) / 2 + world * r);
       g.reduce_scatter(out, in, ReduceOp::Avg).wait();
-      REQUIRE(out.at({3}) == Approx((100.0 * world * (world - 1) / 2 + world * r) / world));
+      RANK_REQUIRE(out.at({3}) == Approx((100.0 * world * (world - 1) / 2 + world * r) / world));
       g.reduce_scatter(out, in, ReduceOp::Max).wait();
-      REQUIRE(out.at({0}) == 100.0 * (world - 1) + r);
+      RANK_REQUIRE(out.at({0}) == 100.0 * (world - 1) + r);
       g.barrier().wait();
       // send/recv around a ring, if there is more than one rank
       if (world > 1) {
@@ -112,7 +113,7 @@ TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
         Work s = g.send(mine, (r + 1) % world);
         g.recv(theirs, (r + world - 1) % world).wait();
         s.wait();
-        REQUIRE(theirs.at({0}) == (r + world - 1) % world);
+        RANK_REQUIRE(theirs.at({0}) == (r + world - 1) % world);
       }
     }, std::chrono::seconds(20), shm);
   }
@@ -128,7 +129,7 @@ TEST_CASE("async work runs in call order and overlaps the caller") {
     }
     for (int i = 0; i < 20; ++i) {
       ws[size_t(i)].wait();
-      REQUIRE(ts[size_t(i)].at({0}) == 2 * i + 1);
+      RANK_REQUIRE(ts[size_t(i)].at({0}) == 2 * i + 1);
     }
   });
 }
@@ -136,11 +137,11 @@ TEST_CASE("async work runs in call order and overlaps the caller") {
 TEST_CASE("bad arguments are refused before any communication") {
   run_threads(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({4});
-    REQUIRE_THROWS_WITH(g.broadcast(t, 2), Catch::Contains("[broadcast] root 2 is outside 0..1"));
-    REQUIRE_THROWS_WITH(g.send(t, g.rank()), Catch::Contains("[send] destination"));
-    REQUIRE_THROWS_WITH(g.all_reduce(zeros({4, 4}).transpose(0, 1)), Catch::Contains("needs a contiguous tensor"));
+    RANK_REQUIRE_THROWS_WITH(g.broadcast(t, 2), Catch::Contains("[broadcast] root 2 is outside 0..1"));
+    RANK_REQUIRE_THROWS_WITH(g.send(t, g.rank()), Catch::Contains("[send] destination"));
+    RANK_REQUIRE_THROWS_WITH(g.all_reduce(zeros({4, 4}).transpose(0, 1)), Catch::Contains("needs a contiguous tensor"));
     Tensor out = zeros({3});
-    REQUIRE_THROWS_WITH(g.reduce_scatter(out, zeros({4})), Catch::Contains("must hold world size (2) x output"));
+    RANK_REQUIRE_THROWS_WITH(g.reduce_scatter(out, zeros({4})), Catch::Contains("must hold world size (2) x output"));
     g.barrier().wait();
   });
 }
@@ -149,17 +150,17 @@ TEST_CASE("shared buffers reduce in place, whole or in part") {
   for (int world : {2, 3}) {
     run_threads(world, [world](ProcessGroupTCP& g) {
       Tensor buf = g.shared_buffer(1000);
-      REQUIRE(buf.numel() == 1000);
-      REQUIRE(max(abs(buf)).item() == 0);  // starts zeroed
+      RANK_REQUIRE(buf.numel() == 1000);
+      RANK_REQUIRE(max(abs(buf)).item() == 0);  // starts zeroed
       buf.copy_(input(g.rank(), 1000));
       g.all_reduce(buf, ReduceOp::Sum).wait();
-      for (int64_t i : {0, 7, 999}) REQUIRE(buf.at({i}) == closed_form(ReduceOp::Sum, world, i));
+      for (int64_t i : {0, 7, 999}) RANK_REQUIRE(buf.at({i}) == closed_form(ReduceOp::Sum, world, i));
       // A slice of it (as DDP reduces one bucket of a larger buffer) also works in place.
       Tensor part = buf.narrow(0, 100, 50);
       part.fill_(double(g.rank() + 1));
       g.all_reduce(part, ReduceOp::Max).wait();
-      REQUIRE(min(part).item() == world);
-      REQUIRE(buf.at({99}) == closed_form(ReduceOp::Sum, world, 99));  // untouched outside the slice
+      RANK_REQUIRE(min(part).item() == world);
+      RANK_REQUIRE(buf.at({99}) == closed_form(ReduceOp::Sum, world, 99));  // untouched outside the slice
     });
   }
 }

@@ -15,6 +15,7 @@
 #include "nn/sgd.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -86,9 +87,9 @@ TEST_CASE("DDP over N ranks with batch b equals one process with batch N*b") {
     });
     for (int r = 0; r < world; ++r) {
       INFO("world " << world << " rank " << r);
-      REQUIRE(replicas[size_t(r)] == replicas[0]);  // bit-identical replicas
+      RANK_REQUIRE(replicas[size_t(r)] == replicas[0]);  // bit-identical replicas
       for (size_t i = 0; i < reference.size(); ++i)
-        REQUIRE(replicas[size_t(r)][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
+        RANK_REQUIRE(replicas[size_t(r)][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
     }
   }
 }
@@ -101,14 +102,14 @@ TEST_CASE("buckets follow reverse registration order with a small first bucket")
         std::make_shared<Linear>(512, 10, true, &gen)});
     DistributedDataParallel ddp(model, {.bucket_cap_mb = 1.5, .first_bucket_mb = 0.5, .group = &g});
     const auto& names = ddp.bucket_names();
-    REQUIRE(names.front().front() == "2.bias");  // the last parameter is first
-    REQUIRE(names.back().back() == "0.weight");
+    RANK_REQUIRE(names.front().front() == "2.bias");  // the last parameter is first
+    RANK_REQUIRE(names.back().back() == "0.weight");
     // A bucket closes once it reaches its cap (PyTorch's rule): 2.bias, 2.weight, 1.bias
     // (22 KB) are under 0.5 MiB, 1.weight (1 MiB) takes bucket 0 past it; the rest fit in one.
-    REQUIRE(names.size() == 2);
-    REQUIRE(names[0] == std::vector<std::string>{"2.bias", "2.weight", "1.bias", "1.weight"});
-    REQUIRE(names[1] == std::vector<std::string>{"0.bias", "0.weight"});
-    REQUIRE(ddp.state_dict().count("module.0.weight") == 1);  // PyTorch's names: "module." + the model's
+    RANK_REQUIRE(names.size() == 2);
+    RANK_REQUIRE(names[0] == std::vector<std::string>{"2.bias", "2.weight", "1.bias", "1.weight"});
+    RANK_REQUIRE(names[1] == std::vector<std::string>{"0.bias", "0.weight"});
+    RANK_REQUIRE(ddp.state_dict().count("module.0.weight") == 1);  // PyTorch's names: "module." + the model's
   });
 }
 
@@ -135,14 +136,14 @@ TEST_CASE("no_sync accumulates locally; the next synced step equals the large-ba
     {
       auto no_sync = ddp.no_sync();  // micro-batch 0: local accumulation only
       cross_entropy(ddp(Variable(d.x.narrow(0, 0 * 16 + g.rank() * 8, 8))), d.y.narrow(0, g.rank() * 8, 8)).backward();
-      REQUIRE(ddp.buckets_launched() == 0);
+      RANK_REQUIRE(ddp.buckets_launched() == 0);
     }
     cross_entropy(ddp(Variable(d.x.narrow(0, 16 + g.rank() * 8, 8))), d.y.narrow(0, 16 + g.rank() * 8, 8)).backward();
     opt.step();
     replicas[size_t(g.rank())] = flat(ddp.module());
   });
-  REQUIRE(replicas[0] == replicas[1]);
-  for (size_t i = 0; i < reference.size(); ++i) REQUIRE(replicas[0][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
+  RANK_REQUIRE(replicas[0] == replicas[1]);
+  for (size_t i = 0; i < reference.size(); ++i) RANK_REQUIRE(replicas[0][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
 }
 
 namespace {
@@ -170,7 +171,7 @@ TEST_CASE("an unused parameter is named; find_unused_parameters handles it") {
     }
   });
   for (auto& e : errors)
-    REQUIRE_THAT(e, Catch::Contains("received no gradient") && Catch::Contains("unused.weight") &&
+    RANK_REQUIRE_THAT(e, Catch::Contains("received no gradient") && Catch::Contains("unused.weight") &&
                         Catch::Contains("unused.bias") && Catch::Contains("find_unused_parameters"));
   run_threads(2, [&](ProcessGroupTCP& g) {
     Data d;
@@ -179,8 +180,8 @@ TEST_CASE("an unused parameter is named; find_unused_parameters handles it") {
       ddp.zero_grad();
       cross_entropy(ddp(Variable(d.x.narrow(0, g.rank() * 8, 8))), d.y.narrow(0, g.rank() * 8, 8)).backward();
       auto& m = static_cast<WithUnused&>(ddp.module());
-      REQUIRE(max(abs(m.unused->weight.grad())).item() == 0);
-      REQUIRE(max(abs(m.used->weight.grad())).item() > 0);
+      RANK_REQUIRE(max(abs(m.unused->weight.grad())).item() == 0);
+      RANK_REQUIRE(max(abs(m.used->weight.grad())).item() > 0);
     }
   });
 }
@@ -197,10 +198,10 @@ TEST_CASE("communication overlaps backward: buckets are launched before the last
         [&](Variable&) { launched_when_last_ready = ddp_ptr->buckets_launched(); });
     DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.0001, .first_bucket_mb = 0.0001, .group = &g});
     ddp_ptr = &ddp;
-    REQUIRE(ddp.bucket_names().size() == 2);  // {2.bias, 2.weight}, {0.bias, 0.weight}
+    RANK_REQUIRE(ddp.bucket_names().size() == 2);  // {2.bias, 2.weight}, {0.bias, 0.weight}
     cross_entropy(ddp(Variable(d.x.narrow(0, 0, 8))), d.y.narrow(0, 0, 8)).backward();
-    REQUIRE(launched_when_last_ready == 1);  // the last layer's bucket was in flight while 0.weight was computed
-    REQUIRE(ddp.buckets_launched() == 0);   // all finished and reset by the end of backward
+    RANK_REQUIRE(launched_when_last_ready == 1);  // the last layer's bucket was in flight while 0.weight was computed
+    RANK_REQUIRE(ddp.buckets_launched() == 0);   // all finished and reset by the end of backward
   });
 }
 
@@ -210,14 +211,14 @@ TEST_CASE("DistributedSampler matches PyTorch's padding and interleaving") {
     return s.indices();
   };
   using I = std::vector<int64_t>;
-  REQUIRE(take(10, 0, false) == I{0, 3, 6, 9});
-  REQUIRE(take(10, 1, false) == I{1, 4, 7, 0});
-  REQUIRE(take(10, 2, false) == I{2, 5, 8, 1});
-  REQUIRE(take(10, 0, true) == I{0, 3, 6});
-  REQUIRE(take(10, 1, true) == I{1, 4, 7});
-  REQUIRE(take(10, 2, true) == I{2, 5, 8});
-  REQUIRE(take(2, 2, false) == I{0});  // fewer examples than ranks: padding wraps around
-  REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), Catch::Contains("rank 2 is outside 0..1"));
+  RANK_REQUIRE(take(10, 0, false) == I{0, 3, 6, 9});
+  RANK_REQUIRE(take(10, 1, false) == I{1, 4, 7, 0});
+  RANK_REQUIRE(take(10, 2, false) == I{2, 5, 8, 1});
+  RANK_REQUIRE(take(10, 0, true) == I{0, 3, 6});
+  RANK_REQUIRE(take(10, 1, true) == I{1, 4, 7});
+  RANK_REQUIRE(take(10, 2, true) == I{2, 5, 8});
+  RANK_REQUIRE(take(2, 2, false) == I{0});  // fewer examples than ranks: padding wraps around
+  RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), Catch::Contains("rank 2 is outside 0..1"));
 }
 
 TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch reshuffles for everyone") {
@@ -234,18 +235,18 @@ TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch re
   const auto e0 = slices(0, true);
   std::vector<int> seen(n, 0);
   for (auto& s : e0) {
-    REQUIRE(s.size() == 26);  // ceil(103 / 4)
+    RANK_REQUIRE(s.size() == 26);  // ceil(103 / 4)
     for (int64_t i : s) ++seen[size_t(i)];
   }
   int padded = 0;
   for (int c : seen) {
-    REQUIRE(c >= 1);  // every example is covered...
+    RANK_REQUIRE(c >= 1);  // every example is covered...
     padded += c - 1;
   }
-  REQUIRE(padded == 4 * 26 - n);  // ...and only the padding repeats
-  REQUIRE(slices(1, true) != e0);   // set_epoch: a new order
-  REQUIRE(slices(1, false) == e0);  // forgetting set_epoch: the same order every epoch
-  REQUIRE(slices(0, true) == e0);   // deterministic
+  RANK_REQUIRE(padded == 4 * 26 - n);  // ...and only the padding repeats
+  RANK_REQUIRE(slices(1, true) != e0);   // set_epoch: a new order
+  RANK_REQUIRE(slices(1, false) == e0);  // forgetting set_epoch: the same order every epoch
+  RANK_REQUIRE(slices(0, true) == e0);   // deterministic
 }
 
 TEST_CASE("only rank 0 writes the checkpoint, and every rank loads the same values") {
@@ -262,9 +263,9 @@ TEST_CASE("only rank 0 writes the checkpoint, and every rank loads the same valu
     fresh->load_state_dict(load_safetensors(base + ".safetensors"));  // after the barrier: complete
     loaded[size_t(g.rank())] = flat(*fresh);
   });
-  REQUIRE(std::ifstream(base + "0.safetensors").good());
+  RANK_REQUIRE(std::ifstream(base + "0.safetensors").good());
   REQUIRE_FALSE(std::ifstream(base + "1.safetensors").good());
   REQUIRE_FALSE(std::ifstream(base + "2.safetensors").good());
-  REQUIRE(loaded[1] == loaded[0]);
-  REQUIRE(loaded[2] == loaded[0]);
+  RANK_REQUIRE(loaded[1] == loaded[0]);
+  RANK_REQUIRE(loaded[2] == loaded[0]);
 }

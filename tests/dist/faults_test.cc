@@ -6,6 +6,7 @@
 #include "catch2/catch.hpp"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -38,10 +39,10 @@ TEST_CASE("a rank with a different element count: every rank reports both calls"
     Tensor t = zeros({g.rank() == 1 ? 1000 : 1024});
     g.all_reduce(t).wait();
   }, 5s, shm);
-  REQUIRE(std::chrono::steady_clock::now() - t0 < 4s);  // well before the 5 s timeout
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 4s);  // well before the 5 s timeout
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r << ": " << errs[size_t(r)]);
-    REQUIRE_THAT(errs[size_t(r)], Catch::Contains("mismatched collectives") && Catch::Contains("1000 x float32") &&
+    RANK_REQUIRE_THAT(errs[size_t(r)], Catch::Contains("mismatched collectives") && Catch::Contains("1000 x float32") &&
                                       Catch::Contains("1024 x float32"));
   }
 }
@@ -54,17 +55,17 @@ TEST_CASE("a different collective, op or dtype on one rank is reported, not a ha
     if (g.rank() == 0) g.all_reduce(t).wait();
     else g.broadcast(t, 0).wait();
   }, 5s, shm);
-  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("all_reduce(SUM, 64 x float32) #0") && Catch::Contains("broadcast(root 0"));
+  for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("all_reduce(SUM, 64 x float32) #0") && Catch::Contains("broadcast(root 0"));
   errs = errors_of(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({8});
     g.all_reduce(t, g.rank() == 0 ? ReduceOp::Sum : ReduceOp::Max).wait();
   }, 5s, shm);
-  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("all_reduce(MAX") && Catch::Contains("all_reduce(SUM"));
+  for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("all_reduce(MAX") && Catch::Contains("all_reduce(SUM"));
   errs = errors_of(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({8}, g.rank() == 0 ? DType::Float32 : DType::Int64);
     g.all_reduce(t).wait();
   }, 5s, shm);
-  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("8 x int64") && Catch::Contains("8 x float32"));
+  for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("8 x int64") && Catch::Contains("8 x float32"));
 }
 
 TEST_CASE("after a failure the group refuses further work with the original reason") {
@@ -78,7 +79,7 @@ TEST_CASE("after a failure the group refuses further work with the original reas
     }
     g.barrier().wait();  // must fail at once, not hang
   }, 5s, shm);
-  for (auto& e : errs) REQUIRE_THAT(e, Catch::Contains("failed earlier") && Catch::Contains("mismatched collectives"));
+  for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("failed earlier") && Catch::Contains("mismatched collectives"));
 }
 
 TEST_CASE("a rank that skips a collective makes the others time out, naming whom they waited for") {
@@ -93,8 +94,8 @@ TEST_CASE("a rank that skips a collective makes the others time out, naming whom
     Tensor t = zeros({16});
     g.all_reduce(t).wait();
   }, 1s, shm);
-  REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s in all_reduce") && Catch::Contains("waiting for rank 1"));
-  REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
+  RANK_REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s in all_reduce") && Catch::Contains("waiting for rank 1"));
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
 TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor names it within seconds") {
@@ -122,20 +123,20 @@ TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor name
     }
     return 0;
   }, /*kill_rank=*/2, /*kill_after=*/1500ms);
-  REQUIRE(results[2].exit_code == -SIGKILL);
+  RANK_REQUIRE(results[2].exit_code == -SIGKILL);
   int named_dead_rank = 0;
   for (int r : {0, 1}) {
     INFO("rank " << r << " exit " << results[size_t(r)].exit_code << ": " << results[size_t(r)].output);
-    REQUIRE(results[size_t(r)].exit_code == 3);
+    RANK_REQUIRE(results[size_t(r)].exit_code == 3);
     // Over shared memory the survivors see rank 2's process gone; over TCP, its connection
     // close (or the ABORT of the survivor that saw it first). Under heavy load a survivor
     // may instead find the other survivor already gone after its own error: that too is a
     // closed connection, named.
-    REQUIRE_THAT(results[size_t(r)].output, Catch::Contains("rank ") && (Catch::Contains("died") || Catch::Contains("closed")));
+    RANK_REQUIRE_THAT(results[size_t(r)].output, Catch::Contains("rank ") && (Catch::Contains("died") || Catch::Contains("closed")));
     named_dead_rank += results[size_t(r)].output.find("rank 2") != std::string::npos;
-    REQUIRE(results[size_t(r)].seconds < 10);  // killed at 1.5 s; survivors out well within seconds
+    RANK_REQUIRE(results[size_t(r)].seconds < 10);  // killed at 1.5 s; survivors out well within seconds
   }
-  REQUIRE(named_dead_rank >= 1);  // the killed rank is named
+  RANK_REQUIRE(named_dead_rank >= 1);  // the killed rank is named
 }
 
 TEST_CASE("a process with another job's token cannot join the mesh") {
@@ -159,8 +160,8 @@ TEST_CASE("a process with another job's token cannot join the mesh") {
   });
   bool named = false;
   for (auto& r : results) {
-    REQUIRE(r.exit_code == 4);
+    RANK_REQUIRE(r.exit_code == 4);
     named = named || r.output.find("another job's token") != std::string::npos;
   }
-  REQUIRE(named);
+  RANK_REQUIRE(named);
 }

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "catch2/catch.hpp"
+#include "tests/rank_assert.h"
 #include "dist/dist.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
@@ -27,7 +28,7 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
     const std::string why = cuda::unavailable_reason();
     std::cout << "SKIPPED: nccl backend test (no usable GPU: " << why << ")" << std::endl;
     WARN("SKIPPED: no usable GPU: " << why);
-    REQUIRE_THROWS_WITH(dist::init_process_group("nccl"), Catch::Contains("nccl") && Catch::Contains("\"gloo\""));
+    RANK_REQUIRE_THROWS_WITH(dist::init_process_group("nccl"), Catch::Contains("nccl") && Catch::Contains("\"gloo\""));
     REQUIRE_FALSE(dist::is_initialized());
     return;
   }
@@ -35,20 +36,20 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
     INFO("algorithm " << algo);
     setenv("ENGINE_NCCL_ALLREDUCE", algo, 1);
     dist::init_process_group("nccl");
-    REQUIRE(dist::get_backend() == "nccl");
+    RANK_REQUIRE(dist::get_backend() == "nccl");
     Tensor host = arange(0, 1000);
     Tensor dev = host.to(Device::cuda(0));
     dist::all_reduce(dev, dist::ReduceOp::Sum);
-    REQUIRE(dev.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());  // world 1: unchanged
+    RANK_REQUIRE(dev.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());  // world 1: unchanged
     dist::all_reduce(dev, dist::ReduceOp::Avg);
-    REQUIRE(dev.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+    RANK_REQUIRE(dev.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
     dist::broadcast(dev, 0);
     std::vector<Tensor> outs;
     dist::all_gather(outs, dev);
-    REQUIRE(outs.size() == 1);
-    REQUIRE(outs[0].to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+    RANK_REQUIRE(outs.size() == 1);
+    RANK_REQUIRE(outs[0].to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
     dist::barrier();
-    REQUIRE_THROWS_WITH(dist::all_reduce(host), Catch::Contains("needs tensors on cuda:0"));
+    RANK_REQUIRE_THROWS_WITH(dist::all_reduce(host), Catch::Contains("needs tensors on cuda:0"));
     dist::destroy_process_group();
   }
   unsetenv("ENGINE_NCCL_ALLREDUCE");

@@ -7,6 +7,7 @@
 #include "nn/layers.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -15,7 +16,7 @@ using engine::testing::run_threads;
 
 namespace {
 double max_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
+  RANK_REQUIRE(a.shape() == b.shape());
   return a.numel() == 0 ? 0.0 : max(abs(a - b)).item();
 }
 
@@ -51,14 +52,14 @@ void check(const std::vector<int64_t>& sizes, const Shape& rest) {
     sbn.bias.set_data(B.clone());
     Variable x(X.narrow(0, starts[r], sizes[r]).contiguous(), true);
     Variable y = sbn(x);
-    REQUIRE(max_diff(y.data(), y_ref.data().narrow(0, starts[r], sizes[r])) < 1e-4);
+    RANK_REQUIRE(max_diff(y.data(), y_ref.data().narrow(0, starts[r], sizes[r])) < 1e-4);
     y.backward(DY.narrow(0, starts[r], sizes[r]).contiguous());
-    REQUIRE(max_diff(x.grad(), x_ref.grad().narrow(0, starts[r], sizes[r])) < 1e-4);
+    RANK_REQUIRE(max_diff(x.grad(), x_ref.grad().narrow(0, starts[r], sizes[r])) < 1e-4);
     dw[size_t(r)] = sbn.weight.grad();
     db[size_t(r)] = sbn.bias.grad();
     // Running statistics follow the global batch.
-    REQUIRE(max_diff(sbn.running_mean, bn->running_mean) < 1e-5);
-    REQUIRE(max_diff(sbn.running_var, bn->running_var) < 1e-4);
+    RANK_REQUIRE(max_diff(sbn.running_mean, bn->running_mean) < 1e-5);
+    RANK_REQUIRE(max_diff(sbn.running_var, bn->running_var) < 1e-4);
     // Eval mode: the running statistics, no communication.
     sbn.eval();
     if (sizes[r] > 0) {
@@ -66,14 +67,14 @@ void check(const std::vector<int64_t>& sizes, const Shape& rest) {
       static std::mutex mu;  // the reference module is shared by the rank threads
       std::lock_guard<std::mutex> lock(mu);
       bn->eval();
-      REQUIRE(max_diff(sbn(Variable(xs)).data(), (*bn)(Variable(xs)).data()) < 1e-5);
+      RANK_REQUIRE(max_diff(sbn(Variable(xs)).data(), (*bn)(Variable(xs)).data()) < 1e-5);
     }
   });
   // Each rank's parameter gradient is its share; together they are the whole batch's.
   Tensor dw_sum = zeros({C}), db_sum = zeros({C});
   for (int r = 0; r < world; ++r) add_(dw_sum, dw[size_t(r)]), add_(db_sum, db[size_t(r)]);
-  REQUIRE(max_diff(dw_sum, bn->weight.grad()) < 1e-4);
-  REQUIRE(max_diff(db_sum, bn->bias.grad()) < 1e-4);
+  RANK_REQUIRE(max_diff(dw_sum, bn->weight.grad()) < 1e-4);
+  RANK_REQUIRE(max_diff(db_sum, bn->bias.grad()) < 1e-4);
 }
 }  // namespace
 
@@ -94,12 +95,12 @@ TEST_CASE("convert_sync_batchnorm swaps every BatchNorm and keeps its state") {
     auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Conv2d>(1, 4, 3, 1, 1, true, &gen), bn,
                                                                      std::make_shared<ReLU>()});
     auto converted = convert_sync_batchnorm(model, &g);
-    REQUIRE(converted == model);
+    RANK_REQUIRE(converted == model);
     auto* sync = dynamic_cast<SyncBatchNorm*>((*model)[1].get());
-    REQUIRE(sync != nullptr);
-    REQUIRE(sync->running_mean.at({2}) == 0.5);
-    REQUIRE((*model)(Variable(randn({2, 1, 5, 5}, &gen))).shape() == Shape{2, 4, 5, 5});
-    REQUIRE_THROWS_WITH(SyncBatchNorm(4, 1e-5, 0.1, &g)(Variable(zeros({1, 4, 1, 1}))),
+    RANK_REQUIRE(sync != nullptr);
+    RANK_REQUIRE(sync->running_mean.at({2}) == 0.5);
+    RANK_REQUIRE((*model)(Variable(randn({2, 1, 5, 5}, &gen))).shape() == Shape{2, 4, 5, 5});
+    RANK_REQUIRE_THROWS_WITH(SyncBatchNorm(4, 1e-5, 0.1, &g)(Variable(zeros({1, 4, 1, 1}))),
                         Catch::Contains("more than 1 value per channel across all ranks"));
   });
 }

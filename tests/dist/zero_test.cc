@@ -9,6 +9,7 @@
 #include "nn/loss.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -67,27 +68,27 @@ TEST_CASE("ZeRO-1 equals DDP with an unsharded optimizer; state is split N ways"
           zero.step();
         }
         const auto a = flat(*ref_model), b = flat(*model);
-        for (size_t i = 0; i < a.size(); ++i) REQUIRE(b[i] == Approx(a[i]).epsilon(1e-6).margin(1e-7));
+        for (size_t i = 0; i < a.size(); ++i) RANK_REQUIRE(b[i] == Approx(a[i]).epsilon(1e-6).margin(1e-7));
         // Optimizer state bytes: this rank holds its shard only.
         size_t full = 0;
         for (auto& [key, t] : ref_opt->state_dict())
           if (key.rfind("state.", 0) == 0 && t.dim() > 0) full += size_t(t.numel()) * 4;
         const size_t shard = zero.state_bytes(), per_rank = (full + world - 1) / world;
-        REQUIRE(shard <= per_rank + 8 * 4 + 8);  // + padding of the last shard, + Adam's step counter
-        REQUIRE(shard + 8 * 4 >= per_rank);
+        RANK_REQUIRE(shard <= per_rank + 8 * 4 + 8);  // + padding of the last shard, + Adam's step counter
+        RANK_REQUIRE(shard + 8 * 4 >= per_rank);
         // Consolidate on rank 0: the unsharded optimizer's state, key for key.
         const StateDict full_state = zero.consolidate_state_dict(0);
         if (g.rank() == 0) {
           const StateDict ref_state = ref_opt->state_dict();
-          REQUIRE(full_state.size() == ref_state.size());
+          RANK_REQUIRE(full_state.size() == ref_state.size());
           for (auto& [key, t] : ref_state) {
             INFO(key);
-            REQUIRE(full_state.count(key) == 1);
-            REQUIRE(full_state.at(key).shape() == t.shape());
-            REQUIRE(max(abs(full_state.at(key).to(DType::Float32) - t.to(DType::Float32))).item() < 1e-5);
+            RANK_REQUIRE(full_state.count(key) == 1);
+            RANK_REQUIRE(full_state.at(key).shape() == t.shape());
+            RANK_REQUIRE(max(abs(full_state.at(key).to(DType::Float32) - t.to(DType::Float32))).item() < 1e-5);
           }
         } else {
-          REQUIRE(full_state.empty());
+          RANK_REQUIRE(full_state.empty());
         }
       });
     }
@@ -132,6 +133,6 @@ TEST_CASE("a consolidated ZeRO state loads back sharded and training continues i
       loss_on(*model2, g.rank(), step).backward();
       zero2.step();
     }
-    REQUIRE(flat(*model2) == flat(*model));
+    RANK_REQUIRE(flat(*model2) == flat(*model));
   });
 }

@@ -3,6 +3,7 @@
 #include "lessons/02_ddp_basics/quick_check/exercise.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 
@@ -23,11 +24,11 @@ TEST_CASE("every rank ends with the mean of the ranks' gradients") {
     // The mean of 1 .. world is (world + 1) / 2.
     const float m = float(world + 1) / 2;
     for (auto& out : after) {
-      REQUIRE(out.size() == 4);
-      CHECK(out[0] == Approx(1 * m));
-      CHECK(out[1] == Approx(2 * m));
-      CHECK(out[2] == Approx(3 * m));
-      CHECK(out[3] == Approx(10 * m));
+      RANK_REQUIRE(out.size() == 4);
+      RANK_CHECK(out[0] == Approx(1 * m));
+      RANK_CHECK(out[1] == Approx(2 * m));
+      RANK_CHECK(out[2] == Approx(3 * m));
+      RANK_CHECK(out[3] == Approx(10 * m));
     }
   }
 }
