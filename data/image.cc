@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "stb/stb_image.h"
 #include "stb/stb_image_write.h"
@@ -13,10 +14,33 @@ namespace engine::data {
 
 namespace fs = std::filesystem;
 
+constexpr uintmax_t kMaxImageFileBytes = 256u << 20;
+constexpr int64_t kMaxImagePixels = int64_t(1) << 28;
+
 Tensor load_image(const std::string& path, int channels) {
   ENGINE_REQUIRE(channels >= 0 && channels <= 4, "[load_image] channels must be 0 to 4, got ", channels);
+  // Decoded from memory, not from the FILE*: stb skips over a file's bytes one getc at a
+  // time, so a few hundred bytes of BMP claiming a 4 GB pixel offset used to keep it busy
+  // for minutes; in memory a skip past the end fails at once. The size read is bounded,
+  // and so are the dimensions, before anything is allocated for pixels.
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  ENGINE_REQUIRE(!ec, "[load_image] cannot read ", path, ": ", ec.message());
+  ENGINE_REQUIRE(size <= kMaxImageFileBytes, "[load_image] ", path, " is ", size, " bytes; images over ",
+                 kMaxImageFileBytes, " bytes are refused");
+  std::vector<stbi_uc> bytes(static_cast<size_t>(size));
+  {
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+    ENGINE_REQUIRE(f != nullptr, "[load_image] cannot open ", path);
+    ENGINE_REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), "[load_image] cannot read ", path);
+  }
   int w = 0, h = 0, stored = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(stbi_load(path.c_str(), &w, &h, &stored, channels), stbi_image_free);
+  ENGINE_REQUIRE(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "[load_image] cannot decode ",
+                 path, ": ", stbi_failure_reason());
+  ENGINE_REQUIRE(int64_t(w) * h <= kMaxImagePixels, "[load_image] ", path, " claims ", w, "x", h,
+                 " pixels; images over ", kMaxImagePixels, " pixels are refused");
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
+      stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored, channels), stbi_image_free);
   ENGINE_REQUIRE(pixels != nullptr, "[load_image] cannot decode ", path, ": ", stbi_failure_reason());
   const int c = channels ? channels : stored;
   // stb gives interleaved (H, W, C) bytes; we return planar (C, H, W) floats.

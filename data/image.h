@@ -1,5 +1,6 @@
-// Images through stb_image: PNG, JPEG, BMP, GIF, TGA, PNM decoded into float tensors, and
-// an ImageFolder dataset with one subfolder per class (as torchvision's).
+// Images through stb_image: PNG, JPEG and BMP decoded into float tensors (other formats are
+// refused: fewer decoders, less untrusted code), and an ImageFolder dataset with one subfolder
+// per class (as torchvision's).
 //
 //   Tensor img = load_image("shoe.png", 1);         // (1, H, W) grey, values in [0, 1]
 //   save_png("copy.png", img);

@@ -25,18 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "dist/launch_args.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
 
 namespace {
 
 using engine::Error;
-
-struct Options {
-  int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 0;
-  std::string master_addr = "127.0.0.1", token;
-  std::vector<std::string> command;
-};
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
@@ -45,49 +40,6 @@ struct Options {
                "              [--standalone] [--job_token=T] PROGRAM [ARGS...]\n",
                why.c_str());
   std::exit(2);
-}
-
-int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || x < lo || x > hi)
-    usage(flag + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got \"" + v + "\"");
-  return int(x);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) break;  // the program starts here
-    std::string key = a, value;
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) key = a.substr(0, eq), value = a.substr(eq + 1);
-    auto need = [&]() -> std::string {
-      if (eq != std::string::npos) return value;
-      if (i + 1 >= argc) usage("missing value after " + key);
-      return argv[++i];
-    };
-    if (key == "--nproc_per_node" || key == "--nproc-per-node") o.nproc_per_node = parse_int(key, need(), 1, 1024);
-    else if (key == "--nnodes") o.nnodes = parse_int(key, need(), 1, 100000);
-    else if (key == "--node_rank" || key == "--node-rank") o.node_rank = parse_int(key, need(), 0, 100000);
-    else if (key == "--master_addr" || key == "--master-addr") o.master_addr = need();
-    else if (key == "--master_port" || key == "--master-port") o.master_port = parse_int(key, need(), 0, 65535);
-    else if (key == "--job_token" || key == "--job-token") o.token = need();
-    else if (key == "--standalone") o.nnodes = 1, o.node_rank = 0, o.master_addr = "127.0.0.1", o.master_port = 0;
-    else if (key == "--") { ++i; break; }
-    else usage("unknown flag " + key);
-  }
-  for (; i < argc; ++i) o.command.push_back(argv[i]);
-  if (o.command.empty()) usage("no program given");
-  if (o.node_rank >= o.nnodes) usage("--node_rank " + std::to_string(o.node_rank) + " must be less than --nnodes " +
-                                     std::to_string(o.nnodes));
-  if (o.nnodes > 1 && o.master_port == 0) usage("with --nnodes > 1 give every node the same --master_port");
-  if (o.token.empty() && std::getenv("ENGINE_JOB_TOKEN")) o.token = std::getenv("ENGINE_JOB_TOKEN");
-  if (o.token.empty() && o.nnodes > 1)
-    usage("with --nnodes > 1 give every node the same --job_token (or ENGINE_JOB_TOKEN)");
-  return o;
 }
 
 std::string random_token() {
@@ -182,7 +134,12 @@ std::string describe_status(int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse(argc, argv);
+  engine::dist::LaunchArgs o;
+  try {
+    o = engine::dist::parse_launch_args(std::vector<std::string>(argv + 1, argv + argc), std::getenv("ENGINE_JOB_TOKEN"));
+  } catch (const Error& e) {
+    usage(e.what());
+  }
   if (o.master_port == 0) {
     try {  // a free port on the rendezvous address; rank 0 will listen on it
       o.master_port = engine::dist::Listener::bind(o.master_addr, 0).port();

@@ -43,10 +43,10 @@ class TCPStore::Server {
     stop_ = true;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto& c : clients_) c->shutdown();
+      for (auto& c : clients_) c->socket.shutdown();
     }
     accept_thread_.join();
-    for (auto& t : client_threads_) t.join();
+    for (auto& c : clients_) c->thread.join();
   }
 
  private:
@@ -58,14 +58,31 @@ class TCPStore::Server {
       } catch (const Error&) {
         continue;  // timeout: check stop_ and keep accepting
       }
-      auto client = std::make_shared<Socket>(std::move(s));
+      auto client = std::make_shared<Client>();
+      client->socket = std::move(s);
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
-      clients_.push_back(client);
-      client_threads_.emplace_back([this, client] {
-        serve(*client);
-        client->shutdown();  // the client sees the connection end, not a silent stall
+      reap_finished_clients();
+      client->thread = std::thread([this, client] {
+        serve(client->socket);
+        client->socket.shutdown();  // the client sees the connection end, not a silent stall
+        client->finished = true;
       });
+      clients_.push_back(client);
+    }
+  }
+
+  // Joins the threads of clients that have gone, so that a server that sees many
+  // connections over a long job (or a stream of strangers) does not accumulate them.
+  // Called with mu_ held.
+  void reap_finished_clients() {
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      if ((*it)->finished) {
+        (*it)->thread.join();
+        it = clients_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
 
@@ -112,7 +129,7 @@ class TCPStore::Server {
         if (value.size() == 8) std::memcpy(&delta, value.data(), 8);
         auto it = data_.find(key);
         if (it != data_.end() && it->second.size() == 8) std::memcpy(&current, it->second.data(), 8);
-        current += delta;
+        current = int64_t(uint64_t(current) + uint64_t(delta));  // wraps, as the client's int64 would
         data_[key] = std::string(reinterpret_cast<const char*>(&current), 8);
         return data_[key];
       }
@@ -144,8 +161,12 @@ class TCPStore::Server {
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
   std::mutex mu_;
-  std::vector<std::shared_ptr<Socket>> clients_;
-  std::vector<std::thread> client_threads_;
+  struct Client {
+    Socket socket;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+  std::vector<std::shared_ptr<Client>> clients_;
   std::map<std::string, std::string> data_;
 };
 

@@ -275,7 +275,9 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
-  for (const auto& [name, v] : root.members) {
+  for (const auto& member : root.members) {
+    const std::string& name = member.first;  // (a lambda may not capture a structured binding before C++20)
+    const auto& v = member.second;
     auto bad = [&](const std::string& what) {
       return Error("[load_safetensors] " + path + ": tensor \"" + name + "\": " + what);
     };

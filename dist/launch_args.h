@@ -1,0 +1,24 @@
+// The launcher's command line (torchrun's flags), parsed apart from launching so that it
+// can be tested and fuzzed: bad input throws engine::Error naming the flag, never exits.
+//
+//   LaunchArgs a = parse_launch_args({"--nproc_per_node=2", "./train", "--epochs", "3"}, std::getenv("ENGINE_JOB_TOKEN"));
+//   // a.nproc_per_node == 2, a.command == {"./train", "--epochs", "3"}
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace engine::dist {
+
+struct LaunchArgs {
+  int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 0;  // port 0: pick a free one
+  std::string master_addr = "127.0.0.1", token;
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// `args` excludes the launcher's own name. Flags come first (--flag=value or --flag value);
+// the first argument that is not a flag, or whatever follows "--", starts the program.
+// env_token (ENGINE_JOB_TOKEN, may be null) is the token when --job_token is absent.
+LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token);
+
+}  // namespace engine::dist

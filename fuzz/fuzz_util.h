@@ -1,0 +1,28 @@
+// Helpers for the fuzz targets: the parsers under test read files, so an input is written
+// to a scratch file first (in $TMPDIR, one per process).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace fuzz {
+
+inline std::string scratch_file(const char* suffix) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/engine-fuzz-" + std::to_string(getpid()) + suffix;
+}
+
+inline std::string write_scratch(const uint8_t* data, size_t size, const char* suffix) {
+  const std::string path = scratch_file(suffix);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) std::abort();
+  if (size && std::fwrite(data, 1, size, f) != size) std::abort();
+  std::fclose(f);
+  return path;
+}
+
+}  // namespace fuzz
