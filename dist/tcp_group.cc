@@ -88,7 +88,13 @@ void ProcessGroupTCP::connect_mesh() {
   Listener listener = Listener::bind(host, 0);  // only on the interface that reaches the master
   store_->set("tcp/addr/" + std::to_string(rank_), host + ":" + std::to_string(listener.port()));
   for (int r = 0; r < rank_; ++r) {
-    const std::string addr = store_->get("tcp/addr/" + std::to_string(r));
+    std::string addr;
+    try {
+      addr = store_->get("tcp/addr/" + std::to_string(r));
+    } catch (const Error& e) {
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " was waiting for " + peer_name(r) +
+                  " to publish its address: " + e.what());
+    }
     const size_t colon = addr.rfind(':');
     Socket s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)), d, peer_name(r));
     send_hello(s, rank_, options_.token, d, peer_name(r));

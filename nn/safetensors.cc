@@ -1,12 +1,14 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -209,12 +211,30 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+// Removes "<path>.tmp.<pid>" files left by writers that were killed mid-save (their pid
+// no longer exists), so that interrupted saves do not pile up next to the checkpoint.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (::kill(pid_t(std::stol(pid)), 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
+  }
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
   std::vector<Tensor> dense;
   const std::string header = build_header(tensors, metadata, &dense);
+  remove_stale_temporaries(path);
   // Temporary file in the target's directory, so the final rename stays on one file system.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

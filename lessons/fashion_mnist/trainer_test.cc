@@ -1,6 +1,14 @@
-// The single-process trainer: it learns, and a run interrupted after any epoch and resumed
-// from its checkpoint ends bit-identical to an uninterrupted one.
+// The single-process trainer: it learns, and a run interrupted after any epoch (or killed
+// with kill -9 at any moment) and resumed from its checkpoint ends bit-identical to an
+// uninterrupted one.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 
 #include "catch2/catch.hpp"
 #include "lessons/fashion_mnist/trainer.h"
@@ -68,4 +76,32 @@ TEST_CASE("a checkpoint from another model is refused with both names") {
   REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
                       Catch::Contains("holds a mlp trained with sgd, but this run asks for a cnn with sgd"));
   REQUIRE_THROWS_WITH(fmnist::make_model("rnn", 0), Catch::Contains("unknown model \"rnn\""));
+}
+
+TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted run") {
+  fmnist::TrainOptions o = small("mlp");
+  o.epochs = 4;
+  const auto straight = fmnist::train(o, [](const fmnist::EpochStats&) {})->state_dict();
+  // Kill points spread over the run: mid-epoch, between epochs, during a save.
+  for (int delay_ms : {0, 37, 90, 160}) {
+    INFO("killed " << delay_ms << " ms after the first checkpoint appeared");
+    o.checkpoint = tmp("killed_" + std::to_string(delay_ms) + ".safetensors");
+    std::filesystem::remove(o.checkpoint);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      fmnist::train(o, [](const fmnist::EpochStats&) {});
+      _exit(0);
+    }
+    while (!std::filesystem::exists(o.checkpoint)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    fmnist::TrainOptions r = o;
+    r.resume = true;
+    const auto resumed = fmnist::train(r, [](const fmnist::EpochStats&) {})->state_dict();
+    for (const auto& [k, t] : straight) {
+      INFO(k);
+      REQUIRE(resumed.at(k).to_vector<float>() == t.to_vector<float>());  // bit-identical
+    }
+  }
 }

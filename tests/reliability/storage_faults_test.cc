@@ -1,0 +1,91 @@
+// The rest of the fault matrix (docs/RELIABILITY.md): the disk fills up, or the folder is
+// read-only, at checkpoint time; the dataset is missing or corrupt. Each is an error that
+// names the file, and no checkpoint is ever half-written: the previous one stays whole.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "catch2/catch.hpp"
+#include "data/fashion_mnist.h"
+#include "nn/safetensors.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using namespace engine::nn;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tmp(const std::string& name) {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return std::string(d ? d : "/tmp") + "/" + name;
+}
+
+int temporaries_of(const std::string& path) {
+  int n = 0;
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))
+    n += e.path().filename().string().rfind(prefix, 0) == 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a full disk at checkpoint time: an error, and the previous checkpoint stays whole") {
+  const std::string path = tmp("full_disk.safetensors");
+  save_safetensors(path, {{"step", full({1}, 1.0)}});
+  // A child whose files may not grow past 64 KiB: its writes fail as on a full disk
+  // (EFBIG rather than ENOSPC, through the same path in the writer).
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    signal(SIGXFSZ, SIG_IGN);  // fail the write instead of killing the process
+    rlimit limit{64 << 10, 64 << 10};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    std::string what = "saved";
+    try {
+      save_safetensors(path, {{"step", full({1}, 2.0)}, {"big", zeros({1 << 20})}});
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    (void)!write(p[1], what.data(), what.size());
+    _exit(0);
+  }
+  close(p[1]);
+  std::string what;
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(p[0], buf, sizeof buf)) > 0) what.append(buf, size_t(n));
+  close(p[0]);
+  waitpid(pid, nullptr, 0);
+  CHECK_THAT(what, Catch::Contains("[save_safetensors] writing") && Catch::Contains("failed") &&
+                       Catch::Contains(path + " was left as it was"));
+  CHECK(load_safetensors(path).at("step").item() == 1.0);  // the previous one, whole
+  CHECK(temporaries_of(path) == 0);
+}
+
+TEST_CASE("a read-only or missing folder at checkpoint time is an error naming the path") {
+  // /proc refuses new files even to root (a permission bit would not stop root).
+  REQUIRE_THROWS_WITH(save_safetensors("/proc/engine_ckpt.safetensors", {{"v", zeros({4})}}),
+                      Catch::Contains("cannot create /proc/engine_ckpt.safetensors.tmp."));
+  REQUIRE_THROWS_WITH(save_safetensors(tmp("no/such/folder/ckpt.safetensors"), {{"v", zeros({4})}}),
+                      Catch::Contains("no/such/folder/ckpt.safetensors"));
+}
+
+TEST_CASE("a missing or corrupt dataset file is an error naming the file") {
+  const std::string dir = tmp("fmnist_corrupt");
+  fs::create_directories(dir);
+  const std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
+  REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}), Catch::Contains("t10k-images-idx3-ubyte.gz not found in " + dir));
+  // Truncated gzip, then a valid gzip of garbage.
+  std::ofstream(images, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
+  std::ofstream(labels, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
+  REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}), Catch::Contains(images));
+}
