@@ -48,6 +48,12 @@ void toy_batch(int step, int64_t batch, uint64_t seed, Tensor* x, Tensor* y) {
   *y = argmax(sum(x->narrow(1, 0, 780).reshape({batch, 10, 78}), {2}), 1);
 }
 
+std::string join(const std::vector<int64_t>& values) {
+  std::string s;
+  for (int64_t v : values) s += (s.empty() ? "" : " ") + std::to_string(v);
+  return s;
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(a.shape() == b.shape(), "[max_abs_diff] shapes differ");
   return max(abs(sub(a, b))).item();

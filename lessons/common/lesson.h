@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/layers.h"
 #include "nn/module.h"
@@ -26,6 +27,9 @@ std::string fingerprint(engine::nn::Module& model);
 // x has the largest sum (learnable, and made on any rank without a dataset).
 std::shared_ptr<engine::nn::Sequential> toy_mlp(uint64_t seed);
 void toy_batch(int step, int64_t batch, uint64_t seed, engine::Tensor* x, engine::Tensor* y);
+
+// "3 7 9": the numbers, separated by spaces.
+std::string join(const std::vector<int64_t>& values);
 
 // The largest |a - b| over two tensors of the same shape.
 double max_abs_diff(const engine::Tensor& a, const engine::Tensor& b);

@@ -9,15 +9,10 @@
 #include "data/dataloader.h"
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
+#include "lessons/common/lesson.h"
 #include "tensor/ops.h"
 
 using namespace engine;
-
-static std::string list(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t i : v) s += (s.empty() ? "" : " ") + std::to_string(i);
-  return s;
-}
 
 int main() try {
   dist::init_process_group("gloo");
@@ -34,7 +29,7 @@ int main() try {
   std::vector<int64_t> seen;
   for (const data::Example& b : loader)
     for (int64_t i = 0; i < b.input.size(0); ++i) seen.push_back(int64_t(b.input.select(0, i).item()));
-  std::printf("rank %d of %d got %zu examples: %s\n", rank, world, seen.size(), list(seen).c_str());
+  std::printf("rank %d of %d got %zu examples: %s\n", rank, world, seen.size(), lessons::join(seen).c_str());
 
   // Everyone's examples, on rank 0: how often was each index handed out?
   std::vector<Tensor> all;

@@ -7,14 +7,9 @@
 
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
+#include "lessons/common/lesson.h"
 
 using namespace engine;
-
-static std::string list(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t i : v) s += (s.empty() ? "" : " ") + std::to_string(i);
-  return s;
-}
 
 int main() try {
   dist::init_process_group("gloo");
@@ -22,9 +17,9 @@ int main() try {
   dist::DistributedSampler forgot(12), right(12);
   for (int epoch = 0; epoch < 3; ++epoch) {
     // Without set_epoch:
-    std::printf("rank %d epoch %d without set_epoch: %s\n", rank, epoch, list(forgot.indices()).c_str());
+    std::printf("rank %d epoch %d without set_epoch: %s\n", rank, epoch, lessons::join(forgot.indices()).c_str());
     right.set_epoch(epoch);  // sampler.set_epoch(epoch) at the top of every epoch
-    std::printf("rank %d epoch %d with set_epoch:    %s\n", rank, epoch, list(right.indices()).c_str());
+    std::printf("rank %d epoch %d with set_epoch:    %s\n", rank, epoch, lessons::join(right.indices()).c_str());
   }
   dist::destroy_process_group();
   return 0;
