@@ -1,5 +1,8 @@
 // Helpers for the fuzz targets: the parsers under test read files, so an input is written
 // to a scratch file first (in $TMPDIR, one per process).
+//
+//   const std::string path = fuzz::write_scratch(data, size, ".safetensors");
+//   try { load_safetensors(path); } catch (const engine::Error&) {}   // errors are fine, crashes are not
 #pragma once
 
 #include <unistd.h>

@@ -1,6 +1,9 @@
 // The data lesson 3's batch-norm steps share: a global batch of 8 rows and 3 features, the
 // same on every rank, whose halves differ on purpose (as two ranks' slices of a real batch
 // can, when examples are ordered or the per-rank batch is tiny).
+//
+//   const Tensor x = lesson3::global_batch();          // (8, 3)
+//   const Tensor mine = x.narrow(0, rank * 4, 4);      // rank r's half on 2 ranks
 #pragma once
 
 #include "tensor/ops.h"
