@@ -4,14 +4,13 @@
 #include <string>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "lessons/common/curves.h"
+
+using engine::testing::tmp_path;
 
 using namespace lessons;
 
-static std::string tmp(const std::string& name) {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return std::string(d ? d : "/tmp") + "/" + name;
-}
 
 TEST_CASE("text draws dark pixels inside its width and nowhere else") {
   Canvas c(200, 40);
@@ -29,25 +28,25 @@ TEST_CASE("text draws dark pixels inside its width and nowhere else") {
 
 TEST_CASE("a curves picture passes its check, and fails it for other numbers") {
   const std::vector<EpochPoint> run{{1, 0.54, 83.0}, {2, 0.38, 85.4}, {3, 0.33, 86.5}, {4, 0.30, 86.9}};
-  write_curves_csv(tmp("curves.csv"), run);
-  save_curves_png(tmp("curves.png"), run, "test");
-  CHECK(read_curves_csv(tmp("curves.csv")).size() == 4);
-  CHECK(check_curves_png(tmp("curves.png"), tmp("curves.csv"), "test").empty());
+  write_curves_csv(tmp_path("curves.csv"), run);
+  save_curves_png(tmp_path("curves.png"), run, "test");
+  CHECK(read_curves_csv(tmp_path("curves.csv")).size() == 4);
+  CHECK(check_curves_png(tmp_path("curves.png"), tmp_path("curves.csv"), "test").empty());
 
   // The same picture against a CSV whose third loss is different: the check names it.
   std::vector<EpochPoint> other = run;
   other[2].loss = 0.45;
-  write_curves_csv(tmp("other.csv"), other);
-  const std::string problem = check_curves_png(tmp("curves.png"), tmp("other.csv"), "test");
+  write_curves_csv(tmp_path("other.csv"), other);
+  const std::string problem = check_curves_png(tmp_path("curves.png"), tmp_path("other.csv"), "test");
   CHECK(problem.find("loss at epoch 3") != std::string::npos);
   // And a file that is not a picture.
-  CHECK(check_curves_png(tmp("curves.csv"), tmp("curves.csv"), "test").find("not a readable image") != std::string::npos);
+  CHECK(check_curves_png(tmp_path("curves.csv"), tmp_path("curves.csv"), "test").find("not a readable image") != std::string::npos);
 }
 
 TEST_CASE("a malformed CSV is named with its line") {
-  write_curves_csv(tmp("bad.csv"), {{1, 0.5, 80}});
-  FILE* f = std::fopen(tmp("bad.csv").c_str(), "a");
+  write_curves_csv(tmp_path("bad.csv"), {{1, 0.5, 80}});
+  FILE* f = std::fopen(tmp_path("bad.csv").c_str(), "a");
   std::fputs("2;0.4;81\n", f);
   std::fclose(f);
-  REQUIRE_THROWS_WITH(read_curves_csv(tmp("bad.csv")), Catch::Contains("line 3"));
+  REQUIRE_THROWS_WITH(read_curves_csv(tmp_path("bad.csv")), Catch::Contains("line 3"));
 }

@@ -11,15 +11,14 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "lessons/fashion_mnist/trainer.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 
 namespace {
-std::string tmp(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 fmnist::TrainOptions small(const std::string& model) {
   fmnist::TrainOptions o;
   o.model = model;
@@ -47,7 +46,7 @@ TEST_CASE("resuming from a checkpoint ends exactly where an uninterrupted run do
     o.epochs = 3;
     auto straight = fmnist::train(o, [](const fmnist::EpochStats&) {});
 
-    o.checkpoint = tmp(std::string("resume_") + opt + ".safetensors");
+    o.checkpoint = tmp_path(std::string("resume_") + opt + ".safetensors");
     std::remove(o.checkpoint.c_str());
     // The run dies right after epoch 1 (its checkpoint is saved before on_epoch runs).
     struct Killed {};
@@ -68,7 +67,7 @@ TEST_CASE("a checkpoint from another model is refused with both names") {
   fmnist::TrainOptions o = small("mlp");
   o.epochs = 1;
   o.train_limit = 200;
-  o.checkpoint = tmp("other.safetensors");
+  o.checkpoint = tmp_path("other.safetensors");
   fmnist::train(o, [](const fmnist::EpochStats&) {});
   o.model = "cnn";
   o.resume = true;
@@ -85,7 +84,7 @@ TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted
   // Kill points spread over the run: mid-epoch, between epochs, during a save.
   for (int delay_ms : {0, 37, 90, 160}) {
     INFO("killed " << delay_ms << " ms after the first checkpoint appeared");
-    o.checkpoint = tmp("killed_" + std::to_string(delay_ms) + ".safetensors");
+    o.checkpoint = tmp_path("killed_" + std::to_string(delay_ms) + ".safetensors");
     std::filesystem::remove(o.checkpoint);
     const pid_t pid = fork();
     if (pid == 0) {

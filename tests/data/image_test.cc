@@ -3,35 +3,34 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "data/dataloader.h"
 #include "data/image.h"
 #include "tensor/ops.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 using namespace engine::data;
 
 namespace {
 const std::string kPngs = "data/testdata/fashion_mnist_png";
-std::string tmp(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 }  // namespace
 
 TEST_CASE("save_png then load_image gives the same pixels, grey and RGB") {
   Generator g(0);
   // Values on the 1/255 grid survive 8-bit storage exactly.
   Tensor grey = clamp(rand({1, 5, 7}, &g) * 255.0, 0, 255).to(DType::Int64).to(DType::Float32) / 255.0;
-  save_png(tmp("grey.png"), grey);
-  Tensor back = load_image(tmp("grey.png"));
+  save_png(tmp_path("grey.png"), grey);
+  Tensor back = load_image(tmp_path("grey.png"));
   REQUIRE(back.shape() == Shape{1, 5, 7});
   REQUIRE(max(abs(back - grey)).item() < 1e-6);
   Tensor rgb = clamp(rand({3, 4, 6}, &g) * 255.0, 0, 255).to(DType::Int64).to(DType::Float32) / 255.0;
-  save_png(tmp("rgb.png"), rgb);
-  REQUIRE(max(abs(load_image(tmp("rgb.png")) - rgb)).item() < 1e-6);
+  save_png(tmp_path("rgb.png"), rgb);
+  REQUIRE(max(abs(load_image(tmp_path("rgb.png")) - rgb)).item() < 1e-6);
   // Converting on load: RGB -> grey gives one channel; grey -> RGB repeats it.
-  REQUIRE(load_image(tmp("rgb.png"), 1).shape() == Shape{1, 4, 6});
-  Tensor g3 = load_image(tmp("grey.png"), 3);
+  REQUIRE(load_image(tmp_path("rgb.png"), 1).shape() == Shape{1, 4, 6});
+  Tensor g3 = load_image(tmp_path("grey.png"), 3);
   REQUIRE(g3.shape() == Shape{3, 5, 7});
   REQUIRE(max(abs(g3.select(0, 2) - grey.select(0, 0))).item() < 1e-6);
 }
@@ -56,15 +55,15 @@ TEST_CASE("ImageFolder over the shipped Fashion-MNIST PNGs") {
 }
 
 TEST_CASE("bad image files are errors that name the file") {
-  std::ofstream(tmp("junk.png")) << "this is not an image";
-  REQUIRE_THROWS_WITH(load_image(tmp("junk.png")), Catch::Contains("[load_image] cannot decode") && Catch::Contains("junk.png"));
-  REQUIRE_THROWS_WITH(load_image(tmp("absent.png")), Catch::Contains("absent.png"));
+  std::ofstream(tmp_path("junk.png")) << "this is not an image";
+  REQUIRE_THROWS_WITH(load_image(tmp_path("junk.png")), Catch::Contains("[load_image] cannot decode") && Catch::Contains("junk.png"));
+  REQUIRE_THROWS_WITH(load_image(tmp_path("absent.png")), Catch::Contains("absent.png"));
   // A real PNG cut short.
   std::ifstream in(kPngs + "/0_t-shirt_top/00019.png", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   REQUIRE(bytes.size() > 100);
-  std::ofstream(tmp("cut.png"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  REQUIRE_THROWS_WITH(load_image(tmp("cut.png")), Catch::Contains("cut.png"));
-  REQUIRE_THROWS_WITH(ImageFolder(tmp("no_such_dir")), Catch::Contains("is not a directory"));
-  REQUIRE_THROWS_WITH(save_png(tmp("x.png"), zeros({2, 2, 2, 2})), Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
+  std::ofstream(tmp_path("cut.png"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  REQUIRE_THROWS_WITH(load_image(tmp_path("cut.png")), Catch::Contains("cut.png"));
+  REQUIRE_THROWS_WITH(ImageFolder(tmp_path("no_such_dir")), Catch::Contains("is not a directory"));
+  REQUIRE_THROWS_WITH(save_png(tmp_path("x.png"), zeros({2, 2, 2, 2})), Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
 }

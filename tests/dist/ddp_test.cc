@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
 #include "nn/layers.h"
@@ -16,6 +17,8 @@
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 using namespace engine::dist;
@@ -61,10 +64,6 @@ std::vector<float> single_process(int steps, int64_t batch) {
   return flat(*model);
 }
 
-std::string tmp(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 }  // namespace
 
 TEST_CASE("DDP over N ranks with batch b equals one process with batch N*b") {
@@ -251,7 +250,7 @@ TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch re
 
 TEST_CASE("only rank 0 writes the checkpoint, and every rank loads the same values") {
   std::vector<std::vector<float>> loaded(3);
-  const std::string base = tmp("ddp_ckpt");
+  const std::string base = tmp_path("ddp_ckpt");
   for (int r = 0; r < 3; ++r) std::remove((base + std::to_string(r) + ".safetensors").c_str());
   std::remove((base + ".safetensors").c_str());
   run_threads(3, [&](ProcessGroupTCP& g) {

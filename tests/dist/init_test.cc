@@ -6,9 +6,12 @@
 #include <cstring>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "dist/dist.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 using namespace engine::testing;
@@ -106,8 +109,7 @@ TEST_CASE("tcp:// and file:// init methods") {
     return 0;
   });
   for (auto& r : res) REQUIRE(r.output == "2");
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/rendezvous";
+  const std::string path = tmp_path("rendezvous");
   std::remove(path.c_str());
   auto fres = run_processes(3, [&](int rank, int fd) {
     clear_launch_env();

@@ -11,18 +11,17 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "nn/layers.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 using namespace engine::nn;
 
 namespace {
-std::string tmp(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
-}
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -53,9 +52,9 @@ StateDict sample() {
 
 TEST_CASE("save then load returns the same tensors, dtypes and metadata") {
   const StateDict sd = sample();
-  save_safetensors(tmp("a.safetensors"), sd, {{"format", "pt"}, {"note", "quote \" and \\ ok"}});
+  save_safetensors(tmp_path("a.safetensors"), sd, {{"format", "pt"}, {"note", "quote \" and \\ ok"}});
   Metadata meta;
-  const StateDict back = load_safetensors(tmp("a.safetensors"), &meta);
+  const StateDict back = load_safetensors(tmp_path("a.safetensors"), &meta);
   REQUIRE(back.size() == sd.size());
   for (const auto& [k, t] : sd) {
     INFO(k);
@@ -69,8 +68,8 @@ TEST_CASE("save then load returns the same tensors, dtypes and metadata") {
 }
 
 TEST_CASE("the file layout, read back by an independent reader") {
-  save_safetensors(tmp("b.safetensors"), {{"w", tensor({1.5f, -2.0f})}, {"i", from_vector(std::vector<int64_t>{3})}});
-  const std::string f = read_bytes(tmp("b.safetensors"));
+  save_safetensors(tmp_path("b.safetensors"), {{"w", tensor({1.5f, -2.0f})}, {"i", from_vector(std::vector<int64_t>{3})}});
+  const std::string f = read_bytes(tmp_path("b.safetensors"));
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(f[i])) << (8 * i);
   REQUIRE(n % 8 == 0);  // data starts 8-byte aligned
@@ -95,14 +94,14 @@ TEST_CASE("PyPI's safetensors + numpy read our file with the same values (where 
     return;
   }
   const StateDict sd = sample();
-  save_safetensors(tmp("c.safetensors"), sd);
-  const std::string script = tmp("check.py");
+  save_safetensors(tmp_path("c.safetensors"), sd);
+  const std::string script = tmp_path("check.py");
   std::ofstream(script) << "import sys\nfrom safetensors.numpy import load_file\n"
                            "d = load_file(sys.argv[1])\n"
                            "for k in sorted(d):\n"
                            "    a = d[k]\n"
                            "    print(k, a.dtype, list(a.shape), ' '.join(repr(float(x)) for x in a.reshape(-1)))\n";
-  FILE* p = popen(("python3 " + script + " " + tmp("c.safetensors")).c_str(), "r");
+  FILE* p = popen(("python3 " + script + " " + tmp_path("c.safetensors")).c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;
   char buf[4096];
@@ -133,7 +132,7 @@ TEST_CASE("PyPI's safetensors + numpy read our file with the same values (where 
 }
 
 TEST_CASE("corrupt files are errors naming the file and the key, never a crash") {
-  const std::string path = tmp("bad.safetensors");
+  const std::string path = tmp_path("bad.safetensors");
   auto fails_with = [&](const std::string& bytes, const std::string& msg) {
     write_bytes(path, bytes);
     INFO("expecting: " << msg);
@@ -166,30 +165,30 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
     write_bytes(path, good.substr(0, cut));
     REQUIRE_THROWS_AS(load_safetensors(path), Error);
   }
-  REQUIRE_THROWS_WITH(load_safetensors(tmp("nope.safetensors")), Catch::Contains("cannot open") && Catch::Contains("nope.safetensors"));
+  REQUIRE_THROWS_WITH(load_safetensors(tmp_path("nope.safetensors")), Catch::Contains("cannot open") && Catch::Contains("nope.safetensors"));
 }
 
 TEST_CASE("a model round-trips through a checkpoint; a mismatched one names the key") {
   Generator g1(1), g2(2);
   Linear a(4, 3, true, &g1), b(4, 3, true, &g2), c(5, 3, true, &g2);
-  save_safetensors(tmp("model.safetensors"), a.state_dict());
-  b.load_state_dict(load_safetensors(tmp("model.safetensors")));
+  save_safetensors(tmp_path("model.safetensors"), a.state_dict());
+  b.load_state_dict(load_safetensors(tmp_path("model.safetensors")));
   REQUIRE(b.weight.data().to_vector<float>() == a.weight.data().to_vector<float>());
-  REQUIRE_THROWS_WITH(c.load_state_dict(load_safetensors(tmp("model.safetensors"))),
+  REQUIRE_THROWS_WITH(c.load_state_dict(load_safetensors(tmp_path("model.safetensors"))),
                       Catch::Contains("shape mismatch for \"weight\": checkpoint has (3,4), model has (3,5)"));
 }
 
 TEST_CASE("a failed save leaves the previous checkpoint intact and no temporary file") {
-  const std::string path = tmp("keep.safetensors");
+  const std::string path = tmp_path("keep.safetensors");
   save_safetensors(path, {{"v", tensor({1, 2, 3})}});
   const std::string before = read_bytes(path);
   REQUIRE_THROWS_WITH(save_safetensors(path, {{"a", tensor({1})}, {"b", Tensor()}}), Catch::Contains("tensor \"b\" is undefined"));
   REQUIRE(read_bytes(path) == before);
-  REQUIRE_THROWS_WITH(save_safetensors(tmp("no_such_dir/x.safetensors"), {{"v", tensor({1})}}), Catch::Contains("cannot create"));
+  REQUIRE_THROWS_WITH(save_safetensors(tmp_path("no_such_dir/x.safetensors"), {{"v", tensor({1})}}), Catch::Contains("cannot create"));
 }
 
 TEST_CASE("kill -9 during saves never leaves a half-written checkpoint") {
-  const std::string path = tmp("crash.safetensors");
+  const std::string path = tmp_path("crash.safetensors");
   save_safetensors(path, {{"v", full({1 << 22}, 1.0)}});  // 16 MiB of ones
   for (int trial = 0; trial < 3; ++trial) {
     const pid_t child = fork();

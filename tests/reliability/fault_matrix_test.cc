@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "dist/ddp.h"
 #include "dist/socket.h"
 #include "dist/tcp_group.h"
@@ -23,6 +24,8 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 using namespace engine::dist;
@@ -166,14 +169,14 @@ std::vector<Outcome> run_cell(const Cell& cell, int faulty, const std::string& c
 }  // namespace
 
 TEST_CASE("fault matrix: kill -9 or SIGSTOP of rank 0 or rank 1 at every phase") {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp");
+  const std::string dir = tmp_path("");
   std::printf("| phase | fault | rank | survivors: exit, seconds | what the survivors said | checkpoint |\n");
   std::printf("| --- | --- | --- | --- | --- | --- |\n");
   for (Phase phase : {Phase::Rendezvous, Phase::Forward, Phase::AllReduce, Phase::CheckpointSave, Phase::Destroy})
     for (int faulty : {0, 1})  // rank 0 also serves the store; rank 1 is any other rank
       for (int sig : {SIGKILL, SIGSTOP}) {
       if (phase == Phase::CheckpointSave && faulty != 0) continue;  // only rank 0 writes the checkpoint
-      const std::string ckpt = dir + "/fault_ckpt.safetensors";
+      const std::string ckpt = dir + "fault_ckpt.safetensors";
       std::filesystem::remove(ckpt);
       const Cell cell{phase, sig};
       const auto out = run_cell(cell, faulty, ckpt);

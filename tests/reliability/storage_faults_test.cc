@@ -11,20 +11,18 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 #include "data/fashion_mnist.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+
+using engine::testing::tmp_path;
 
 using namespace engine;
 using namespace engine::nn;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string tmp(const std::string& name) {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return std::string(d ? d : "/tmp") + "/" + name;
-}
 
 int temporaries_of(const std::string& path) {
   int n = 0;
@@ -37,7 +35,7 @@ int temporaries_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("a full disk at checkpoint time: an error, and the previous checkpoint stays whole") {
-  const std::string path = tmp("full_disk.safetensors");
+  const std::string path = tmp_path("full_disk.safetensors");
   save_safetensors(path, {{"step", full({1}, 1.0)}});
   // A child whose files may not grow past 64 KiB: its writes fail as on a full disk
   // (EFBIG rather than ENOSPC, through the same path in the writer).
@@ -75,12 +73,12 @@ TEST_CASE("a read-only or missing folder at checkpoint time is an error naming t
   // /proc refuses new files even to root (a permission bit would not stop root).
   REQUIRE_THROWS_WITH(save_safetensors("/proc/engine_ckpt.safetensors", {{"v", zeros({4})}}),
                       Catch::Contains("cannot create /proc/engine_ckpt.safetensors.tmp."));
-  REQUIRE_THROWS_WITH(save_safetensors(tmp("no/such/folder/ckpt.safetensors"), {{"v", zeros({4})}}),
+  REQUIRE_THROWS_WITH(save_safetensors(tmp_path("no/such/folder/ckpt.safetensors"), {{"v", zeros({4})}}),
                       Catch::Contains("no/such/folder/ckpt.safetensors"));
 }
 
 TEST_CASE("a missing or corrupt dataset file is an error naming the file") {
-  const std::string dir = tmp("fmnist_corrupt");
+  const std::string dir = tmp_path("fmnist_corrupt");
   fs::create_directories(dir);
   const std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
   REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}), Catch::Contains("t10k-images-idx3-ubyte.gz not found in " + dir));
