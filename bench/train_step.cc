@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/median.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -50,8 +51,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < steps; ++i) step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
   }
-  std::sort(times.begin(), times.end());
-  const double s = times[times.size() / 2];
+  const double s = median(times);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   std::printf("{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "

@@ -32,14 +32,4 @@ Run baseline() {
   return run;
 }
 
-double relative_difference(Module& a, Module& b) {
-  double diff = 0, scale = 0;
-  const auto pa = a.parameters(), pb = b.parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    diff = std::max(diff, lessons::max_abs_diff(pa[i].data(), pb[i].data()));
-    scale = std::max(scale, max(abs(pb[i].data())).item());
-  }
-  return diff / scale;
-}
-
 }  // namespace inside

@@ -33,7 +33,4 @@ struct Run {
 // The baseline: one process, the whole batch, kSteps steps.
 Run baseline();
 
-// The largest |a - b| / max |b| over every parameter: how far a run is from another.
-double relative_difference(engine::nn::Module& a, engine::nn::Module& b);
-
 }  // namespace inside

@@ -59,4 +59,20 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return max(abs(sub(a, b))).item();
 }
 
+static const Tensor& values(const Variable& p, bool grads) { return grads ? p.grad() : p.data(); }
+
+double max_difference(Module& a, Module& b, bool grads) {
+  const auto pa = a.parameters(), pb = b.parameters();
+  ENGINE_REQUIRE(pa.size() == pb.size(), "[max_difference] the models have ", pa.size(), " and ", pb.size(), " parameters");
+  double diff = 0;
+  for (size_t i = 0; i < pa.size(); ++i) diff = std::max(diff, max_abs_diff(values(pa[i], grads), values(pb[i], grads)));
+  return diff;
+}
+
+double relative_difference(Module& a, Module& b, bool grads) {
+  double scale = 0;
+  for (const auto& p : b.parameters()) scale = std::max(scale, max(abs(values(p, grads))).item());
+  return max_difference(a, b, grads) / scale;
+}
+
 }  // namespace lessons

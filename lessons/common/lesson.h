@@ -34,4 +34,9 @@ std::string join(const std::vector<int64_t>& values);
 // The largest |a - b| over two tensors of the same shape.
 double max_abs_diff(const engine::Tensor& a, const engine::Tensor& b);
 
+// How far one model is from another: the largest |a - b| over their parameters (with
+// grads, over their gradients), and that divided by the largest |b| of the same kind.
+double max_difference(engine::nn::Module& a, engine::nn::Module& b, bool grads = false);
+double relative_difference(engine::nn::Module& a, engine::nn::Module& b, bool grads = false);
+
 }  // namespace lessons

@@ -43,10 +43,8 @@ int main() try {
       // computed here by one copy of the model on all 64 rows.
       auto whole = lessons::toy_mlp(0);
       cross_entropy((*whole)(Variable(x)), y).backward();
-      double worst = 0;
-      for (size_t i = 0; i < whole->parameters().size(); ++i)
-        worst = std::max(worst, lessons::max_abs_diff(model->parameters()[i].grad(), whole->parameters()[i].grad()));
-      std::printf("rank %d: max |averaged gradient - whole-batch gradient| = %.2e\n", rank, worst);
+      std::printf("rank %d: max |averaged gradient - whole-batch gradient| = %.2e\n", rank,
+                  lessons::max_difference(*model, *whole, /*grads=*/true));
     }
     Tensor l = from_vector(std::vector<float>{float(loss.item())});
     dist::all_reduce(l, dist::ReduceOp::Avg);

@@ -44,13 +44,8 @@ int main() try {
   }
   std::printf("rank %d parameters %s\n", rank, lessons::fingerprint(ddp.module()).c_str());
   if (rank == 0) {
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < alone->parameters().size(); ++i) {
-      worst = std::max(worst, lessons::max_abs_diff(model->parameters()[i].data(), alone->parameters()[i].data()));
-      scale = std::max(scale, max(abs(alone->parameters()[i].data())).item());
-    }
     std::printf("DDP on %d x %lld rows vs one process on %lld rows: max |difference| / max |weight| = %.2e\n", world,
-                (long long)rows, (long long)batch, worst / scale);
+                (long long)rows, (long long)batch, lessons::relative_difference(*model, *alone));
   }
   dist::destroy_process_group();
   return 0;

@@ -38,10 +38,8 @@ static void check_average(int rank) {
   auto model = lessons::toy_mlp(0);
   dist::DistributedDataParallel ddp(model);
   cross_entropy(ddp(Variable(x)), y).backward();  // DDP averages during backward
-  double worst = 0;
-  for (size_t i = 0; i < mine->parameters().size(); ++i)
-    worst = std::max(worst, lessons::max_abs_diff(model->parameters()[i].grad(), mine->parameters()[i].grad()));
-  std::printf("rank %d: max |DDP's .grad - average of the ranks' gradients| = %.2e\n", rank, worst);
+  std::printf("rank %d: max |DDP's .grad - average of the ranks' gradients| = %.2e\n", rank,
+              lessons::max_difference(*model, *mine, /*grads=*/true));
 }
 
 // 2. The ring, drawn from a run on a vector of `world` elements where rank r holds 2^r.

@@ -47,10 +47,8 @@ int main() try {
 
   std::printf("rank %d: max |output - one process's| = %.2e\n", rank,
               lessons::max_abs_diff(y.data(), y_all.data().narrow(0, rank * rows, rows)));
-  double g = 0;
-  for (size_t i = 0; i < alone->parameters().size(); ++i)
-    g = std::max(g, lessons::max_abs_diff(synced->parameters()[i].grad(), alone->parameters()[i].grad()));
-  std::printf("rank %d: max |gradient - one process's| = %.2e\n", rank, g);
+  std::printf("rank %d: max |gradient - one process's| = %.2e\n", rank,
+              lessons::max_difference(*synced, *alone, /*grads=*/true));
   auto* bn = dynamic_cast<BatchNorm*>(&*synced->children()[1].second);
   auto* ref = dynamic_cast<BatchNorm*>(&*alone->children()[1].second);
   std::printf("rank %d: max |running_var - one process's| = %.2e\n", rank,

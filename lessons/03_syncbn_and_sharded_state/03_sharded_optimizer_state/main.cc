@@ -47,10 +47,8 @@ int main() try {
     if (key.rfind("state.", 0) == 0) full += t.nbytes();
   std::printf("rank %d: Adam state %zu bytes unsharded, %zu bytes in my ZeRO shard (%.3f of it)\n", rank, full,
               zero.state_bytes(), double(zero.state_bytes()) / double(full));
-  double d = 0;
-  for (size_t i = 0; i < ref->parameters().size(); ++i)
-    d = std::max(d, lessons::max_abs_diff(ref->parameters()[i].data(), model->parameters()[i].data()));
-  std::printf("rank %d: after 10 steps max |ZeRO parameters - DDP+Adam parameters| = %.2e\n", rank, d);
+  std::printf("rank %d: after 10 steps max |ZeRO parameters - DDP+Adam parameters| = %.2e\n", rank,
+              lessons::max_difference(*model, *ref));
   std::printf("rank %d: ZeRO parameters %s\n", rank, lessons::fingerprint(*model).c_str());
   dist::destroy_process_group();
   return 0;

@@ -53,6 +53,6 @@ int main() {
   }
   inside::Run base = inside::baseline();
   std::printf("after %d steps: max |parameter - baseline's| / max |baseline's| = %.2e\n", inside::kSteps,
-              inside::relative_difference(*split, *base.model));
+              lessons::relative_difference(*split, *base.model));
   return 0;
 }

@@ -35,7 +35,7 @@ int main() try {
   const inside::Run base = inside::baseline();
   std::printf("rank %d: last loss %.6f (baseline %.6f); parameters %s; max |difference| / max |baseline| = %.2e\n", rank,
               loss, base.losses.back(), lessons::fingerprint(*model).c_str(),
-              inside::relative_difference(*model, *base.model));
+              lessons::relative_difference(*model, *base.model));
   dist::destroy_process_group();
   return 0;
 } catch (const Error& e) {

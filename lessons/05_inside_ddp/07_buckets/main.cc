@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/median.h"
 #include "dist/dist.h"
 #include "lessons/05_inside_ddp/inside.h"
 #include "lessons/05_inside_ddp/sync.h"
@@ -44,7 +45,6 @@ int main() try {
       opt.step();
       ms.push_back((lessons::now_us() - t0) / 1e3);
     }
-    std::sort(ms.begin(), ms.end());
     // The prediction, from the plan alone: one message per bucket per step.
     std::string sizes;
     for (auto& b : sync.buckets()) {
@@ -55,8 +55,8 @@ int main() try {
     const size_t predicted = inside::plan_buckets(model->parameters(), cap).size() * size_t(inside::kSteps);
     if (rank == 0) {
       std::printf("cap %g MiB: %zu buckets (%s); %d all-reduces in %d steps, predicted %zu; median step %.2f ms\n", cap,
-                  sync.buckets().size(), sizes.c_str(), traced.collectives(), inside::kSteps, predicted, ms[ms.size() / 2]);
-      chart.series[0].points.push_back({double(sync.buckets().size()), ms[ms.size() / 2]});
+                  sync.buckets().size(), sizes.c_str(), traced.collectives(), inside::kSteps, predicted, median(ms));
+      chart.series[0].points.push_back({double(sync.buckets().size()), median(ms)});
     }
   }
   if (rank == 0) {

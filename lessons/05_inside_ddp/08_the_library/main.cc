@@ -48,7 +48,7 @@ int main() try {
   const inside::Run base = inside::baseline();
   std::printf("rank %d: step 7 %s, DDP %s; DDP vs the baseline %.2e relative\n", rank,
               lessons::fingerprint(*ours).c_str(), lessons::fingerprint(*theirs).c_str(),
-              inside::relative_difference(*theirs, *base.model));
+              lessons::relative_difference(*theirs, *base.model));
   dist::destroy_process_group();
   return 0;
 } catch (const Error& e) {

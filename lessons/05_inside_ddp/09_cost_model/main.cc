@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/median.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "lessons/05_inside_ddp/inside.h"
@@ -24,11 +25,6 @@
 
 using namespace engine;
 using namespace engine::nn;
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds for one all-reduce of `bytes`, median over 15 (after 3 warm-ups); every rank
 // starts each one together (barrier), rank 0's clock.
@@ -45,13 +41,12 @@ static double time_all_reduce(int64_t bytes) {
 }
 
 // Seconds per training step of the toy MLP, 64 samples on this rank, median of 15.
-static double time_step(Module& model, Module& forward, int rank, int world) {
+static double time_step(Module& model, Module& forward) {
   SGD opt(model.parameters(), inside::sgd_options());
   std::vector<double> s;
   for (int i = 0; i < 18; ++i) {
     Tensor x, y;
     inside::my_rows(i, 0, 1, &x, &y);  // a whole batch of 64 on every rank
-    (void)rank, (void)world;
     const int64_t t0 = lessons::now_us();
     opt.zero_grad();
     cross_entropy(forward(Variable(x)), y).backward();
@@ -83,11 +78,11 @@ int main() try {
 
   // 2. Compute: one process's step, and DDP's on 2 ranks, both 64 samples per rank.
   auto single = lessons::toy_mlp(0);
-  const double t_single = rank == 0 ? time_step(*single, *single, rank, world) : 0;
+  const double t_single = rank == 0 ? time_step(*single, *single) : 0;
   dist::barrier();
   auto replica = lessons::toy_mlp(0);
   dist::DistributedDataParallel ddp(replica);
-  const double t_ddp = time_step(*replica, ddp, rank, world);
+  const double t_ddp = time_step(*replica, ddp);
   int64_t P = 0;
   for (auto& p : single->parameters()) P += p.numel();
   const double c = t_single / (double(P) * 64);
