@@ -36,23 +36,5 @@ echo "ok: the SVG has a 3x3 grid for each of the 5 stages and ends complete"
 #    its last gradient (communication overlaps computation).
 trace="$LESSON_OUT/ddp_trace.json"
 [[ -s "$trace" ]] || fail "no $trace"
-python3 - "$trace" <<'PY' || fail "the trace does not show the overlap"
-import json, sys
-events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
-ok = True
-for rank in sorted({e["pid"] for e in events}):
-    mine = [e for e in events if e["pid"] == rank]
-    backwards = [e for e in mine if e["name"] == "backward"]
-    computed = {e["ts"]: e["ts"] + e["dur"] for e in mine if e["name"] == "gradients computed"}
-    reduces = [e for e in mine if e["name"].startswith("all_reduce")]
-    assert len(backwards) == 5, f"rank {rank}: {len(backwards)} backward spans, expected 5"
-    for b in backwards:
-        inside = sorted(r["ts"] for r in reduces if b["ts"] <= r["ts"] <= b["ts"] + b["dur"])
-        if len(inside) != 2:
-            print(f"rank {rank}: backward at {b['ts']} holds {len(inside)} all-reduce starts, expected 2"); ok = False
-        elif not inside[0] < computed[b["ts"]]:
-            print(f"rank {rank}: the first bucket started at {inside[0]}, after the last gradient at {computed[b['ts']]}"); ok = False
-    print(f"rank {rank}: 5 backward spans, 2 bucket all-reduces inside each, the first before the last gradient")
-sys.exit(0 if ok else 1)
-PY
+python3 "$root/lessons/common/trace_overlap.py" "$trace" backward 5 2 || fail "the trace does not show the overlap"
 echo "ok: the trace shows communication overlapping backward"
