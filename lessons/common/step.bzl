@@ -9,9 +9,9 @@ makes
                                  written in the folder's check.sh against its output.
 test_nproc runs the test on another number of processes than `bazel run` uses; a step
 that is not started by one launcher gives the script that starts it as run_script (it
-gets the program's path as its first argument).
-A step whose test is not a run-and-check (several launches, a killed rank) gives its own
-script as test_script; it is run with the program's path as its first argument.
+gets the program's path as its first argument); its test runs that script and check.sh.
+A step whose test is not one run and its check (several runs, a killed rank) gives its
+own script as test_script; it is run with the program's path as its first argument.
 """
 
 def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None, run_script = None):
@@ -50,8 +50,9 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
         native.sh_test(
             name = name + "_test",
             srcs = ["//lessons/common:step_test.sh"],
-            args = [str(test_nproc or nproc), program, pkg + "/" + name + "/check.sh"] + test_args,
-            data = common + [name + "/check.sh"],
+            args = [pkg + "/" + run_script if run_script else str(test_nproc or nproc), program,
+                    pkg + "/" + name + "/check.sh"] + test_args,
+            data = common + [name + "/check.sh"] + ([run_script] if run_script else []),
         )
 
 def quick_check(name = "quick_check", deps = [], test_srcs = []):

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# A lesson step's test: runs the step's program on N processes through the launcher, shows
+# A lesson step's test: runs the step's program on N processes through the launcher (or
+# through the step's own run script, for steps the launcher alone does not start), shows
 # what it printed, then runs the step's check.sh, whose assertions read that output.
-#   step_test.sh N path/to/program path/to/check.sh [ARGS...]
+#   step_test.sh N|path/to/run_script.sh path/to/program path/to/check.sh [ARGS...]
 set -euo pipefail
-nproc="$1" program="$2" check="$3"
+launch="$1" program="$2" check="$3"
 shift 3
 root="$TEST_SRCDIR/ddp_engine"
 export LESSON_OUT="$TEST_TMPDIR/out"  # where a step writes its files (traces, pictures)
 mkdir -p "$LESSON_OUT"
 OUTPUT="$TEST_TMPDIR/output.txt"
-if ! "$root/dist/launch" --nproc_per_node="$nproc" "$root/$program" "$@" >"$OUTPUT" 2>&1; then
+if [[ "$launch" =~ ^[0-9]+$ ]]; then
+  run=("$root/dist/launch" --nproc_per_node="$launch" "$root/$program")
+else
+  run=(bash "$root/$launch" "$program")
+fi
+if ! "${run[@]}" "$@" >"$OUTPUT" 2>&1; then
   cat "$OUTPUT"
   echo "FAIL: the program exited with an error"
   exit 1
