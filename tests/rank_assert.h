@@ -23,24 +23,19 @@ bool on_main_thread();  // defined in tests/catch2_main.cc
 
 }  // namespace engine::testing
 
-#define RANK_REQUIRE(...)                                                                            \
+// CATCH_MACRO on the main thread; elsewhere the condition, and a throw if it is false.
+#define RANK_ASSERT_(CATCH_MACRO, ...)                                                                  \
   do {                                                                                               \
     if (::engine::testing::on_main_thread()) {                                                       \
-      REQUIRE(__VA_ARGS__);                                                                          \
+      CATCH_MACRO(__VA_ARGS__);                                                                      \
     } else if (!(__VA_ARGS__)) {                                                                     \
-      ::engine::testing::rank_failure(__FILE__, __LINE__, "REQUIRE(" #__VA_ARGS__ ") failed");       \
+      ::engine::testing::rank_failure(__FILE__, __LINE__, #CATCH_MACRO "(" #__VA_ARGS__ ") failed"); \
     }                                                                                                \
   } while (0)
 
+#define RANK_REQUIRE(...) RANK_ASSERT_(REQUIRE, __VA_ARGS__)
 // On a rank thread a failed CHECK stops that rank, like REQUIRE.
-#define RANK_CHECK(...)                                                                              \
-  do {                                                                                               \
-    if (::engine::testing::on_main_thread()) {                                                       \
-      CHECK(__VA_ARGS__);                                                                            \
-    } else if (!(__VA_ARGS__)) {                                                                     \
-      ::engine::testing::rank_failure(__FILE__, __LINE__, "CHECK(" #__VA_ARGS__ ") failed");         \
-    }                                                                                                \
-  } while (0)
+#define RANK_CHECK(...) RANK_ASSERT_(CHECK, __VA_ARGS__)
 
 #define RANK_REQUIRE_THAT(value, matcher)                                                            \
   do {                                                                                               \
