@@ -3,9 +3,6 @@
 // the port can be used again. This program counts threads and sockets to show it.
 //
 //   bazel run //lessons/02_ddp_basics:11_clean_up
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +10,7 @@
 #include <thread>
 
 #include "dist/dist.h"
+#include "dist/socket.h"
 
 using namespace engine;
 namespace fs = std::filesystem;
@@ -32,18 +30,14 @@ static int sockets() {
   return n;
 }
 
-// Can a new server listen on `port` now?
+// Can a new server listen on `port` now? (Listener::bind is what rank 0's store uses.)
 static bool port_free(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  const int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(fd, 1) == 0;
-  close(fd);
-  return ok;
+  try {
+    dist::Listener::bind("127.0.0.1", port);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 int main() try {
