@@ -27,7 +27,7 @@ int64_t reduced_count(const Shape& shape, const std::vector<int64_t>& dims) {
 // the same view of it that the forward took.
 template <class View>
 Tensor scatter_into_zeros(const Shape& input_shape, const Tensor& g, View view) {
-  Tensor z = zeros(input_shape);
+  Tensor z = zeros(input_shape, g.dtype(), g.device());
   view(z).copy_(g);
   return z;
 }

@@ -9,6 +9,7 @@
 #include "dist/nccl_group.h"
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/ops.h"
 
 namespace engine::dist {
 
@@ -51,10 +52,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-void* device_ptr(const Tensor& t) {
-  return t.bytes();
-}
-
 class ProcessGroupNCCL : public ProcessGroup {
  public:
   ProcessGroupNCCL(std::shared_ptr<TCPStore> store, int rank, int size, int device)
@@ -72,35 +69,43 @@ class ProcessGroupNCCL : public ProcessGroup {
     }
     nccl_check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    compute_ = static_cast<cudaStream_t>(cuda::current_stream(device_));
+    cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
     const char* algo = std::getenv("ENGINE_NCCL_ALLREDUCE");
     ring_ = algo && std::string(algo) == "ring";
   }
   ~ProcessGroupNCCL() override {
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
+    cudaEventDestroy(ready_);
+    cudaEventDestroy(done_);
     cudaStreamDestroy(stream_);
   }
   std::string backend() const override { return "nccl"; }
 
+  Tensor shared_buffer(int64_t numel) override { return zeros({numel}, DType::Float32, Device::cuda(device_)); }
+
   Work all_reduce(Tensor t, ReduceOp op) override {
-    check(t, "all_reduce");
-    if (ring_) ring_all_reduce(t, op);
-    else nccl_check(ncclAllReduce(device_ptr(t), device_ptr(t), size_t(t.numel()), nccl_type(t.dtype()), nccl_op(op),
-                                  comm_, stream_), "ncclAllReduce");
-    return done();
+    return run(t, "all_reduce", [&](Tensor& d) {
+      if (ring_) ring_all_reduce(d, op);
+      else nccl_check(ncclAllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op), comm_,
+                                    stream_), "ncclAllReduce");
+    });
   }
   Work broadcast(Tensor t, int root) override {
-    check(t, "broadcast");
-    nccl_check(ncclBroadcast(device_ptr(t), device_ptr(t), size_t(t.numel()), nccl_type(t.dtype()), root, comm_, stream_),
-               "ncclBroadcast");
-    return done();
+    return run(t, "broadcast", [&](Tensor& d) {
+      nccl_check(ncclBroadcast(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), root, comm_, stream_),
+                 "ncclBroadcast");
+    });
   }
   Work all_gather(std::vector<Tensor>* outputs, Tensor input) override {
     check(input, "all_gather");
     Tensor all = empty({int64_t(size_) * input.numel()}, input.dtype(), input.device());
-    nccl_check(ncclAllGather(device_ptr(input), device_ptr(all), size_t(input.numel()), nccl_type(input.dtype()), comm_,
+    begin();
+    nccl_check(ncclAllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
                              stream_), "ncclAllGather");
-    Work w = done();
+    Work w = end();
     outputs->clear();
     for (int r = 0; r < size_; ++r) outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
     return w;
@@ -108,23 +113,28 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     check(input, "reduce_scatter");
     check(output, "reduce_scatter");
-    nccl_check(ncclReduceScatter(device_ptr(input), device_ptr(output), size_t(output.numel()), nccl_type(input.dtype()),
+    begin();
+    nccl_check(ncclReduceScatter(input.bytes(), output.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
                                  nccl_op(op), comm_, stream_), "ncclReduceScatter");
-    return done();
+    return end();
   }
   Work barrier() override {
-    Tensor one = ones({1}).to(Device::cuda(device_));
-    return all_reduce(one, ReduceOp::Sum);
+    Tensor one = ones({1}, DType::Float32, Device::cuda(device_));
+    Work w = all_reduce(one, ReduceOp::Sum);
+    cuda_check(cudaStreamSynchronize(compute_), "barrier");  // a barrier is a host-side wait
+    return w;
   }
   Work send(Tensor t, int dst) override {
     check(t, "send");
-    nccl_check(ncclSend(device_ptr(t), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_), "ncclSend");
-    return done();
+    begin();
+    nccl_check(ncclSend(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_), "ncclSend");
+    return end();
   }
   Work recv(Tensor t, int src) override {
     check(t, "recv");
-    nccl_check(ncclRecv(device_ptr(t), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
-    return done();
+    begin();
+    nccl_check(ncclRecv(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
+    return end();
   }
 
  private:
@@ -133,11 +143,41 @@ class ProcessGroupNCCL : public ProcessGroup {
                    device_, "; got one on ", t.defined() ? t.device().str() : "nothing");
     ENGINE_REQUIRE(t.is_contiguous(), "[", op, "] needs a contiguous tensor");
   }
-  Work done() {
-    cuda_check(cudaStreamSynchronize(stream_), "waiting for the collective");
+
+  // Collectives run on their own stream so that they overlap the kernels of backward.
+  // begin(): the communication stream waits for what the compute stream has queued so
+  // far (the bucket's gradients were copied there). end(): the compute stream waits for
+  // the collective, so whatever the caller queues next sees its result. Neither blocks
+  // the host, so Work is complete at once from the host's side, as PyTorch's NCCL work
+  // after wait(): ordering is the streams' job.
+  void begin() {
+    cuda_check(cudaEventRecord(ready_, compute_), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+  }
+  Work end() {
+    cuda_check(cudaEventRecord(done_, stream_), "cudaEventRecord");
+    cuda_check(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
     Work w;
     w.finish();
     return w;
+  }
+
+  // A collective on `t` in place. A CPU tensor (the small metadata DDP exchanges) goes to
+  // the GPU and back, which waits for the result.
+  template <class F>
+  Work run(Tensor& t, const char* op, F collective) {
+    if (t.defined() && t.device().is_cpu()) {
+      Tensor d = t.contiguous().to(Device::cuda(device_));
+      begin();
+      collective(d);
+      Work w = end();
+      t.copy_(d.to(Device::cpu()));
+      return w;
+    }
+    check(t, op);
+    begin();
+    collective(t);
+    return end();
   }
 
   // The teaching ring (same schedule as allreduce_ring.cc), with NCCL point-to-point.
@@ -146,13 +186,16 @@ class ProcessGroupNCCL : public ProcessGroup {
     if (n == 1) return;
     const int64_t count = t.numel();
     const size_t es = dtype_size(t.dtype());
-    char* data = static_cast<char*>(device_ptr(t));
+    char* data = t.bytes();
     std::vector<int64_t> b(size_t(n) + 1);
     for (int k = 0; k <= n; ++k) b[k] = int64_t(k) * count / n;
     int64_t largest = 0;
     for (int k = 0; k < n; ++k) largest = std::max(largest, b[k + 1] - b[k]);
-    Tensor scratch = empty({std::max<int64_t>(largest, 1)}, t.dtype(), t.device());
-    char* tmp = static_cast<char*>(device_ptr(scratch));
+    // The scratch outlives this call: the communication stream may still be reading it
+    // when we return, and a freed block could be handed to the compute stream at once.
+    const size_t need = size_t(std::max<int64_t>(largest, 1)) * es;
+    if (!scratch_.defined() || scratch_.nbytes() < need) scratch_ = empty({int64_t(need / 8 + 1)}, DType::Int64, t.device());
+    char* tmp = scratch_.bytes();
     const int op_code = op == ReduceOp::Min ? 2 : op == ReduceOp::Max ? 3 : op == ReduceOp::Product ? 4 : 1;
     auto exchange = [&](int send_seg, char* recv_to, int recv_seg) {
       nccl_check(ncclGroupStart(), "ncclGroupStart");
@@ -191,7 +234,10 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<TCPStore> store_;
   int device_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;   // communication
+  cudaStream_t compute_ = nullptr;  // the engine's kernels (cuda::current_stream)
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  Tensor scratch_;  // the teaching ring's receive buffer
   bool ring_ = false;
 };
 

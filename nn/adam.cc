@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -38,6 +39,13 @@ void Adam::step() {
     const float* g = g_dense.data<float>();
     const float b1 = float(o.beta1), b2 = float(o.beta2), wd = float(o.weight_decay), eps = float(o.eps);
     const float decay = decoupled_ ? float(1 - o.lr * o.weight_decay) : 1.0f;
+    if (p.device().is_cuda()) {  // the same rule, one fused kernel (tensor/cuda/optim.cu)
+      ENGINE_REQUIRE(g_dense.device() == p.device(), "[Adam] parameter ", i, " is on ", p.device().str(),
+                     " but its gradient on ", g_dense.device().str());
+      cuda::adam_step(p.device().index, p.numel(), pp, g, m, v,
+                      {b1, b2, eps, wd, float(step_size), float(bc2_sqrt), decay, decoupled_});
+      continue;
+    }
     for (int64_t k = 0, n = p.numel(); k < n; ++k) {
       float gk = g[k];
       if (!decoupled_ && wd != 0) gk += wd * pp[k];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -72,6 +73,12 @@ Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t p
   const Tensor xc = x.contiguous();
   const Shape& s = xc.shape();
   const int64_t OH = out_size(s[2], kh, stride, padding), OW = out_size(s[3], kw, stride, padding);
+  if (xc.device().is_cuda()) {  // every entry written by the kernel, padding as 0
+    Tensor cols = empty({s[0], s[1] * kh * kw, OH * OW}, DType::Float32, xc.device());
+    cuda::im2col(xc.device().index, s[0], s[1], s[2], s[3], kh, kw, stride, padding, xc.data<float>(),
+                 cols.data<float>());
+    return cols;
+  }
   Tensor cols = zeros({s[0], s[1] * kh * kw, OH * OW});
   float* out = cols.data<float>();
   const float* in = xc.data<float>();
@@ -82,6 +89,12 @@ Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t p
 Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
   check_window("col2im", xs, kh, kw, stride, padding);
   const Tensor cc = cols.contiguous();
+  if (cc.device().is_cuda()) {  // one thread per pixel gathers its entries: every pixel written
+    Tensor x = empty(xs, DType::Float32, cc.device());
+    cuda::col2im(cc.device().index, xs[0], xs[1], xs[2], xs[3], kh, kw, stride, padding, cc.data<float>(),
+                 x.data<float>());
+    return x;
+  }
   Tensor x = zeros(xs);
   float* out = x.data<float>();
   const float* in = cc.data<float>();
@@ -116,6 +129,25 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   });
 }
 
+namespace {
+// max_pool2d on a GPU: the same forward and backward as below, as two kernels.
+Variable max_pool2d_cuda(const Variable& x, const Tensor& xc, int64_t kernel, int64_t stride, int64_t padding,
+                         int64_t OH, int64_t OW) {
+  const Shape xs = xc.shape();
+  const Device dev = xc.device();
+  Tensor out = empty({xs[0], xs[1], OH, OW}, DType::Float32, dev);
+  Tensor where = empty({xs[0], xs[1], OH, OW}, DType::Int64, dev);
+  cuda::max_pool2d_forward(dev.index, xs[0] * xs[1], xs[2], xs[3], OH, OW, kernel, stride, padding, xc.data<float>(),
+                           out.data<float>(), where.data<int64_t>());
+  return autograd::record("max_pool2d", out, {x}, [xs, where, dev](const Tensor& g, const Needs&) {
+    Tensor dx = zeros(xs, DType::Float32, dev);
+    const Tensor gc = g.contiguous();
+    cuda::max_pool2d_backward(dev.index, gc.numel(), gc.data<float>(), where.data<int64_t>(), dx.data<float>());
+    return Grads{dx};
+  });
+}
+}  // namespace
+
 Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t padding) {
   const Shape xs = x.shape();
   check_window("max_pool2d", xs, kernel, kernel, stride, padding);
@@ -123,6 +155,7 @@ Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t p
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   const int64_t OH = out_size(H, kernel, stride, padding), OW = out_size(W, kernel, stride, padding);
   const Tensor xc = x.data().contiguous();
+  if (xc.device().is_cuda()) return max_pool2d_cuda(x, xc, kernel, stride, padding, OH, OW);
   Tensor out = empty({N, C, OH, OW});
   Tensor where = empty({N, C, OH, OW}, DType::Int64);  // flat input index of each maximum
   const float* in = xc.data<float>();
@@ -161,7 +194,7 @@ Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
   ENGINE_REQUIRE(p >= 0 && p < 1, "[dropout] probability must be in [0, 1), got ", p);
   if (!training || p == 0) return x;
   // mask = 1/(1-p) where kept, 0 where dropped, so the expected value is unchanged.
-  const Tensor mask = ge(rand(x.shape(), gen), scalar_tensor(p)) * (1.0 / (1.0 - p));
+  const Tensor mask = ge(rand(x.shape(), gen, x.data().device()), scalar_tensor(p)) * (1.0 / (1.0 - p));
   return autograd::mul(x, Variable(mask));
 }
 

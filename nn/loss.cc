@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -26,6 +27,31 @@ Variable log_softmax(const Variable& x) {
   });
 }
 
+namespace {
+// cross_entropy on a GPU: one warp per row computes softmax and the row's loss, a mean
+// reduction gives the loss. A bad target is found by the kernel; reading its flag waits
+// for the GPU, which the loss's first use would do anyway.
+Variable cross_entropy_cuda(const Variable& logits, const Tensor& x, const Tensor& t) {
+  const Device dev = x.device();
+  ENGINE_REQUIRE(t.device() == dev, "[cross_entropy] logits are on ", dev.str(), " but targets on ", t.device().str());
+  const int64_t n = x.size(0), c = x.size(1);
+  Tensor probs = empty({n, c}, DType::Float32, dev), rows = empty({n}, DType::Float32, dev);
+  Tensor bad = full({}, -1, DType::Int64, dev);
+  cuda::cross_entropy_forward(dev.index, n, c, x.data<float>(), t.data<int64_t>(), probs.data<float>(),
+                              rows.data<float>(), bad.data<int64_t>());
+  const int64_t bad_row = int64_t(bad.item());
+  ENGINE_REQUIRE(bad_row < 0, "[cross_entropy] target ", t.at({bad_row}), " at index ", bad_row,
+                 " is out of range for ", c, " classes");
+  return autograd::record("cross_entropy", mean(rows), {logits}, [probs, t, n, c, dev](const Tensor& g, const Needs&) {
+    Tensor d = empty({n, c}, DType::Float32, dev);
+    const Tensor gd = g.to(dev).contiguous();
+    cuda::cross_entropy_backward(dev.index, n, c, probs.data<float>(), t.data<int64_t>(), gd.data<float>(),
+                                 d.data<float>());
+    return Grads{d};
+  });
+}
+}  // namespace
+
 Variable cross_entropy(const Variable& logits, const Tensor& targets) {
   const Tensor& x0 = logits.data();
   ENGINE_REQUIRE(x0.dim() == 2, "[cross_entropy] expects logits of shape (N, C), got ", shape_str(x0.shape()));
@@ -36,6 +62,7 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets) {
   const int64_t n = x0.size(0), c = x0.size(1);
   ENGINE_REQUIRE(n > 0, "[cross_entropy] got an empty batch");
   const Tensor x = x0.contiguous(), t = targets.contiguous();
+  if (x.device().is_cuda()) return cross_entropy_cuda(logits, x, t);
   const float* px = x.data<float>();
   const int64_t* pt = t.data<int64_t>();
   Tensor probs = empty({n, c});  // softmax, kept for backward

@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -22,7 +23,15 @@ void SGD::step() {
     Tensor p = params_[i].data();
     const Tensor g_dense = grad.contiguous();
     const bool first = o.momentum != 0 && !buffers_[i].defined();
-    if (o.momentum != 0 && first) buffers_[i] = empty(p.shape());
+    if (o.momentum != 0 && first) buffers_[i] = empty(p.shape(), DType::Float32, p.device());
+    if (p.device().is_cuda()) {  // the same rule, one fused kernel (tensor/cuda/optim.cu)
+      ENGINE_REQUIRE(g_dense.device() == p.device(), "[SGD] parameter ", i, " is on ", p.device().str(),
+                     " but its gradient on ", g_dense.device().str());
+      cuda::sgd_step(p.device().index, p.numel(), p.data<float>(), g_dense.data<float>(),
+                     o.momentum != 0 ? buffers_[i].data<float>() : nullptr,
+                     {float(o.lr), float(o.weight_decay), float(o.momentum), float(o.dampening), o.nesterov, first});
+      continue;
+    }
     // One pass per parameter: the whole update rule (see sgd.h) for each element in turn.
     // The choices (momentum? first step? Nesterov?) are made once, outside the loop, so
     // the loop itself is branch-free and the compiler vectorises it.

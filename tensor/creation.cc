@@ -1,6 +1,7 @@
 // Creation functions declared in tensor.h.
 #include <cmath>
 
+#include "tensor/cuda/kernels.h"
 #include "tensor/tensor.h"
 
 namespace engine {
@@ -12,7 +13,6 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  if (device.is_cuda()) return full(shape, value, dtype).to(device);
   Tensor t = empty(shape, dtype, device);
   t.fill_(value);
   return t;
@@ -46,13 +46,26 @@ Tensor draw_each(const Shape& shape, Generator* gen, Draw draw) {
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = draw(g);
   return t;
 }
+
+// On a GPU the numbers come from a counter-based kernel (tensor/cuda/random.cu) seeded by
+// two draws of the generator: different numbers from the CPU's, equally reproducible.
+template <class Fill>
+Tensor draw_on_gpu(const Shape& shape, Generator* gen, Device device, Fill fill) {
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = (uint64_t(g.next_u32()) << 32) | g.next_u32();
+  Tensor t = empty(shape, DType::Float32, device);
+  fill(device.index, t.numel(), t.data<float>(), seed);
+  return t;
+}
 }  // namespace
 
-Tensor rand(const Shape& shape, Generator* gen) {
+Tensor rand(const Shape& shape, Generator* gen, Device device) {
+  if (device.is_cuda()) return draw_on_gpu(shape, gen, device, cuda::fill_uniform);
   return draw_each<float>(shape, gen, [](Generator& g) { return g.uniform(); });
 }
 
-Tensor randn(const Shape& shape, Generator* gen) {
+Tensor randn(const Shape& shape, Generator* gen, Device device) {
+  if (device.is_cuda()) return draw_on_gpu(shape, gen, device, cuda::fill_normal);
   return draw_each<float>(shape, gen, [](Generator& g) { return g.normal(); });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/cuda_ops.h"
 #include "tensor/loops.h"
 #include "tensor/ops.h"
 
@@ -11,15 +12,20 @@ namespace {
 
 void require_cpu(const char* op, const Tensor& t) {
   ENGINE_REQUIRE(t.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] has no CUDA implementation yet (tensor on ",
-                 t.device().str(), "); move it with .to(Device::cpu())");
+  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] expects tensors on one device, got one on ", t.device().str(),
+                 " with another on the cpu; move it with .to(Device::cpu())");
 }
 
+using cuda::BinaryOp;
+using cuda::UnaryOp;
+
 void require_float(const char* op, const Tensor& t) {
+  ENGINE_REQUIRE(t.defined(), "[", op, "] got an undefined tensor");
   ENGINE_REQUIRE(t.dtype() == DType::Float32, "[", op, "] needs a float32 tensor, got ", dtype_name(t.dtype()));
 }
 
 void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  ENGINE_REQUIRE(a.defined() && b.defined(), "[", op, "] got an undefined tensor");
   ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ",
                  shape_str(a.shape()), " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
 }
@@ -88,8 +94,10 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
 
 // Arithmetic: same dtype in and out, for float32 and int64.
 template <class F>
-Tensor arith(const char* op, const Tensor& a, const Tensor& b, F f) {
-  require_cpu(op, a), require_cpu(op, b), require_same_dtype(op, a, b);
+Tensor arith(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F f) {
+  require_same_dtype(op, a, b);
+  if (cuda_ops::on_cuda(a, b)) return cuda_ops::binary(op, kind, a, b);
+  require_cpu(op, a), require_cpu(op, b);
   return dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return map2<T, T>(op, a, b, [&](T x, T y) { return T(f(x, y)); });
@@ -98,8 +106,10 @@ Tensor arith(const char* op, const Tensor& a, const Tensor& b, F f) {
 
 // Comparisons: float32 mask out.
 template <class F>
-Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f) {
-  require_cpu(op, a), require_cpu(op, b), require_same_dtype(op, a, b);
+Tensor compare(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F f) {
+  require_same_dtype(op, a, b);
+  if (cuda_ops::on_cuda(a, b)) return cuda_ops::binary(op, kind, a, b);
+  require_cpu(op, a), require_cpu(op, b);
   return dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return map2<T, float>(op, a, b, [&](T x, T y) { return f(x, y) ? 1.0f : 0.0f; });
@@ -108,15 +118,18 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, F f) {
 
 // Float-only unary math.
 template <class F>
-Tensor unary_float(const char* op, const Tensor& a, F f) {
-  require_cpu(op, a), require_float(op, a);
+Tensor unary_float(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 = 0) {
+  require_float(op, a);
+  if (cuda_ops::on_cuda(a)) return cuda_ops::unary(op, kind, a, p0);
+  require_cpu(op, a);
   return map1<float, float>(a, f);
 }
 
 // Unary ops that keep the dtype (neg, abs, relu, clamp).
 template <class F>
-Tensor unary_any(const char* op, const Tensor& a, F f) {
-  require_cpu(op, a);
+Tensor unary_any(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 = 0, double p1 = 0) {
+  ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
+  if (cuda_ops::on_cuda(a)) return cuda_ops::unary(op, kind, a, p0, p1);
   return dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return map1<T, T>(a, [&](T x) { return T(f(x)); });
@@ -127,34 +140,36 @@ Tensor scalar_like(const Tensor& a, double s) { return scalar_tensor(s, a.dtype(
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return arith("add", a, b, [](auto x, auto y) { return x + y; }); }
-Tensor sub(const Tensor& a, const Tensor& b) { return arith("sub", a, b, [](auto x, auto y) { return x - y; }); }
-Tensor mul(const Tensor& a, const Tensor& b) { return arith("mul", a, b, [](auto x, auto y) { return x * y; }); }
+Tensor add(const Tensor& a, const Tensor& b) { return arith("add", BinaryOp::Add, a, b, [](auto x, auto y) { return x + y; }); }
+Tensor sub(const Tensor& a, const Tensor& b) { return arith("sub", BinaryOp::Sub, a, b, [](auto x, auto y) { return x - y; }); }
+Tensor mul(const Tensor& a, const Tensor& b) { return arith("mul", BinaryOp::Mul, a, b, [](auto x, auto y) { return x * y; }); }
 Tensor div(const Tensor& a, const Tensor& b) {
   if (a.dtype() == DType::Int64 && b.dtype() == DType::Int64) {
     // Integer division by zero is undefined behaviour in C++; make it an error instead.
     ENGINE_REQUIRE(min(abs(b)).item() != 0, "[div] int64 division by zero");
   }
-  return arith("div", a, b, [](auto x, auto y) { return x / y; });
+  return arith("div", BinaryOp::Div, a, b, [](auto x, auto y) { return x / y; });
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
   require_float("pow", a);
-  return arith("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
+  return arith("pow", BinaryOp::Pow, a, b, [](auto x, auto y) { return std::pow(x, y); });
 }
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return arith("maximum", a, b, [](auto x, auto y) { return x > y || x != x ? x : y; });  // NaN wins
+  return arith("maximum", BinaryOp::Maximum, a, b, [](auto x, auto y) { return x > y || x != x ? x : y; });  // NaN wins
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return arith("minimum", a, b, [](auto x, auto y) { return x < y || x != x ? x : y; });
+  return arith("minimum", BinaryOp::Minimum, a, b, [](auto x, auto y) { return x < y || x != x ? x : y; });
 }
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", BinaryOp::Eq, a, b, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", BinaryOp::Ne, a, b, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::Lt, a, b, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", BinaryOp::Le, a, b, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::Gt, a, b, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryOp::Ge, a, b, [](auto x, auto y) { return x >= y; }); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  require_same_dtype("where", a, b);
+  if (cuda_ops::on_cuda(cond) || cuda_ops::on_cuda(a, b)) return cuda_ops::where(cond, a, b);
   require_cpu("where", cond), require_cpu("where", a), require_cpu("where", b);
   require_same_dtype("where", a, b);
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
@@ -178,27 +193,30 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor neg(const Tensor& a) { return unary_any("neg", a, [](auto x) { return -x; }); }
-Tensor abs(const Tensor& a) { return unary_any("abs", a, [](auto x) { return x < 0 ? -x : x; }); }
-Tensor relu(const Tensor& a) { return unary_any("relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); }); }
+Tensor neg(const Tensor& a) { return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return -x; }); }
+Tensor abs(const Tensor& a) { return unary_any("abs", UnaryOp::Abs, a, [](auto x) { return x < 0 ? -x : x; }); }
+Tensor relu(const Tensor& a) { return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return x > 0 ? x : decltype(x)(0); }); }
 Tensor clamp(const Tensor& a, double lo, double hi) {
   ENGINE_REQUIRE(lo <= hi, "[clamp] lower bound ", lo, " exceeds upper bound ", hi);
-  return unary_any("clamp", a, [=](auto x) {
-    using T = decltype(x);
-    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
-  });
+  return unary_any(
+      "clamp", UnaryOp::Clamp, a,
+      [=](auto x) {
+        using T = decltype(x);
+        return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+      },
+      lo, hi);
 }
-Tensor exp(const Tensor& a) { return unary_float("exp", a, [](float x) { return std::exp(x); }); }
-Tensor log(const Tensor& a) { return unary_float("log", a, [](float x) { return std::log(x); }); }
-Tensor sqrt(const Tensor& a) { return unary_float("sqrt", a, [](float x) { return std::sqrt(x); }); }
-Tensor tanh(const Tensor& a) { return unary_float("tanh", a, [](float x) { return std::tanh(x); }); }
+Tensor exp(const Tensor& a) { return unary_float("exp", UnaryOp::Exp, a, [](float x) { return std::exp(x); }); }
+Tensor log(const Tensor& a) { return unary_float("log", UnaryOp::Log, a, [](float x) { return std::log(x); }); }
+Tensor sqrt(const Tensor& a) { return unary_float("sqrt", UnaryOp::Sqrt, a, [](float x) { return std::sqrt(x); }); }
+Tensor tanh(const Tensor& a) { return unary_float("tanh", UnaryOp::Tanh, a, [](float x) { return std::tanh(x); }); }
 Tensor pow(const Tensor& a, double e) {
-  if (e == 2) return unary_float("pow", a, [](float x) { return x * x; });
-  return unary_float("pow", a, [=](float x) { return std::pow(x, float(e)); });
+  if (e == 2) return unary_float("pow", UnaryOp::Square, a, [](float x) { return x * x; });
+  return unary_float("pow", UnaryOp::PowScalar, a, [=](float x) { return std::pow(x, float(e)); }, e);
 }
 Tensor sigmoid(const Tensor& a) {
   // 1 / (1 + e^-x), written so that neither branch overflows: for x < 0 use e^x / (1 + e^x).
-  return unary_float("sigmoid", a, [](float x) {
+  return unary_float("sigmoid", UnaryOp::Sigmoid, a, [](float x) {
     if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
     const float e = std::exp(x);
     return e / (1.0f + e);
@@ -220,9 +238,11 @@ Tensor operator*(double s, const Tensor& a) { return mul(scalar_like(a, s), a); 
 Tensor operator/(double s, const Tensor& a) { return div(scalar_like(a, s), a); }
 
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
-  require_cpu("add_", a), require_cpu("add_", b), require_same_dtype("add_", a, b);
+  require_same_dtype("add_", a, b);
   ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
                  shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
+  if (cuda_ops::on_cuda(a, b)) return cuda_ops::add_(a, b, alpha), a;
+  require_cpu("add_", a), require_cpu("add_", b);
   dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* pa = static_cast<T*>(a.storage()->data());
@@ -242,7 +262,8 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor& mul_(Tensor& a, double s) {
-  require_cpu("mul_", a);
+  ENGINE_REQUIRE(a.defined(), "[mul_] got an undefined tensor");
+  if (cuda_ops::on_cuda(a)) return cuda_ops::mul_(a, s), a;
   dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* p = static_cast<T*>(a.storage()->data());

@@ -1,5 +1,6 @@
 // matmul from ops.h: batch dims broadcast, then one GEMM per batch entry, each reading its
 // operands through their strides (a transposed view costs nothing extra).
+#include "tensor/cuda_ops.h"
 #include "tensor/gemm.h"
 #include "tensor/loops.h"
 #include "tensor/ops.h"
@@ -8,8 +9,6 @@ namespace engine {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[matmul] got an undefined tensor");
-  ENGINE_REQUIRE(a.device().is_cpu() && b.device().is_cpu(), "[matmul] has no CUDA implementation yet (",
-                 a.device().str(), " @ ", b.device().str(), ")");
   ENGINE_REQUIRE(a.dtype() == DType::Float32 && b.dtype() == DType::Float32, "[matmul] needs float32 operands, got ",
                  dtype_name(a.dtype()), " @ ", dtype_name(b.dtype()));
   ENGINE_REQUIRE(a.dim() >= 2 && b.dim() >= 2, "[matmul] needs 2-D or batched operands, got ",
@@ -18,6 +17,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(b.size(-2) == K, "[matmul] inner dimensions differ: ", shape_str(a.shape()), " @ ",
                  shape_str(b.shape()));
 
+  if (cuda_ops::on_cuda(a, b)) return cuda_ops::matmul(a, b);
   const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
                                        Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   Shape out_shape = batch, a_shape = batch, b_shape = batch;

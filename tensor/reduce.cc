@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/cuda_ops.h"
 #include "tensor/loops.h"
 #include "tensor/ops.h"
 
@@ -14,7 +15,6 @@ namespace {
 // `dims` is empty).
 std::vector<bool> reduced_dims(const char* op, const Tensor& a, const std::vector<int64_t>& dims) {
   ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(a.device().is_cpu(), "[", op, "] has no CUDA implementation yet (tensor on ", a.device().str(), ")");
   std::vector<bool> reduced(a.dim(), dims.empty());
   for (int64_t d : dims) {
     const int64_t w = wrap_dim(d, a.dim(), op);
@@ -134,6 +134,13 @@ T extreme_run(const T* x, int64_t n) {
 
 template <bool kMax>
 Tensor extreme(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (cuda_ops::on_cuda(a)) {
+    const std::vector<bool> reduced = reduced_dims(op, a, dims);
+    for (int64_t d = 0; d < a.dim(); ++d)
+      ENGINE_REQUIRE(!reduced[d] || a.size(d) > 0, "[", op, "] cannot reduce over zero elements (shape ",
+                     shape_str(a.shape()), ")");
+    return cuda_ops::reduce(kMax ? cuda::ReduceOp::Max : cuda::ReduceOp::Min, a, reduced, keepdim);
+  }
   Plan p = plan_reduction(op, a, dims, keepdim);
   ENGINE_REQUIRE(p.inner > 0 || p.outer == 0, "[", op, "] cannot reduce over zero elements (shape ",
                  shape_str(a.shape()), ")");
@@ -146,6 +153,7 @@ Tensor extreme(const char* op, const Tensor& a, const std::vector<int64_t>& dims
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (cuda_ops::on_cuda(a)) return cuda_ops::reduce(cuda::ReduceOp::Sum, a, reduced_dims("sum", a, dims), keepdim);
   if (a.defined() && a.dtype() == DType::Float32) {
     Slots s = plan_slots("sum", a, dims, keepdim);
     const std::vector<double> acc = accumulate(a, s, [](float x, int64_t) { return double(x); });
@@ -161,6 +169,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   require_float("mean", a);
+  if (cuda_ops::on_cuda(a)) return cuda_ops::reduce(cuda::ReduceOp::Sum, a, reduced_dims("mean", a, dims), keepdim, true);
   Slots s = plan_slots("mean", a, dims, keepdim);
   const std::vector<double> acc = accumulate(a, s, [](float x, int64_t) { return double(x); });
   return to_tensor(s, [&](int64_t i) {
@@ -170,6 +179,12 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
   require_float("var", a);
+  if (cuda_ops::on_cuda(a)) {  // two passes, as below: the mean, then the squared deviations
+    const Slots s = plan_slots("var", a, dims, keepdim);
+    const Tensor d = a - mean(a, dims, true);
+    const double denom = double(s.count - correction);
+    return sum(d * d, dims, keepdim) * (denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / denom);
+  }
   Slots s = plan_slots("var", a, dims, keepdim);
   // Two passes (mean, then squared deviations) in double: stable where E[x^2] - E[x]^2
   // would cancel catastrophically.
@@ -188,6 +203,11 @@ Tensor max(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) { re
 Tensor min(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) { return extreme<false>("min", a, dims, keepdim); }
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  if (cuda_ops::on_cuda(a)) {
+    const std::vector<bool> reduced = reduced_dims("argmax", a, {dim});
+    ENGINE_REQUIRE(a.size(dim) > 0, "[argmax] cannot take argmax over an empty dim (shape ", shape_str(a.shape()), ")");
+    return cuda_ops::reduce(cuda::ReduceOp::ArgMax, a, reduced, keepdim);
+  }
   Plan p = plan_reduction("argmax", a, {dim}, keepdim);
   ENGINE_REQUIRE(p.inner > 0 || p.outer == 0, "[argmax] cannot take argmax over an empty dim (shape ",
                  shape_str(a.shape()), ")");

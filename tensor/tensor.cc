@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "tensor/cuda/runtime.h"
+#include "tensor/cuda_ops.h"
 #include "tensor/loops.h"
 
 namespace engine {
@@ -29,13 +30,6 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-namespace {
-void require_cpu(const Tensor& t, const char* op) {
-  ENGINE_REQUIRE(t.defined(), "[", op, "] tensor is undefined");
-  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] needs a CPU tensor, got one on ", t.device().str(),
-                 "; use .to(Device::cpu()) first");
-}
-}  // namespace
 
 char* Tensor::bytes() const {
   ENGINE_REQUIRE(defined(), "[bytes] tensor is undefined");
@@ -44,12 +38,13 @@ char* Tensor::bytes() const {
 
 double Tensor::item() const {
   ENGINE_REQUIRE(numel() == 1, "[item] needs a tensor with one element, got shape ", shape_str(shape_));
-  require_cpu(*this, "item");
+  if (device().is_cuda()) return to(Device::cpu()).item();  // waits for the GPU
   return dispatch(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[0]); });
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
-  require_cpu(*this, "at");
+  ENGINE_REQUIRE(defined(), "[at] tensor is undefined");
+  if (device().is_cuda()) return to(Device::cpu()).at(index);
   ENGINE_REQUIRE(int64_t(index.size()) == dim(), "[at] got ", index.size(), " indices for a ", dim(),
                  "-D tensor of shape ", shape_str(shape_));
   int64_t off = 0, d = 0;
@@ -64,7 +59,8 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  require_cpu(*this, "to_vector");
+  ENGINE_REQUIRE(defined(), "[to_vector] tensor is undefined");
+  if (device().is_cuda()) return to(Device::cpu()).to_vector<T>();
   Tensor c = to(dtype_of<T>()).contiguous();
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
@@ -280,29 +276,29 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::to(Device device) const {
   ENGINE_REQUIRE(defined(), "[to] tensor is undefined");
   if (device == this->device()) return *this;
-  Tensor src = device.is_cuda() ? contiguous() : *this;
+  // Dense bytes cross between host and GPU; a strided view is made contiguous first, on
+  // the side it lives on.
+  const Tensor src = contiguous();
   Tensor out = empty(shape_, dtype_, device);
-  const size_t bytes = size_t(numel()) * dtype_size(dtype_);
   if (device.is_cuda() && src.device().is_cpu()) {
-    cuda::copy_host_to_device(out.storage()->data(), src.bytes(), bytes, device.index);
+    cuda::copy_host_to_device(out.bytes(), src.bytes(), nbytes(), device.index);
   } else if (device.is_cpu()) {
-    Tensor dense = src.is_contiguous() ? src : throw Error("[to] copying a non-contiguous CUDA tensor is not supported yet");
-    const size_t off_bytes = size_t(dense.offset()) * dtype_size(dtype_);
-    cuda::copy_device_to_host(out.storage()->data(), static_cast<char*>(dense.storage()->data()) + off_bytes,
-                              bytes, dense.device().index);
-  } else {
-    throw Error("[to] copies between two GPUs (" + this->device().str() + " -> " + device.str() +
-                ") are not supported yet");
+    cuda::copy_device_to_host(out.bytes(), src.bytes(), nbytes(), src.device().index);
+  } else {  // GPU to GPU, through the host: simple, and rare in a one-process-per-GPU engine
+    return to(Device::cpu()).to(device);
   }
   return out;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  require_cpu(*this, "copy_");
-  require_cpu(src, "copy_");
+  ENGINE_REQUIRE(defined() && src.defined(), "[copy_] tensor is undefined");
   Shape bs = broadcast_shapes(src.shape(), shape_, "copy_");
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
+  if (device().is_cuda() || src.device().is_cuda()) {
+    cuda_ops::copy_(*this, src);
+    return *this;
+  }
   if (src.dtype() == dtype_ && src.shape() == shape_ && src.is_contiguous() && is_contiguous()) {
     std::memmove(this->bytes(), src.bytes(), nbytes());
     return *this;
@@ -322,7 +318,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
-  require_cpu(*this, "fill_");
+  ENGINE_REQUIRE(defined(), "[fill_] tensor is undefined");
+  if (device().is_cuda()) {
+    cuda_ops::fill_(*this, value);
+    return *this;
+  }
   dispatch(dtype_, [&](auto zero) {
     using T = decltype(zero);
     T* d = static_cast<T*>(storage_->data());

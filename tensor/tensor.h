@@ -106,8 +106,9 @@ Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 // start, start+step, ... < end (like Python's range); float32 unless dtype says otherwise.
 Tensor arange(double start, double end, double step = 1, DType dtype = DType::Float32);
-Tensor rand(const Shape& shape, Generator* gen = nullptr);   // uniform in [0, 1)
-Tensor randn(const Shape& shape, Generator* gen = nullptr);  // standard normal
+// On a GPU, rand and randn draw there (a seed from `gen`, then a kernel): no host copy.
+Tensor rand(const Shape& shape, Generator* gen = nullptr, Device device = Device::cpu());   // uniform in [0, 1)
+Tensor randn(const Shape& shape, Generator* gen = nullptr, Device device = Device::cpu());  // standard normal
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);  // int64
 // Values in row-major order; the shape defaults to 1-D. Throws if the sizes disagree.
 Tensor from_vector(const std::vector<float>& values, Shape shape = {});

@@ -21,9 +21,10 @@ NVCC_FLAGS = " ".join([
     "-gencode arch=compute_75,code=compute_75",
 ])
 
-def cuda_library(name, cu_srcs, fallback_srcs, hdrs = [], deps = [], cu_deps_hdrs = [], **kwargs):
+def cuda_library(name, cu_srcs, fallback_srcs, hdrs = [], srcs = [], deps = [], cu_deps_hdrs = [], **kwargs):
+    """srcs: plain C++ built in both variants."""
     if not CUDA_ENABLED:
-        native.cc_library(name = name, srcs = fallback_srcs, hdrs = hdrs, deps = deps, **kwargs)
+        native.cc_library(name = name, srcs = srcs + fallback_srcs, hdrs = hdrs, deps = deps, **kwargs)
         return
     objs = []
     for src in cu_srcs:
@@ -38,7 +39,7 @@ def cuda_library(name, cu_srcs, fallback_srcs, hdrs = [], deps = [], cu_deps_hdr
         objs.append(obj)
     native.cc_library(
         name = name,
-        srcs = objs,
+        srcs = srcs + objs,
         hdrs = hdrs,
         deps = deps + ["@local_cuda//:cudart"],
         linkstatic = True,

@@ -16,7 +16,21 @@ namespace {
 bool built_with_cuda() { return false; }
 int device_count() { return 0; }
 std::string unavailable_reason() { return "built without CUDA (no toolkit found at build time)"; }
+std::string device_name(int) { no_cuda("device_name"); }
+int multiprocessor_count(int) { no_cuda("multiprocessor_count"); }
 void set_device(int) { no_cuda("set_device"); }
+Stream current_stream(int) { no_cuda("current_stream"); }
+void synchronize(int) { no_cuda("synchronize"); }
+Event::Event(int, bool) { no_cuda("Event"); }
+Event::~Event() {}
+void Event::record(Stream) { no_cuda("Event::record"); }
+void Event::block(Stream) const { no_cuda("Event::block"); }
+void Event::synchronize() const { no_cuda("Event::synchronize"); }
+float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
+MemoryStats memory_stats(int) { return {}; }
+void reset_peak_memory(int) {}
+void empty_cache(int) {}
+void poison_new_memory(bool) {}
 void* device_malloc(size_t, int) { no_cuda("device_malloc"); }
 void device_free(void*, int) {}
 void copy_host_to_device(void*, const void*, size_t, int) { no_cuda("copy_host_to_device"); }

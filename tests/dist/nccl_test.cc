@@ -6,7 +6,11 @@
 
 #include "catch2/catch.hpp"
 #include "tests/rank_assert.h"
+#include "dist/ddp.h"
 #include "dist/dist.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
 
@@ -49,8 +53,45 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
     RANK_REQUIRE(outs.size() == 1);
     RANK_REQUIRE(outs[0].to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
     dist::barrier();
-    RANK_REQUIRE_THROWS_WITH(dist::all_reduce(host), Catch::Contains("needs tensors on cuda:0"));
+    Tensor on_host = arange(0, 10);  // small CPU tensors travel to the GPU and back
+    dist::all_reduce(on_host, dist::ReduceOp::Sum);
+    RANK_REQUIRE(on_host.to_vector<float>() == arange(0, 10).to_vector<float>());
+    std::vector<Tensor> strided_out;
+    RANK_REQUIRE_THROWS_WITH(dist::all_gather(strided_out, dev.narrow(0, 0, 10).expand({3, 10})),
+                             Catch::Contains("contiguous"));
     dist::destroy_process_group();
   }
   unsetenv("ENGINE_NCCL_ALLREDUCE");
+}
+
+TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without DDP") {
+  single_rank_env();
+  if (cuda::device_count() == 0) {
+    std::cout << "SKIPPED: DDP over nccl (no usable GPU: " << cuda::unavailable_reason() << ")" << std::endl;
+    WARN("SKIPPED: no usable GPU");
+    return;
+  }
+  dist::init_process_group("nccl");
+  auto make = [] {
+    Generator init(9);
+    return std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(20, 32, true, &init), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Linear>(32, 4, true, &init)});
+  };
+  auto plain = make(), wrapped = make();
+  plain->to(Device::cuda(0)), wrapped->to(Device::cuda(0));
+  dist::DistributedDataParallel ddp(wrapped);
+  nn::SGD a(plain->parameters(), {.lr = 0.1, .momentum = 0.9}), b(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+  Generator g(1);
+  for (int step = 0; step < 5; ++step) {
+    const Tensor x = randn({16, 20}, &g).to(Device::cuda(0)), t = randint(0, 4, {16}, &g).to(Device::cuda(0));
+    a.zero_grad(), b.zero_grad();
+    nn::cross_entropy((*plain)(nn::Variable(x)), t).backward();
+    nn::cross_entropy(ddp(nn::Variable(x)), t).backward();
+    a.step(), b.step();
+  }
+  auto pa = plain->parameters(), pb = wrapped->parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    RANK_REQUIRE(pa[i].data().to_vector<float>() == pb[i].data().to_vector<float>());
+  dist::destroy_process_group();
 }

@@ -1,0 +1,136 @@
+// GPU benchmarks, the same workloads as bench/gpu_bench.py runs in PyTorch, printed as
+// the same JSON lines so bench/gpu_report.py can set them side by side:
+//   - memory-bound kernels (copy, add, relu, scale in place, sum) in GB/s, counting each
+//     byte read and written once, as a fraction of the device-to-device copy's rate;
+//   - the tiled teaching GEMM against cuBLAS, in TFLOP/s;
+//   - one training step (forward, backward, SGD momentum) of an MLP and of a small CNN,
+//     with the cudaMalloc calls the timed steps made (0 after warm-up).
+// All times: CUDA events around many repetitions, median of several rounds.
+//
+//   gpu_bench [--quick]      (prints "SKIPPED ..." and exits 0 without a GPU)
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/median.h"
+#include "nn/conv.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/cuda/runtime.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using namespace engine::nn;
+
+namespace {
+const Device kGpu = Device::cuda(0);
+
+// Milliseconds per call of f: `reps` calls between two events, median of `rounds`.
+double time_ms(const std::function<void()>& f, int reps, int rounds = 7) {
+  for (int i = 0; i < 3; ++i) f();  // warm-up: module load, handles, the allocator's cache
+  cuda::Stream s = cuda::current_stream(0);
+  std::vector<double> ms;
+  for (int r = 0; r < rounds; ++r) {
+    cuda::Event start(0, true), stop(0, true);
+    start.record(s);
+    for (int i = 0; i < reps; ++i) f();
+    stop.record(s);
+    stop.synchronize();
+    ms.push_back(stop.elapsed_ms(start) / reps);
+  }
+  return median(ms);
+}
+
+void bandwidth(int64_t n) {
+  Generator g(1);
+  const Tensor a = randn({n}, &g, kGpu), b = randn({n}, &g, kGpu);
+  Tensor out = empty({n}, DType::Float32, kGpu), inplace = randn({n}, &g, kGpu);
+  const double bytes = double(n) * 4;
+  const double copy_ms = time_ms([&] { cuda::copy_device_to_device(out.bytes(), a.bytes(), a.nbytes(), 0); }, 20);
+  const double copy_gbs = 2 * bytes / copy_ms / 1e6;
+  struct K {
+    const char* name;
+    double traffic;  // bytes moved, in units of one tensor
+    std::function<void()> f;
+  };
+  const std::vector<K> kernels = {
+      {"copy", 2, [&] { cuda::copy_device_to_device(out.bytes(), a.bytes(), a.nbytes(), 0); }},
+      {"add", 3, [&] { (void)add(a, b); }},
+      {"relu", 2, [&] { (void)relu(a); }},
+      {"mul_", 2, [&] { mul_(inplace, 1.0000001); }},
+      {"sum", 1, [&] { (void)sum(a); }},
+  };
+  for (const K& k : kernels) {
+    const double ms = time_ms(k.f, 20);
+    const double gbs = k.traffic * bytes / ms / 1e6;
+    std::printf("{\"impl\": \"engine\", \"bench\": \"bandwidth\", \"kernel\": \"%s\", \"numel\": %lld, \"ms\": %.4f, "
+                "\"GBps\": %.1f, \"of_copy\": %.3f}\n",
+                k.name, (long long)n, ms, gbs, gbs / copy_gbs);
+  }
+}
+
+void gemm(int64_t n) {
+  Generator g(2);
+  const Tensor a = randn({n, n}, &g, kGpu), b = randn({n, n}, &g, kGpu);
+  Tensor c = empty({n, n}, DType::Float32, kGpu);
+  const double flops = 2.0 * double(n) * n * n;
+  const double tiled = time_ms([&] { cuda::tiled_gemm(0, n, n, n, a.data<float>(), b.data<float>(), c.data<float>()); }, 5);
+  const double blas = time_ms([&] { (void)matmul(a, b); }, 5);
+  std::printf("{\"impl\": \"engine\", \"bench\": \"gemm\", \"n\": %lld, \"tiled_tflops\": %.2f, \"cublas_tflops\": %.2f}\n",
+              (long long)n, flops / tiled / 1e9, flops / blas / 1e9);
+}
+
+std::shared_ptr<Module> make_model(const std::string& name) {
+  if (name == "mlp")
+    return std::make_shared<Sequential>(std::vector<ModulePtr>{
+        std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
+        std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Conv2d>(1, 32, 3, 1, 1), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+      std::make_shared<Conv2d>(32, 64, 3, 1, 1), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2),
+      std::make_shared<Flatten>(), std::make_shared<Linear>(64 * 7 * 7, 128), std::make_shared<ReLU>(),
+      std::make_shared<Linear>(128, 10)});
+}
+
+void train_step(const std::string& name, int64_t batch, int steps) {
+  manual_seed(0);
+  auto model = make_model(name);
+  model->to(kGpu);
+  SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
+  Generator g(3);
+  const Shape xs = name == "mlp" ? Shape{batch, 784} : Shape{batch, 1, 28, 28};
+  const Tensor x = randn(xs, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
+  auto step = [&] {
+    opt.zero_grad();
+    cross_entropy((*model)(Variable(x)), y).backward();
+    opt.step();
+  };
+  for (int i = 0; i < 10; ++i) step();
+  const int64_t mallocs = cuda::memory_stats(0).cuda_mallocs;
+  const double ms = time_ms(step, steps, 5);
+  const cuda::MemoryStats m = cuda::memory_stats(0);
+  std::printf("{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"batch\": %lld, \"step_ms\": %.4f, "
+              "\"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
+              name.c_str(), (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs), m.peak_allocated / 1048576.0,
+              m.cached / 1048576.0);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (cuda::device_count() == 0) {
+    std::printf("SKIPPED gpu_bench: no usable GPU (%s)\n", cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  std::printf("{\"impl\": \"engine\", \"bench\": \"device\", \"name\": \"%s\", \"sms\": %d}\n",
+              cuda::device_name(0).c_str(), cuda::multiprocessor_count(0));
+  bandwidth(quick ? (1 << 20) : (int64_t(1) << 28));  // 1 GiB per float tensor: far beyond the L2
+  gemm(quick ? 256 : 4096);
+  for (const char* model : {"mlp", "cnn"})
+    for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50);
+  return 0;
+}

@@ -1,0 +1,60 @@
+"""Sets bench/gpu_bench.cc's and bench/gpu_bench.py's JSON lines side by side as markdown
+tables (the GPU section of docs/BENCHMARKS.md), plus the test summary.
+
+    python3 bench/gpu_report.py REPORT_DIR     # reads bench_engine.jsonl, bench_pytorch.jsonl, summary.txt
+"""
+import json
+import os
+import sys
+
+
+def load(path):
+    rows = []
+    if os.path.exists(path):
+        for line in open(path):
+            line = line.strip()
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+    return rows
+
+
+def pick(rows, **kv):
+    for r in rows:
+        if all(r.get(k) == v for k, v in kv.items()):
+            return r
+    return None
+
+
+def main():
+    d = sys.argv[1]
+    eng, pt = load(os.path.join(d, "bench_engine.jsonl")), load(os.path.join(d, "bench_pytorch.jsonl"))
+    out = []
+    dev = pick(eng, bench="device") or {}
+    ptdev = pick(pt, bench="device") or {}
+    out.append(f"GPU: {dev.get('name', '?')} ({dev.get('sms', '?')} SMs); PyTorch {ptdev.get('torch', 'not run')}\n")
+    summary = os.path.join(d, "summary.txt")
+    if os.path.exists(summary):
+        out.append("Tests: " + "; ".join(l.strip() for l in open(summary)) + "\n")
+    out.append("| kernel | engine GB/s | engine / copy | PyTorch GB/s | PyTorch / copy |")
+    out.append("|---|---|---|---|---|")
+    for r in [r for r in eng if r.get("bench") == "bandwidth"]:
+        p = pick(pt, bench="bandwidth", kernel=r["kernel"]) or {}
+        out.append(f"| {r['kernel']} | {r['GBps']} | {r['of_copy']:.0%} | {p.get('GBps', '-')} | "
+                   f"{format(p['of_copy'], '.0%') if p else '-'} |")
+    g = pick(eng, bench="gemm")
+    if g:
+        p = pick(pt, bench="gemm") or {}
+        out.append(f"\nGEMM {g['n']}^3 fp32: tiled teaching kernel {g['tiled_tflops']} TFLOP/s, engine via cuBLAS "
+                   f"{g['cublas_tflops']} TFLOP/s, PyTorch {p.get('cublas_tflops', '-')} TFLOP/s\n")
+    out.append("| model | batch | engine ms/step | PyTorch ms/step | engine speed / PyTorch | cudaMalloc in timed steps |")
+    out.append("|---|---|---|---|---|---|")
+    for r in [r for r in eng if r.get("bench") == "train_step"]:
+        p = pick(pt, bench="train_step", model=r["model"], batch=r["batch"])
+        ratio = f"{p['step_ms'] / r['step_ms']:.2f}x" if p else "-"
+        out.append(f"| {r['model']} | {r['batch']} | {r['step_ms']:.3f} | {p['step_ms'] if p else '-'} | {ratio} | "
+                   f"{r['mallocs_in_timed_steps']} |")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

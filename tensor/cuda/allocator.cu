@@ -1,0 +1,123 @@
+// The caching allocator behind cuda::device_malloc / device_free (runtime.h).
+//
+// cudaMalloc and cudaFree are slow (tens of microseconds, and cudaFree waits for the whole
+// GPU to go idle). A training step allocates and frees the same sizes every step, so we
+// keep freed blocks and hand them out again:
+//   - each request is rounded up to a size class: multiples of 512 bytes up to 4 KiB,
+//     then four classes per power of two (a block wastes at most a quarter of itself);
+//   - freed blocks go to a free list per (device, class), never back to CUDA;
+//   - a request is served from its class's free list when one is there, else by cudaMalloc;
+//   - if cudaMalloc runs out of memory, every free block goes back to CUDA and it tries once more.
+// All engine kernels run on one stream per device, so a block freed on the host may be
+// handed out again at once: any kernel that still reads it was queued earlier on the same
+// stream and runs before the new owner's kernels.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/cuda/check.cuh"
+#include "tensor/cuda/runtime.h"
+
+namespace engine::cuda {
+
+namespace {
+
+struct DeviceCache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  std::unordered_map<void*, size_t> live;                      // handed out -> its class
+  MemoryStats stats;
+
+  void release_free_blocks(int device) {
+    cudaSetDevice(device);
+    for (auto& [size, blocks] : free_blocks) {
+      for (void* p : blocks) {
+        cudaFree(p);
+        stats.cached -= size;
+        ++stats.cuda_frees;
+      }
+      blocks.clear();
+    }
+  }
+};
+
+bool poison = false;
+
+DeviceCache& cache(int device) {
+  static DeviceCache caches[kMaxDevices];
+  ENGINE_REQUIRE(device >= 0 && device < kMaxDevices, "[cuda] device index ", device, " is out of range");
+  return caches[device];
+}
+
+}  // namespace
+
+void* device_malloc(size_t bytes, int device) {
+  if (bytes == 0) return nullptr;
+  set_device(device);
+  const size_t size = allocation_size(bytes);
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  void* p = nullptr;
+  auto it = c.free_blocks.find(size);
+  if (it != c.free_blocks.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+  } else {
+    cudaError_t status = cudaMalloc(&p, size);
+    if (status == cudaErrorMemoryAllocation) {  // give the cache back to CUDA and try again
+      cudaGetLastError();
+      c.release_free_blocks(device);
+      status = cudaMalloc(&p, size);
+    }
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw Error("[cuda] cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device) +
+                  " failed: " + cudaGetErrorString(status) + " (the engine holds " +
+                  std::to_string(c.stats.allocated) + " bytes in tensors, " + std::to_string(c.stats.cached) +
+                  " bytes in all)");
+    }
+    ++c.stats.cuda_mallocs;
+    c.stats.cached += size;
+  }
+  if (poison) check(cudaMemsetAsync(p, 0xFF, size, stream_of(device)), "poisoning a new block");
+  c.live[p] = size;
+  c.stats.allocated += size;
+  c.stats.peak_allocated = std::max(c.stats.peak_allocated, c.stats.allocated);
+  return p;
+}
+
+void device_free(void* ptr, int device) {
+  if (ptr == nullptr) return;
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.live.find(ptr);
+  if (it == c.live.end()) return;  // not ours: never happens for Storage, ignored rather than thrown (destructors)
+  c.stats.allocated -= it->second;
+  c.free_blocks[it->second].push_back(ptr);
+  c.live.erase(it);
+}
+
+void poison_new_memory(bool on) { poison = on; }
+
+MemoryStats memory_stats(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void reset_peak_memory(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.stats.peak_allocated = c.stats.allocated;
+}
+
+void empty_cache(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  check(cudaStreamSynchronize(stream_of(device)), "waiting for the GPU before emptying the cache");
+  c.release_free_blocks(device);
+}
+
+}  // namespace engine::cuda

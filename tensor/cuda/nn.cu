@@ -1,0 +1,185 @@
+// Neural-network kernels of tensor/cuda/kernels.h: softmax cross-entropy, im2col and
+// col2im, max pooling. Kernels first, launchers after.
+#include <cuda_runtime.h>
+
+#include <cfloat>
+
+#include "tensor/cuda/check.cuh"
+#include "tensor/cuda/kernels.h"
+
+namespace engine::cuda {
+
+// ---------------------------------------------------------------------------------------
+// Kernels
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
+// One warp per row: the row's max m, then s = sum exp(x - m), then
+// probs = exp(x - m) / s and loss = m + log(s) - x[target].
+__global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float* logits, const int64_t* targets,
+                                             float* probs, float* loss, int64_t* bad_row) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const float* x = logits + row * c;
+  float m = -INFINITY;
+  for (int64_t j = lane; j < c; j += 32) m = fmaxf(m, x[j]);
+  m = warp_max(m);
+  float s = 0;
+  for (int64_t j = lane; j < c; j += 32) s += expf(x[j] - m);
+  s = warp_sum(s);
+  const float lse = m + logf(s);
+  for (int64_t j = lane; j < c; j += 32) probs[row * c + j] = expf(x[j] - lse);
+  if (lane == 0) {
+    const int64_t t = targets[row];
+    if (t < 0 || t >= c) {
+      atomicCAS(reinterpret_cast<unsigned long long*>(bad_row), 0xffffffffffffffffull, (unsigned long long)row);
+      loss[row] = NAN;
+    } else {
+      loss[row] = lse - x[t];
+    }
+  }
+}
+
+__global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float* probs, const int64_t* targets,
+                                              const float* grad_out, float* dx) {
+  const float scale = grad_out[0] / float(n);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * c; k += int64_t(blockDim.x) * gridDim.x) {
+    const int64_t i = k / c, j = k % c;
+    dx[k] = (probs[k] - (targets[i] == j ? 1.f : 0.f)) * scale;
+  }
+}
+
+// One thread per entry of cols (N, C*kh*kw, OH*OW); padding reads as 0.
+__global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s,
+                              int64_t p, int64_t OH, int64_t OW, const float* x, float* cols) {
+  const int64_t total = N * C * kh * kw * OH * OW;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
+    int64_t r = k;
+    const int64_t ox = r % OW; r /= OW;
+    const int64_t oy = r % OH; r /= OH;
+    const int64_t j = r % kw; r /= kw;
+    const int64_t i = r % kh; r /= kh;
+    const int64_t ch = r % C, n = r / C;
+    const int64_t y = oy * s + i - p, xx = ox * s + j - p;
+    cols[k] = (y >= 0 && y < H && xx >= 0 && xx < W) ? x[((n * C + ch) * H + y) * W + xx] : 0.f;
+  }
+}
+
+// One thread per image pixel, gathering every cols entry im2col copied it to: no two
+// threads write the same pixel, so no atomics and the sum order is fixed.
+__global__ void col2im_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s,
+                              int64_t p, int64_t OH, int64_t OW, const float* cols, float* x) {
+  const int64_t total = N * C * H * W;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
+    int64_t r = k;
+    const int64_t xx = r % W; r /= W;
+    const int64_t y = r % H; r /= H;
+    const int64_t ch = r % C, n = r / C;
+    float acc = 0;
+    for (int64_t i = 0; i < kh; ++i) {
+      const int64_t ty = y + p - i;  // = oy * s
+      if (ty < 0 || ty % s != 0 || ty / s >= OH) continue;
+      for (int64_t j = 0; j < kw; ++j) {
+        const int64_t tx = xx + p - j;
+        if (tx < 0 || tx % s != 0 || tx / s >= OW) continue;
+        acc += cols[((((n * C + ch) * kh + i) * kw + j) * OH + ty / s) * OW + tx / s];
+      }
+    }
+    x[k] = acc;
+  }
+}
+
+__global__ void max_pool2d_forward_kernel(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kernel,
+                                          int64_t s, int64_t p, const float* in, float* out, int64_t* where) {
+  const int64_t total = planes * OH * OW;
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
+    const int64_t ox = k % OW, oy = (k / OW) % OH, plane = k / (OW * OH);
+    const int64_t y0 = max(oy * s - p, int64_t(0)), y1 = min(oy * s - p + kernel, H);
+    const int64_t x0 = max(ox * s - p, int64_t(0)), x1 = min(ox * s - p + kernel, W);
+    int64_t best_at = (plane * H + y0) * W + x0;
+    float best = in[best_at];
+    for (int64_t y = y0; y < y1; ++y)
+      for (int64_t x = x0; x < x1; ++x) {
+        const int64_t at = (plane * H + y) * W + x;
+        const float v = in[at];
+        if (v > best || (v != v && best == best)) best = v, best_at = at;  // the first NaN wins, as on the CPU
+      }
+    out[k] = best;
+    where[k] = best_at;
+  }
+}
+
+__global__ void max_pool2d_backward_kernel(int64_t count, const float* g, const int64_t* where, float* dx) {
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < count; k += int64_t(blockDim.x) * gridDim.x)
+    atomicAdd(dx + where[k], g[k]);  // overlapping windows may pick the same input
+}
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+
+namespace {
+constexpr int kThreads = 256;
+}
+
+void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits, const int64_t* targets, float* probs,
+                           float* loss, int64_t* bad_row) {
+  if (n == 0) return;
+  const int rows_per_block = kThreads / 32;
+  cross_entropy_forward_kernel<<<unsigned((n + rows_per_block - 1) / rows_per_block), kThreads, 0, stream_of(device)>>>(
+      n, c, logits, targets, probs, loss, bad_row);
+  check_launch("cross_entropy_forward_kernel");
+}
+
+void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const int64_t* targets,
+                            const float* grad_out, float* dx) {
+  if (n * c == 0) return;
+  cross_entropy_backward_kernel<<<blocks_for(n * c, kThreads, device), kThreads, 0, stream_of(device)>>>(
+      n, c, probs, targets, grad_out, dx);
+  check_launch("cross_entropy_backward_kernel");
+}
+
+void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
+            int64_t padding, const float* x, float* cols) {
+  const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
+  const int64_t total = N * C * kh * kw * OH * OW;
+  if (total == 0) return;
+  im2col_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(N, C, H, W, kh, kw, stride,
+                                                                                        padding, OH, OW, x, cols);
+  check_launch("im2col_kernel");
+}
+
+void col2im(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
+            int64_t padding, const float* cols, float* x) {
+  const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
+  const int64_t total = N * C * H * W;
+  if (total == 0) return;
+  col2im_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(N, C, H, W, kh, kw, stride,
+                                                                                        padding, OH, OW, cols, x);
+  check_launch("col2im_kernel");
+}
+
+void max_pool2d_forward(int device, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kernel,
+                        int64_t stride, int64_t padding, const float* x, float* out, int64_t* where) {
+  const int64_t total = planes * OH * OW;
+  if (total == 0) return;
+  max_pool2d_forward_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(
+      planes, H, W, OH, OW, kernel, stride, padding, x, out, where);
+  check_launch("max_pool2d_forward_kernel");
+}
+
+void max_pool2d_backward(int device, int64_t out_count, const float* g, const int64_t* where, float* dx) {
+  if (out_count == 0) return;
+  max_pool2d_backward_kernel<<<blocks_for(out_count, kThreads, device), kThreads, 0, stream_of(device)>>>(out_count, g,
+                                                                                                          where, dx);
+  check_launch("max_pool2d_backward_kernel");
+}
+
+}  // namespace engine::cuda

@@ -1,0 +1,164 @@
+// Layers, losses and optimizers on the GPU against the same model on the CPU: outputs,
+// every parameter's gradient, and the parameters after several optimizer steps. Fresh
+// random inputs every run, device memory poisoned (tests/testing/gpu.h). Without a GPU
+// each case says it was skipped and why.
+#include "catch2/catch.hpp"
+#include "nn/adam.h"
+#include "nn/conv.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+#include "tests/testing/gpu.h"
+
+using namespace engine;
+using namespace engine::nn;
+using testing::rel_error;
+
+namespace {
+const Device kGpu = Device::cuda(0);
+
+// Every parameter's gradient of `gpu_model` against `cpu_model`'s, within `bound`.
+void check_grads(Module& gpu_model, Module& cpu_model, double bound) {
+  auto pg = gpu_model.named_parameters(), pc = cpu_model.named_parameters();
+  REQUIRE(pg.size() == pc.size());
+  for (size_t i = 0; i < pg.size(); ++i) {
+    INFO("gradient of " << pc[i].first);
+    REQUIRE(pg[i].second.grad().device() == kGpu);
+    CHECK(rel_error(pg[i].second.grad(), pc[i].second.grad()) <= bound);
+  }
+}
+void check_params(Module& gpu_model, Module& cpu_model, double bound) {
+  auto pg = gpu_model.named_parameters(), pc = cpu_model.named_parameters();
+  for (size_t i = 0; i < pg.size(); ++i) {
+    INFO("parameter " << pc[i].first);
+    CHECK(rel_error(pg[i].second.data(), pc[i].second.data()) <= bound);
+  }
+}
+}  // namespace
+
+TEST_CASE("cross-entropy and log-softmax on the GPU: loss and gradient match the CPU") {
+  if (!testing::gpu_or_skip("cross-entropy on the GPU")) return;
+  Generator g = testing::fresh_generator();
+  for (auto [n, c] : std::vector<std::pair<int64_t, int64_t>>{{64, 10}, {7, 1000}, {1, 3}}) {
+    INFO("n " << n << " c " << c);
+    const Tensor x = randn({n, c}, &g) * 4.0, t = randint(0, c, {n}, &g);
+    Variable xc(x, true), xg(x.to(kGpu), true);
+    Variable lc = cross_entropy(xc, t), lg = cross_entropy(xg, t.to(kGpu));
+    CHECK(rel_error(lg.data(), lc.data()) <= 1e-5);
+    (lc * 3.0).backward();
+    (lg * 3.0).backward();
+    CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-5);
+    Variable sc(x, true), sg(x.to(kGpu), true);
+    Variable oc = log_softmax(sc), og = log_softmax(sg);
+    CHECK(rel_error(og.data(), oc.data()) <= 1e-5);
+    autograd::sum(oc * Variable(x)).backward();
+    autograd::sum(og * Variable(x.to(kGpu))).backward();
+    CHECK(rel_error(sg.grad(), sc.grad()) <= 1e-5);
+  }
+  // A target out of range is named, as on the CPU.
+  const Tensor bad = from_vector(std::vector<int64_t>{1, 12, 3});
+  CHECK_THROWS_WITH(cross_entropy(Variable(randn({3, 10}, &g).to(kGpu)), bad.to(kGpu)),
+                    Catch::Contains("target 12 at index 1"));
+}
+
+TEST_CASE("conv2d, max_pool2d, batch norm and dropout on the GPU match the CPU") {
+  if (!testing::gpu_or_skip("conv layers on the GPU")) return;
+  Generator g = testing::fresh_generator();
+  const Tensor x = randn({4, 3, 13, 11}, &g);
+  for (auto [k, s, p] : std::vector<std::array<int64_t, 3>>{{3, 1, 1}, {5, 2, 2}, {2, 2, 0}, {3, 3, 0}}) {
+    INFO("kernel " << k << " stride " << s << " padding " << p);
+    Generator init(11);
+    Conv2d cpu_conv(3, 8, k, s, p, true, &init);
+    Generator init2(11);
+    Conv2d gpu_conv(3, 8, k, s, p, true, &init2);
+    gpu_conv.to(kGpu);
+    Variable xc(x, true), xg(x.to(kGpu), true);
+    Variable yc = cpu_conv(xc), yg = gpu_conv(xg);
+    CHECK(rel_error(yg.data(), yc.data()) <= 1e-5);
+    Variable pc = max_pool2d(yc, k, s, p / 2), pg = max_pool2d(yg, k, s, p / 2);
+    CHECK(rel_error(pg.data(), pc.data()) <= 1e-5);
+    const Tensor w = randn(pc.shape(), &g);
+    autograd::sum(pc * Variable(w)).backward();
+    autograd::sum(pg * Variable(w.to(kGpu))).backward();
+    CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-5);
+    check_grads(gpu_conv, cpu_conv, 1e-5);
+  }
+  BatchNorm2d bn_cpu(3), bn_gpu(3);
+  bn_gpu.to(kGpu);
+  Variable xc(x * 2.0 + 1.0, true), xg((x * 2.0 + 1.0).to(kGpu), true);
+  Variable yc = bn_cpu(xc), yg = bn_gpu(xg);
+  CHECK(rel_error(yg.data(), yc.data()) <= 1e-5);
+  const Tensor w = randn(x.shape(), &g);
+  autograd::sum(yc * Variable(w)).backward();
+  autograd::sum(yg * Variable(w.to(kGpu))).backward();
+  CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-4);
+  check_grads(bn_gpu, bn_cpu, 1e-5);
+  CHECK(rel_error(bn_gpu.running_var, bn_cpu.running_var) <= 1e-5);
+  // Dropout keeps about 1-p of the elements, each scaled by 1/(1-p).
+  const Tensor ones_gpu = ones({1 << 20}, DType::Float32, kGpu);
+  const Tensor d = dropout(Variable(ones_gpu), 0.25, true, &g).data();
+  CHECK(std::fabs(mean(gt(d, scalar_tensor(0.0))).item() - 0.75) < 3e-3);
+  CHECK(max(d).item() == Approx(1 / 0.75));
+}
+
+TEST_CASE("SGD (momentum, Nesterov, weight decay) and Adam/AdamW steps on the GPU match the CPU") {
+  if (!testing::gpu_or_skip("fused optimizer kernels")) return;
+  Generator g = testing::fresh_generator();
+  const Tensor x = randn({32, 20}, &g), t = randint(0, 5, {32}, &g);
+  for (int which = 0; which < 4; ++which) {
+    INFO("optimizer " << which);
+    auto make = [] {
+      Generator init(3);
+      return Sequential({std::make_shared<Linear>(20, 16, true, &init), std::make_shared<ReLU>(),
+                         std::make_shared<Linear>(16, 5, true, &init)});
+    };
+    Sequential cpu = make(), gpu = make();
+    gpu.to(kGpu);
+    auto optimizer = [&](Module& m) -> std::unique_ptr<Optimizer> {
+      if (which == 0) return std::make_unique<SGD>(m.parameters(), SGDOptions{.lr = 0.1, .momentum = 0.9});
+      if (which == 1)
+        return std::make_unique<SGD>(m.parameters(),
+                                     SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+      if (which == 2) return std::make_unique<Adam>(m.parameters(), AdamOptions{.lr = 0.01, .weight_decay = 0.01});
+      return std::make_unique<AdamW>(m.parameters(), AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+    };
+    auto oc = optimizer(cpu), og = optimizer(gpu);
+    for (int step = 0; step < 5; ++step) {
+      oc->zero_grad(), og->zero_grad();
+      cross_entropy(cpu(Variable(x)), t).backward();
+      cross_entropy(gpu(Variable(x.to(kGpu))), t.to(kGpu)).backward();
+      if (step == 0) check_grads(gpu, cpu, 1e-5);
+      oc->step(), og->step();
+    }
+    check_params(gpu, cpu, 1e-5);
+  }
+}
+
+TEST_CASE("an MLP trained on the GPU follows the same losses as on the CPU") {
+  if (!testing::gpu_or_skip("MLP training on the GPU")) return;
+  Generator g = testing::fresh_generator();
+  auto make = [] {
+    Generator init(5);
+    return Sequential({std::make_shared<Linear>(784, 256, true, &init), std::make_shared<ReLU>(),
+                       std::make_shared<Linear>(256, 10, true, &init)});
+  };
+  Sequential cpu = make(), gpu = make();
+  gpu.to(kGpu);
+  SGD oc(cpu.parameters(), {.lr = 0.05, .momentum = 0.9}), og(gpu.parameters(), {.lr = 0.05, .momentum = 0.9});
+  const Tensor x = randn({64, 784}, &g), t = randint(0, 10, {64}, &g);
+  const Tensor xg = x.to(kGpu), tg = t.to(kGpu);
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    oc.zero_grad(), og.zero_grad();
+    Variable lc = cross_entropy(cpu(Variable(x)), t), lg = cross_entropy(gpu(Variable(xg)), tg);
+    INFO("step " << step);
+    CHECK(lg.data().item() == Approx(lc.data().item()).epsilon(1e-4));
+    lc.backward(), lg.backward();
+    oc.step(), og.step();
+    if (step == 0) first = lg.data().item();
+    last = lg.data().item();
+  }
+  CHECK(last < first * 0.5);  // it learned (the batch is memorised)
+  check_params(gpu, cpu, 1e-4);
+}

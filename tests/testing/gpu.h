@@ -1,0 +1,63 @@
+// For tests of CUDA code: skip (saying why) where there is no GPU, compare a GPU result
+// with its CPU reference otherwise.
+//
+//   TEST_CASE("relu on the GPU matches the CPU") {
+//     if (!testing::gpu_or_skip("relu")) return;       // prints "SKIPPED: relu (no usable GPU: ...)"
+//     Generator g = testing::fresh_generator();        // new inputs every run, seed printed on failure
+//     Tensor x = randn({1000}, &g);
+//     REQUIRE(testing::rel_error(relu(x.to(testing::gpu())), relu(x)) <= 1e-6);
+//   }
+#pragma once
+
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <string>
+
+#include "catch2/catch.hpp"
+#include "tensor/cuda/runtime.h"
+#include "tensor/ops.h"
+
+namespace engine::testing {
+
+inline Device gpu() { return Device::cuda(0); }
+
+// True when a GPU is usable; then every new device block is poisoned (runtime.h) so an
+// unwritten output element reads NaN. Otherwise prints and warns why the test is skipped.
+inline bool gpu_or_skip(const std::string& what) {
+  if (cuda::device_count() > 0) {
+    cuda::poison_new_memory(true);
+    return true;
+  }
+  const std::string why = cuda::unavailable_reason();
+  std::cout << "SKIPPED: " << what << " (built with CUDA: " << (cuda::built_with_cuda() ? "yes" : "no")
+            << "; no usable GPU: " << why << ")" << std::endl;
+  WARN("SKIPPED: " << what << ": no usable GPU: " << why);
+  return false;
+}
+
+// A generator seeded differently on every run; the seed is reported with any failure.
+inline Generator fresh_generator() {
+  const uint64_t seed = std::random_device{}();
+  UNSCOPED_INFO("random seed " << seed);
+  return Generator(seed);
+}
+
+// ||got - want|| / ||want|| over all elements (got copied to the CPU first, shapes must
+// match); the max-norm of got - want when want is all zeros. NaN anywhere gives NaN, which
+// fails any `<=` bound.
+inline double rel_error(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<float> a = got.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+  const std::vector<float> b = want.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+  double diff = 0, norm = 0, worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    if (std::isnan(a[i]) != std::isnan(b[i])) return NAN;
+    if (std::isnan(a[i])) continue;  // NaN where the reference has NaN too: agreed
+    diff += d * d, norm += double(b[i]) * double(b[i]), worst = std::max(worst, std::fabs(d));
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : worst;
+}
+
+}  // namespace engine::testing

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The GPU check: every CUDA test, the NCCL tests and the GPU benchmarks (beside PyTorch
+# CUDA where it is installed), on a machine with an NVIDIA GPU and its driver but no Bazel.
+#
+# Here (with Bazel and the CUDA toolkit), gather the binaries and what they need:
+#   bash tools/gpu_check.sh stage gpu_bundle        # builds, then fills gpu_bundle/
+# There (copy the folder over), run everything and write the report:
+#   bash gpu_bundle/gpu_check.sh run REPORT_DIR     # REPORT_DIR/report.md, tests.log, bench_*.jsonl
+#
+# cuBLAS and NCCL are not bundled (hundreds of MB): on the GPU machine they are taken from
+# the library path, else from where a PyTorch installation bundles them (nvidia/*/lib in
+# its site-packages). The run exits non-zero if any test fails or is skipped.
+set -euo pipefail
+
+TESTS=(tests/tensor/cuda_test tests/tensor/cuda_ops_test tests/nn/cuda_nn_test tests/dist/nccl_test)
+BENCH=bench/gpu_bench
+
+stage() {
+  local dest=$1
+  cd "$(dirname "$0")/.."
+  local targets=()
+  for t in "${TESTS[@]}" "$BENCH"; do targets+=("//${t%/*}:${t##*/}"); done
+  bazel build "${targets[@]}"
+  rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
+  for t in "${TESTS[@]}" "$BENCH"; do
+    cp -L "bazel-bin/$t" "$dest/bin/"
+    # The engine's own shared libraries (Bazel links tests against them); not CUDA's.
+    ldd "bazel-bin/$t" | awk '/=> .*_solib_/ {print $3}' | { grep -Ev "libcublas|libnccl|libcudart" || true; } |
+      while read -r lib; do cp -Ln "$lib" "$dest/lib/" 2>/dev/null || true; done
+  done
+  cp bench/gpu_bench.py bench/gpu_report.py tools/gpu_check.sh "$dest/"
+  chmod -R u+w "$dest"
+  du -sh "$dest"
+}
+
+# Adds the folders holding libcublas.so.N and libnccl.so.2 to LD_LIBRARY_PATH when the
+# dynamic loader cannot find them by itself.
+find_cuda_libs() {
+  local here=$1 missing
+  missing=$(LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}" ldd "$here/bin/cuda_ops_test" | awk '/not found/ {print $1}')
+  [ -z "$missing" ] && return 0
+  echo "not on the library path: $missing; looking in PyTorch's bundled NVIDIA libraries"
+  local py dirs
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    dirs=$("$py" - <<'PY' 2>/dev/null || true
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+seen = set()
+for r in roots:
+    for d in glob.glob(os.path.join(r, "nvidia", "*", "lib")) + glob.glob(os.path.join(r, "nvidia", "cu*", "lib")):
+        if d not in seen:
+            seen.add(d)
+            print(d)
+PY
+)
+    [ -n "$dirs" ] && break
+  done
+  [ -n "$dirs" ] || { echo "could not find cuBLAS/NCCL: install them or PyTorch with CUDA"; return 1; }
+  export LD_LIBRARY_PATH="$(echo "$dirs" | paste -sd:):${LD_LIBRARY_PATH:-}"
+  missing=$(LD_LIBRARY_PATH="$here/lib:$LD_LIBRARY_PATH" ldd "$here/bin/cuda_ops_test" | awk '/not found/ {print $1}')
+  [ -z "$missing" ] || { echo "still missing: $missing"; return 1; }
+}
+
+run() {
+  local out=$1 here
+  here=$(cd "$(dirname "$0")" && pwd)
+  mkdir -p "$out"
+  find_cuda_libs "$here"
+  export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt" || true
+  local failed=0
+  : >"$out/tests.log"
+  for t in "${TESTS[@]}"; do
+    local name=${t##*/} status=pass
+    echo "== $name" | tee -a "$out/tests.log"
+    if ! timeout 300 "$here/bin/$name" --durations yes >>"$out/tests.log" 2>&1; then status=FAIL; failed=1; fi
+    if grep -q "SKIPPED" "$out/tests.log"; then status="$status (SKIPPED seen)"; failed=1; fi
+    tail -3 "$out/tests.log"
+    echo "$name: $status" | tee -a "$out/summary.txt"
+  done
+  timeout 300 "$here/bin/gpu_bench" | tee "$out/bench_engine.jsonl" || failed=1
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    timeout 300 python3 "$here/gpu_bench.py" | tee "$out/bench_pytorch.jsonl" || failed=1
+  else
+    echo "PyTorch with CUDA not found: engine figures only" | tee "$out/bench_pytorch.jsonl"
+  fi
+  python3 "$here/gpu_report.py" "$out" | tee "$out/report.md" || true
+  return $failed
+}
+
+case "${1:-}" in
+  stage) stage "${2:?stage needs a destination folder}" ;;
+  run) run "${2:?run needs a report folder}" ;;
+  *) echo "usage: $0 stage DEST | run REPORT_DIR" >&2; exit 2 ;;
+esac
