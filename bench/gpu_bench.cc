@@ -98,6 +98,7 @@ std::shared_ptr<Module> make_model(const std::string& name) {
 
 void train_step(const std::string& name, int64_t batch, int steps) {
   manual_seed(0);
+  cuda::reset_peak_memory(0);
   auto model = make_model(name);
   model->to(kGpu);
   SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});

@@ -63,6 +63,7 @@ def make_model(name):
 
 def train_step(name, batch, steps):
     torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
     model = make_model(name).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     shape = (batch, 784) if name == "mlp" else (batch, 1, 28, 28)

@@ -78,6 +78,19 @@ run() {
     tail -3 "$out/tests.log"
     echo "$name: $status" | tee -a "$out/summary.txt"
   done
+  # Optional: the CUDA tests again under compute-sanitizer (out-of-bounds accesses, races).
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+  if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ] && [ -n "$sanitizer" ]; then
+    for tool in memcheck racecheck; do
+      for name in cuda_ops_test cuda_nn_test; do
+        echo "== $tool $name" | tee -a "$out/sanitizer.log"
+        timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 "$here/bin/$name" >>"$out/sanitizer.log" 2>&1 ||
+          { echo "$tool $name: FAIL"; failed=1; }
+        tail -2 "$out/sanitizer.log" | tee -a "$out/summary.txt"
+      done
+    done
+  fi
   timeout 300 "$here/bin/gpu_bench" | tee "$out/bench_engine.jsonl" || failed=1
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     timeout 300 python3 "$here/gpu_bench.py" | tee "$out/bench_pytorch.jsonl" || failed=1

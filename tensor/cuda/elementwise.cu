@@ -105,8 +105,8 @@ __global__ void binary_kernel(BinaryOp op, int64_t n, Loop<3> loop, R* out, cons
     int64_t off[3];
     offsets_of(loop, i, off);
     const T x = load(a, sa, off[1]), y = load(b, sb, off[2]);
-    if constexpr (std::is_same_v<R, T>) out[off[0]] = binary_op(op, x, y, alpha);
-    else out[off[0]] = compare_op(op, x, y);
+    if (op >= BinaryOp::Eq && op <= BinaryOp::Ge) out[off[0]] = R(compare_op(op, x, y));  // a float mask
+    else out[off[0]] = R(binary_op(op, x, y, alpha));
   }
 }
 

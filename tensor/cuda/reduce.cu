@@ -106,11 +106,25 @@ __global__ void reduce_rows_kernel(const In* in, Out* out, int64_t n, int64_t ch
   const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
   const int64_t begin = chunk * len, end = min(n, begin + len);
   const In* x = in + row * n;
+  auto fold = [&](typename R::A acc, int64_t i) {
+    if constexpr (kFromAcc) return R::combine(acc, x[i]);
+    else return R::combine(acc, R::element(x[i], i));
+  };
+  // Four loads per thread per iteration, issued before any is used: a memory-bound loop
+  // needs many bytes in flight, and one dependent load at a time leaves the bus idle.
   typename R::A acc = R::identity();
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    if constexpr (kFromAcc) acc = R::combine(acc, x[i]);
-    else acc = R::combine(acc, R::element(x[i], i));
+  const int64_t step = blockDim.x;
+  int64_t i = begin + threadIdx.x;
+  for (; i + 3 * step < end; i += 4 * step) {
+    const In v0 = x[i], v1 = x[i + step], v2 = x[i + 2 * step], v3 = x[i + 3 * step];
+    if constexpr (kFromAcc) {
+      acc = R::combine(R::combine(acc, v0), R::combine(v1, R::combine(v2, v3)));
+    } else {
+      acc = R::combine(acc, R::combine(R::combine(R::element(v0, i), R::element(v1, i + step)),
+                                       R::combine(R::element(v2, i + 2 * step), R::element(v3, i + 3 * step))));
+    }
   }
+  for (; i < end; i += step) acc = fold(acc, i);
   acc = block_combine<R>(acc);
   if (threadIdx.x == 0) {
     if constexpr (kFinal) out[blockIdx.x] = R::result(acc, scale);
@@ -151,7 +165,7 @@ void run(int device, int64_t outer, int64_t reduced, int64_t inner, const T* in,
   const int64_t sms = multiprocessor_count(device);
   int64_t chunks = 1;
   if (may_split && outer < 2 * sms && reduced > 16384)
-    chunks = std::min<int64_t>((reduced + 8191) / 8192, (4 * sms + outer - 1) / outer);
+    chunks = std::min<int64_t>((reduced + 8191) / 8192, (8 * sms + outer - 1) / outer);  // 8 blocks per SM
   if (chunks == 1) {
     reduce_rows_kernel<R, T, false, true, Out><<<unsigned(outer), kThreads, 0, s>>>(in, out, reduced, 1, reduced,
                                                                                     scale);
