@@ -153,7 +153,9 @@ TEST_CASE("an MLP trained on the GPU follows the same losses as on the CPU") {
     oc.zero_grad(), og.zero_grad();
     Variable lc = cross_entropy(cpu(Variable(x)), t), lg = cross_entropy(gpu(Variable(xg)), tg);
     INFO("step " << step);
-    CHECK(lg.data().item() == Approx(lc.data().item()).epsilon(1e-4));
+    // Relative 1e-4, or 1e-6 absolute once the loss nears 0 (it memorises the batch, and
+    // lse - x[target] then cancels to a few float32 ulps of the logits).
+    CHECK(lg.data().item() == Approx(lc.data().item()).epsilon(1e-4).margin(1e-6));
     lc.backward(), lg.backward();
     oc.step(), og.step();
     if (step == 0) first = lg.data().item();
