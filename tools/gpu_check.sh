@@ -10,6 +10,9 @@
 # cuBLAS and NCCL are not bundled (hundreds of MB): on the GPU machine they are taken from
 # the library path, else from where a PyTorch installation bundles them (nvidia/*/lib in
 # its site-packages). The run exits non-zero if any test fails or is skipped.
+# Options (environment): GPU_CHECK_SANITIZER=1 also runs the CUDA tests under
+# compute-sanitizer memcheck and racecheck; GPU_CHECK_TORCH_LIBS=1 takes cuBLAS and NCCL
+# from PyTorch's bundle even when the library path has them (libraries.txt says which).
 set -euo pipefail
 
 TESTS=(tests/tensor/cuda_test tests/tensor/cuda_ops_test tests/nn/cuda_nn_test tests/dist/nccl_test)
@@ -38,8 +41,8 @@ stage() {
 find_cuda_libs() {
   local here=$1 missing
   missing=$(LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}" ldd "$here/bin/cuda_ops_test" | awk '/not found/ {print $1}')
-  [ -z "$missing" ] && return 0
-  echo "not on the library path: $missing; looking in PyTorch's bundled NVIDIA libraries"
+  if [ -z "$missing" ] && [ "${GPU_CHECK_TORCH_LIBS:-0}" != 1 ]; then return 0; fi
+  echo "not on the library path (or GPU_CHECK_TORCH_LIBS=1): ${missing:-none}; looking in PyTorch's bundled NVIDIA libraries"
   local py dirs
   for py in python3 /opt/torch/.venv/bin/python3; do
     dirs=$("$py" - <<'PY' 2>/dev/null || true
@@ -67,6 +70,7 @@ run() {
   mkdir -p "$out"
   find_cuda_libs "$here"
   export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
+  LD_LIBRARY_PATH="$LD_LIBRARY_PATH" ldd "$here/bin/nccl_test" | grep -E "cublas|nccl" | tee "$out/libraries.txt"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt" || true
   local failed=0
   : >"$out/tests.log"

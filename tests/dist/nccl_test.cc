@@ -95,3 +95,29 @@ TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without D
     RANK_REQUIRE(pa[i].data().to_vector<float>() == pb[i].data().to_vector<float>());
   dist::destroy_process_group();
 }
+
+TEST_CASE("nccl collectives wait for the compute stream, and the compute stream for them") {
+  single_rank_env();
+  if (cuda::device_count() == 0) {
+    std::cout << "SKIPPED: nccl stream ordering (no usable GPU: " << cuda::unavailable_reason() << ")" << std::endl;
+    WARN("SKIPPED: no usable GPU");
+    return;
+  }
+  cuda::poison_new_memory(true);  // a read before the write would see NaN
+  dist::init_process_group("nccl");
+  Generator g(4);
+  const Tensor a = randn({4096, 4096}, &g, Device::cuda(0));
+  // About a teraflop queued on the compute stream (tens of milliseconds): the input of the
+  // collective is written at its very end, long after the host has queued the collective.
+  Tensor x = a;
+  for (int i = 0; i < 8; ++i) x = matmul(x, a) * (1.0 / 64);
+  const Tensor last = x.narrow(0, 0, 1).flatten().contiguous();
+  std::vector<Tensor> outs;
+  dist::all_gather(outs, last);                // runs on the communication stream
+  const Tensor doubled = outs[0] * 2.0;        // queued on the compute stream right after
+  const std::vector<float> want = last.to_vector<float>(), got = doubled.to_vector<float>();
+  RANK_REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) RANK_REQUIRE(got[i] == 2 * want[i]);
+  dist::destroy_process_group();
+  cuda::poison_new_memory(false);
+}
