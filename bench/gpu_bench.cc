@@ -3,8 +3,9 @@
 //   - memory-bound kernels (copy, add, relu, scale in place, sum) in GB/s, counting each
 //     byte read and written once, as a fraction of the device-to-device copy's rate;
 //   - the tiled teaching GEMM against cuBLAS, in TFLOP/s;
-//   - one training step (forward, backward, SGD momentum) of an MLP and of a small CNN,
-//     with the cudaMalloc calls the timed steps made (0 after warm-up).
+//   - one training step (forward, backward, SGD momentum) of an MLP, of a small CNN and of
+//     the MLP under DDP over nccl at world size 1, with the cudaMalloc calls the timed
+//     steps made (0 after warm-up).
 // All times: CUDA events around many repetitions, median of several rounds.
 //
 //   gpu_bench [--quick]      (prints "SKIPPED ..." and exits 0 without a GPU)
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "dist/ddp.h"
+#include "dist/dist.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -96,14 +99,25 @@ std::shared_ptr<Module> make_model(const std::string& name) {
       std::make_shared<Linear>(128, 10)});
 }
 
+// name "mlp-ddp": the MLP wrapped in DDP over nccl at world size 1 with its buckets
+// all-reduced anyway (reduce_when_alone), as PyTorch's DDP does: DDP's own cost on a GPU.
 void train_step(const std::string& name, int64_t batch, int steps) {
   manual_seed(0);
   cuda::reset_peak_memory(0);
-  auto model = make_model(name);
+  const bool ddp = name == "mlp-ddp";
+  std::shared_ptr<Module> model = make_model(ddp ? "mlp" : name);
   model->to(kGpu);
+  if (ddp) {
+    setenv("RANK", "0", 1), setenv("WORLD_SIZE", "1", 1), setenv("LOCAL_RANK", "0", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", "0", 1);
+    dist::init_process_group("nccl");
+    dist::DDPOptions options;
+    options.reduce_when_alone = true;
+    model = std::make_shared<dist::DistributedDataParallel>(model, options);
+  }
   SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
   Generator g(3);
-  const Shape xs = name == "mlp" ? Shape{batch, 784} : Shape{batch, 1, 28, 28};
+  const Shape xs = name == "cnn" ? Shape{batch, 1, 28, 28} : Shape{batch, 784};
   const Tensor x = randn(xs, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
   auto step = [&] {
     opt.zero_grad();
@@ -118,6 +132,10 @@ void train_step(const std::string& name, int64_t batch, int steps) {
               "\"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
               name.c_str(), (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs), m.peak_allocated / 1048576.0,
               m.cached / 1048576.0);
+  if (ddp) {
+    model.reset();  // DDP before its group
+    dist::destroy_process_group();
+  }
 }
 }  // namespace
 
@@ -131,7 +149,7 @@ int main(int argc, char** argv) {
               cuda::device_name(0).c_str(), cuda::multiprocessor_count(0));
   bandwidth(quick ? (1 << 20) : (int64_t(1) << 28));  // 1 GiB per float tensor: far beyond the L2
   gemm(quick ? 256 : 4096);
-  for (const char* model : {"mlp", "cnn"})
+  for (const char* model : {"mlp", "cnn", "mlp-ddp"})
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50);
   return 0;
 }

@@ -62,11 +62,17 @@ def make_model(name):
 
 
 def train_step(name, batch, steps):
+    """name "mlp-ddp": the MLP in DistributedDataParallel over nccl at world size 1."""
     torch.manual_seed(0)
     torch.cuda.reset_peak_memory_stats()
-    model = make_model(name).cuda()
+    ddp = name == "mlp-ddp"
+    model = make_model("mlp" if ddp else name).cuda()
+    if ddp:
+        import torch.distributed as dist
+        dist.init_process_group("nccl", init_method="tcp://127.0.0.1:29517", rank=0, world_size=1)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[0])
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    shape = (batch, 784) if name == "mlp" else (batch, 1, 28, 28)
+    shape = (batch, 1, 28, 28) if name == "cnn" else (batch, 784)
     x = torch.randn(*shape, device="cuda")
     y = torch.randint(0, 10, (batch,), device="cuda")
     loss_fn = nn.CrossEntropyLoss()
@@ -81,6 +87,9 @@ def train_step(name, batch, steps):
     ms = time_ms(step, steps, 5)
     emit(bench="train_step", model=name, batch=batch, step_ms=round(ms, 4),
          peak_allocated_mb=round(torch.cuda.max_memory_allocated() / 2 ** 20, 1))
+    if ddp:
+        del model
+        torch.distributed.destroy_process_group()
 
 
 def main():
@@ -94,7 +103,7 @@ def main():
     emit(bench="device", name=torch.cuda.get_device_name(0), torch=torch.__version__)
     bandwidth(1 << 20 if quick else 1 << 28)
     gemm(256 if quick else 4096)
-    for model in ("mlp", "cnn"):
+    for model in ("mlp", "cnn", "mlp-ddp"):
         for batch in (64, 256):
             train_step(model, batch, 5 if quick else 50)
 

@@ -113,7 +113,7 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
   if (!sync_) return;  // no_sync: gradients just accumulate in .grad
-  if (group_->size() == 1) return;  // the average over one rank is the gradient itself
+  if (group_->size() == 1 && !options_.reduce_when_alone) return;  // the average over one rank is the gradient itself
   if (!finalize_queued_) {
     finalize_queued_ = true;
     autograd::queue_callback([this] { finalize(); });

@@ -36,6 +36,9 @@ struct DDPOptions {
   double first_bucket_mb = 1;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;  // rank 0's buffers (e.g. batch-norm statistics) at every forward
+  // At world size 1 the average is the gradient itself, so buckets are skipped; true runs
+  // them anyway, as PyTorch does (to measure DDP's own cost, or test it on one GPU).
+  bool reduce_when_alone = false;
   ProcessGroup* group = nullptr;  // nullptr: the default group
 };
 

@@ -268,3 +268,28 @@ TEST_CASE("only rank 0 writes the checkpoint, and every rank loads the same valu
   RANK_REQUIRE(loaded[1] == loaded[0]);
   RANK_REQUIRE(loaded[2] == loaded[0]);
 }
+
+TEST_CASE("at world size 1 buckets are skipped, unless reduce_when_alone; the result is the same") {
+  for (bool alone : {false, true}) {
+    INFO("reduce_when_alone " << alone);
+    run_threads(1, [&](ProcessGroupTCP& g) {
+      Data d;
+      auto model = mlp(1);
+      int launched_when_last_ready = -1;
+      DistributedDataParallel* ddp_ptr = nullptr;
+      model->parameters()[0].register_post_accumulate_grad_hook(
+          [&](Variable&) { launched_when_last_ready = ddp_ptr->buckets_launched(); });
+      DistributedDataParallel ddp(
+          model, {.bucket_cap_mb = 0.0001, .first_bucket_mb = 0.0001, .reduce_when_alone = alone, .group = &g});
+      ddp_ptr = &ddp;
+      SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+      for (int s = 0; s < 3; ++s) {
+        opt.zero_grad();
+        cross_entropy(ddp(Variable(d.x.narrow(0, s * 8, 8))), d.y.narrow(0, s * 8, 8)).backward();
+        opt.step();
+      }
+      RANK_REQUIRE(launched_when_last_ready == (alone ? 1 : 0));
+      RANK_REQUIRE(flat(*model) == single_process(3, 8));
+    });
+  }
+}

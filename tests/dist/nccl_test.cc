@@ -78,21 +78,29 @@ TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without D
         std::make_shared<nn::Linear>(20, 32, true, &init), std::make_shared<nn::ReLU>(),
         std::make_shared<nn::Linear>(32, 4, true, &init)});
   };
-  auto plain = make(), wrapped = make();
-  plain->to(Device::cuda(0)), wrapped->to(Device::cuda(0));
-  dist::DistributedDataParallel ddp(wrapped);
-  nn::SGD a(plain->parameters(), {.lr = 0.1, .momentum = 0.9}), b(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
-  Generator g(1);
-  for (int step = 0; step < 5; ++step) {
-    const Tensor x = randn({16, 20}, &g).to(Device::cuda(0)), t = randint(0, 4, {16}, &g).to(Device::cuda(0));
-    a.zero_grad(), b.zero_grad();
-    nn::cross_entropy((*plain)(nn::Variable(x)), t).backward();
-    nn::cross_entropy(ddp(nn::Variable(x)), t).backward();
-    a.step(), b.step();
+  // reduce_when_alone: the buckets go through NCCL on the communication stream even at
+  // world size 1 (gradients copied in on the compute stream, averaged, copied back).
+  for (bool through_buckets : {false, true}) {
+    INFO("reduce_when_alone " << through_buckets);
+    auto plain = make(), wrapped = make();
+    plain->to(Device::cuda(0)), wrapped->to(Device::cuda(0));
+    dist::DDPOptions options;
+    options.reduce_when_alone = through_buckets;
+    options.first_bucket_mb = 0.001;  // several buckets
+    dist::DistributedDataParallel ddp(wrapped, options);
+    nn::SGD a(plain->parameters(), {.lr = 0.1, .momentum = 0.9}), b(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+    Generator g(1);
+    for (int step = 0; step < 5; ++step) {
+      const Tensor x = randn({16, 20}, &g).to(Device::cuda(0)), t = randint(0, 4, {16}, &g).to(Device::cuda(0));
+      a.zero_grad(), b.zero_grad();
+      nn::cross_entropy((*plain)(nn::Variable(x)), t).backward();
+      nn::cross_entropy(ddp(nn::Variable(x)), t).backward();
+      a.step(), b.step();
+    }
+    auto pa = plain->parameters(), pb = wrapped->parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      RANK_REQUIRE(pa[i].data().to_vector<float>() == pb[i].data().to_vector<float>());
   }
-  auto pa = plain->parameters(), pb = wrapped->parameters();
-  for (size_t i = 0; i < pa.size(); ++i)
-    RANK_REQUIRE(pa[i].data().to_vector<float>() == pb[i].data().to_vector<float>());
   dist::destroy_process_group();
 }
 
