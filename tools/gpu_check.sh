@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU check: every CUDA test, the NCCL tests and the GPU benchmarks (beside PyTorch
-# CUDA where it is installed), on a machine with an NVIDIA GPU and its driver but no Bazel.
+# The GPU check: every CUDA test, the NCCL tests, the main demo over nccl and the GPU
+# benchmarks (beside PyTorch CUDA where it is installed), on a machine with an NVIDIA GPU and its driver but no Bazel.
 #
 # Here (with Bazel and the CUDA toolkit), gather the binaries and what they need:
 #   bash tools/gpu_check.sh stage gpu_bundle        # builds, then fills gpu_bundle/
 # There (copy the folder over), run everything and write the report:
-#   bash gpu_bundle/gpu_check.sh run REPORT_DIR     # REPORT_DIR/report.md, tests.log, bench_*.jsonl
+#   bash gpu_bundle/gpu_check.sh run REPORT_DIR     # REPORT_DIR/report.md, summary.txt, tests.log,
+#                                                   # demo.log, bench_*.jsonl
 #
 # cuBLAS and NCCL are not bundled (hundreds of MB): on the GPU machine they are taken from
 # the library path, else from where a PyTorch installation bundles them (nvidia/*/lib in
@@ -17,21 +18,23 @@ set -euo pipefail
 
 TESTS=(tests/tensor/cuda_test tests/tensor/cuda_ops_test tests/nn/cuda_nn_test tests/dist/nccl_test)
 BENCH=bench/gpu_bench
+DEMO=(dist/launch lessons/02_ddp_basics/13_recap_main)  # lesson 2's recap over nccl
 
 stage() {
   local dest=$1
   cd "$(dirname "$0")/.."
   local targets=()
-  for t in "${TESTS[@]}" "$BENCH"; do targets+=("//${t%/*}:${t##*/}"); done
+  for t in "${TESTS[@]}" "$BENCH" "${DEMO[@]}"; do targets+=("//${t%/*}:${t##*/}"); done
   bazel build "${targets[@]}"
   rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
-  for t in "${TESTS[@]}" "$BENCH"; do
+  for t in "${TESTS[@]}" "$BENCH" "${DEMO[@]}"; do
     cp -L "bazel-bin/$t" "$dest/bin/"
     # The engine's own shared libraries (Bazel links tests against them); not CUDA's.
     ldd "bazel-bin/$t" | awk '/=> .*_solib_/ {print $3}' | { grep -Ev "libcublas|libnccl|libcudart" || true; } |
       while read -r lib; do cp -Ln "$lib" "$dest/lib/" 2>/dev/null || true; done
   done
   cp bench/gpu_bench.py bench/gpu_report.py tools/gpu_check.sh "$dest/"
+  mkdir -p "$dest/data" && cp "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"/*.gz "$dest/data/"
   chmod -R u+w "$dest"
   du -sh "$dest"
 }
@@ -88,12 +91,20 @@ run() {
   if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ] && [ -n "$sanitizer" ]; then
     for tool in memcheck racecheck; do
       for name in cuda_ops_test cuda_nn_test; do
-        echo "== $tool $name" | tee -a "$out/sanitizer.log"
-        timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 "$here/bin/$name" >>"$out/sanitizer.log" 2>&1 ||
+        echo "== $tool $name" | tee -a "$out/tests.log"
+        timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 "$here/bin/$name" >>"$out/tests.log" 2>&1 ||
           { echo "$tool $name: FAIL"; failed=1; }
-        tail -2 "$out/sanitizer.log" | tee -a "$out/summary.txt"
+        echo "$tool $name: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/tests.log" | tail -1)" | tee -a "$out/summary.txt"
       done
     done
+  fi
+  # The main demo, lesson 2's recap, on this GPU over nccl (one process: one GPU here).
+  if LESSON_OUT=$(mktemp -d) FASHION_MNIST_DIR="$here/data" timeout 300 "$here/bin/launch" --nproc_per_node=1 \
+      "$here/bin/13_recap_main" --backend nccl >"$out/demo.log" 2>&1 &&
+      awk '/test accuracy/ {a = $7} END {exit !(a + 0 >= 88)}' "$out/demo.log"; then
+    echo "demo (recap over nccl): pass, $(grep 'test accuracy' "$out/demo.log" | tail -1)" | tee -a "$out/summary.txt"
+  else
+    echo "demo (recap over nccl): FAIL" | tee -a "$out/summary.txt"; tail -5 "$out/demo.log"; failed=1
   fi
   timeout 300 "$here/bin/gpu_bench" | tee "$out/bench_engine.jsonl" || failed=1
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then

@@ -50,10 +50,13 @@ double test_accuracy(Module& model, int64_t limit) {
   model.eval();
   autograd::NoGradGuard no_grad;
   const int64_t n = limit > 0 ? std::min(limit, test->size()) : test->size();
+  // The batches go where the model is (a GPU, in a run over nccl).
+  const auto params = model.parameters();
+  const Device device = params.empty() ? Device::cpu() : params[0].data().device();
   int64_t correct = 0;
   for (int64_t start = 0; start < n; start += 1000) {
     const int64_t len = std::min<int64_t>(1000, n - start);
-    const Tensor x = test->inputs().narrow(0, start, len), y = test->targets().narrow(0, start, len);
+    const Tensor x = test->inputs().narrow(0, start, len).to(device), y = test->targets().narrow(0, start, len).to(device);
     correct += int64_t(sum(eq(argmax(model(Variable(x)).data(), 1), y)).item());
   }
   model.train();

@@ -64,10 +64,12 @@ int main(int argc, char** argv) try {
   // ---- Rank and world size.               rank = dist.get_rank(); world = dist.get_world_size()
   const int rank = dist::get_rank(), world = dist::get_world_size();
   // ---- Pin each process to one device.    torch.cuda.set_device(local_rank)
-  if (args.backend == "nccl") cuda::set_device(dist::get_local_rank());
+  const Device device = args.backend == "nccl" ? Device::cuda(dist::get_local_rank()) : Device::cpu();
+  if (device.is_cuda()) cuda::set_device(device.index);
 
-  // ---- The model, the same on every rank, wrapped in DDP.   model = DDP(model)
+  // ---- The model, the same on every rank, wrapped in DDP.   model = DDP(model.to(device))
   auto model = fmnist::make_model(args.model, /*seed=*/0);
+  model->to(device);
   dist::DistributedDataParallel ddp(model);  // broadcasts rank 0's weights to everyone
   SGD opt(ddp.parameters(), {.lr = args.lr, .momentum = 0.9});
 
@@ -94,7 +96,7 @@ int main(int argc, char** argv) try {
       const double progress = double(epoch * loader.size() + batches) / double(args.epochs * loader.size());
       opt.set_lr(args.lr * 0.5 * (1 + std::cos(M_PI * progress)));  // cosine decay, as the one-process trainer
       opt.zero_grad();
-      Variable loss = cross_entropy(ddp(Variable(b.input)), b.target);
+      Variable loss = cross_entropy(ddp(Variable(b.input.to(device))), b.target.to(device));
       // ---- Gradients sync themselves: backward all-reduces them, bucket by bucket.
       loss.backward();
       opt.step();
