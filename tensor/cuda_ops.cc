@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tensor/loops.h"
+#include "tensor/matmul_plan.h"
 #include "tensor/ops.h"
 
 namespace engine::cuda_ops {
@@ -179,13 +180,9 @@ Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<bool>& reduc
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
   const Device dev = common_device("matmul", {&a0, &b0});
   ENGINE_REQUIRE(a0.device() == b0.device(), "[matmul] expects both operands on ", dev.str());
-  const int64_t M = a0.size(-2), K = a0.size(-1), N = b0.size(-1);
-  const Shape batch = broadcast_shapes(Shape(a0.shape().begin(), a0.shape().end() - 2),
-                                       Shape(b0.shape().begin(), b0.shape().end() - 2), "matmul");
-  Shape out_shape = batch, a_shape = batch, b_shape = batch;
-  out_shape.insert(out_shape.end(), {M, N});
-  a_shape.insert(a_shape.end(), {M, K});
-  b_shape.insert(b_shape.end(), {K, N});
+  const detail::MatmulPlan plan = detail::plan_matmul(a0, b0);
+  const int64_t M = plan.M, K = plan.K, N = plan.N;
+  const Shape &batch = plan.batch, &a_shape = plan.a_shape, &b_shape = plan.b_shape;
   Tensor a = a0.expand(a_shape), b = b0.expand(b_shape);
   const size_t nb = batch.size();
   cuda::GemmOperand la, lb;
@@ -194,7 +191,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   if (!cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb)) b = b0.contiguous().expand(b_shape);
   cuda::gemm_layout(M, K, a.strides()[nb], a.strides()[nb + 1], &la);
   cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb);
-  Tensor out = empty(out_shape, DType::Float32, dev);
+  Tensor out = empty(plan.out_shape, DType::Float32, dev);
   // Batch dims merge into one when their strides allow (contiguous or broadcast); what is
   // left over is looped here, one strided-batched call per index of the leading dims.
   Shape bshape = batch;

@@ -3,6 +3,7 @@
 #include "tensor/cuda_ops.h"
 #include "tensor/gemm.h"
 #include "tensor/loops.h"
+#include "tensor/matmul_plan.h"
 #include "tensor/ops.h"
 
 namespace engine {
@@ -18,14 +19,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                  shape_str(b.shape()));
 
   if (cuda_ops::on_cuda(a, b)) return cuda_ops::matmul(a, b);
-  const Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
-                                       Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
-  Shape out_shape = batch, a_shape = batch, b_shape = batch;
-  out_shape.insert(out_shape.end(), {M, N});
-  a_shape.insert(a_shape.end(), {M, K});
-  b_shape.insert(b_shape.end(), {K, N});
-  const Tensor ea = a.expand(a_shape), eb = b.expand(b_shape);
-  Tensor out = empty(out_shape);
+  const detail::MatmulPlan plan = detail::plan_matmul(a, b);
+  const Shape& batch = plan.batch;
+  const Tensor ea = a.expand(plan.a_shape), eb = b.expand(plan.b_shape);
+  Tensor out = empty(plan.out_shape);
 
   const float* pa = static_cast<const float*>(ea.storage()->data());
   const float* pb = static_cast<const float*>(eb.storage()->data());
