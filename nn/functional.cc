@@ -102,6 +102,45 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
   return x;
 }
 
+namespace {
+// conv2d on a GPU: the same maths as below, but the whole batch in one GEMM per product.
+// im2col lays the columns out as (C*kh*kw, N*OH*OW), so out = W @ cols is one (O, N*OH*OW)
+// product (then one permuted copy to (N, O, OH, OW)), and dW = g @ cols^T is one product
+// with N*OH*OW as its inner dimension, instead of N small products and a sum over them.
+Variable conv2d_cuda(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding,
+                     int64_t OH, int64_t OW) {
+  const Shape xs = x.shape(), ws = weight.shape();
+  const int64_t N = xs[0], O = ws[0], L = N * OH * OW;
+  const Device dev = x.data().device();
+  ENGINE_REQUIRE(weight.data().device() == dev, "[conv2d] input on ", dev.str(), " but weight on ",
+                 weight.data().device().str());
+  const Tensor xc = x.data().contiguous();
+  Tensor cols = empty({xs[1] * ws[2] * ws[3], L}, DType::Float32, dev);
+  cuda::im2col(dev.index, N, xs[1], xs[2], xs[3], ws[2], ws[3], stride, padding, xc.data<float>(), cols.data<float>(),
+               /*batch_in_columns=*/true);
+  const Tensor w2 = weight.data().reshape({O, -1});
+  Tensor out2 = matmul(w2, cols);  // (O, N*OH*OW)
+  if (bias.defined()) add_(out2, bias.data().reshape({O, 1}));
+  const Tensor out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
+  std::vector<Variable> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return autograd::record("conv2d", out, inputs, [=](const Tensor& g, const Needs& n) {
+    const Tensor g2 = g.permute({1, 0, 2, 3}).contiguous().reshape({O, L});  // (O, N*OH*OW)
+    Grads grads(n.size());
+    if (n[0]) {
+      const Tensor dcols = matmul(w2.transpose(0, 1), g2);  // (C*kh*kw, N*OH*OW)
+      Tensor dx = empty(xs, DType::Float32, dev);
+      cuda::col2im(dev.index, N, xs[1], xs[2], xs[3], ws[2], ws[3], stride, padding, dcols.data<float>(),
+                   dx.data<float>(), /*batch_in_columns=*/true);
+      grads[0] = dx;
+    }
+    if (n[1]) grads[1] = matmul(g2, cols.transpose(0, 1)).reshape(ws);  // cols^T read in place
+    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {1});
+    return grads;
+  });
+}
+}  // namespace
+
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
   const Shape xs = x.shape(), ws = weight.shape();
   ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
@@ -109,6 +148,7 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   ENGINE_REQUIRE(xs[1] == ws[1], "[conv2d] input has ", xs[1], " channels but the weight expects ", ws[1],
                  " (input ", shape_str(xs), ", weight ", shape_str(ws), ")");
   const int64_t N = xs[0], O = ws[0], OH = out_size(xs[2], ws[2], stride, padding), OW = out_size(xs[3], ws[3], stride, padding);
+  if (x.data().device().is_cuda()) return conv2d_cuda(x, weight, bias, stride, padding, OH, OW);
   // out[n] (O, OH*OW) = W (O, C*kh*kw) @ cols[n] (C*kh*kw, OH*OW)
   const Tensor cols = im2col(x.data(), ws[2], ws[3], stride, padding);
   const Tensor w2 = weight.data().reshape({O, -1});

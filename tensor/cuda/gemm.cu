@@ -63,6 +63,10 @@ cublasHandle_t handle(int device) {
 
 void gemm(int device, const GemmArgs& g) {
   if (g.batch == 0 || g.M == 0 || g.N == 0) return;
+  const int64_t limit = 2147483647;  // cuBLAS takes int sizes and leading dimensions
+  ENGINE_REQUIRE(g.M <= limit && g.N <= limit && g.K <= limit && g.A.ld <= limit && g.B.ld <= limit && g.batch <= limit,
+                 "[matmul] on the GPU: a size or stride over 2^31 (", g.M, "x", g.K, " @ ", g.K, "x", g.N,
+                 ") is beyond cuBLAS's int arguments");
   if (g.K == 0) {  // an empty sum: C is all zeros
     check(cudaMemsetAsync(g.C, 0, size_t(g.batch * g.M * g.N) * sizeof(float), stream_of(device)), "cudaMemset");
     return;

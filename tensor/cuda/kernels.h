@@ -104,11 +104,13 @@ void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits
 // dx = (probs - onehot(t)) * (*grad_out) / n; grad_out is a device scalar.
 void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const int64_t* targets,
                             const float* grad_out, float* dx);
-// im2col / col2im of nn/functional.h on dense (N, C, H, W) images.
+// im2col / col2im of nn/functional.h on dense (N, C, H, W) images. cols is (N, C*kh*kw,
+// OH*OW), or with batch_in_columns (C*kh*kw, N*OH*OW): the whole batch side by side, so
+// that one large GEMM does a convolution layer for every image at once.
 void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
-            int64_t padding, const float* x, float* cols);
+            int64_t padding, const float* x, float* cols, bool batch_in_columns = false);
 void col2im(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
-            int64_t padding, const float* cols, float* x);
+            int64_t padding, const float* cols, float* x, bool batch_in_columns = false);
 // Max pooling over dense (planes, H, W); where[k] = flat input index of output k's maximum.
 void max_pool2d_forward(int device, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kernel,
                         int64_t stride, int64_t padding, const float* x, float* out, int64_t* where);

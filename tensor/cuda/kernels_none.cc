@@ -25,10 +25,10 @@ void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, 
 void cross_entropy_backward(int, int64_t, int64_t, const float*, const int64_t*, const float*, float*) {
   no_cuda("cross_entropy_backward");
 }
-void im2col(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, float*) {
+void im2col(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, float*, bool) {
   no_cuda("im2col");
 }
-void col2im(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, float*) {
+void col2im(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, float*, bool) {
   no_cuda("col2im");
 }
 void max_pool2d_forward(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,

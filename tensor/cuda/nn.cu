@@ -57,17 +57,33 @@ __global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float*
   }
 }
 
-// One thread per entry of cols (N, C*kh*kw, OH*OW); padding reads as 0.
+// Where entry (n, c, i, j, oy, ox) of the columns lives: (n, (c,i,j), (oy,ox)) per image,
+// or ((c,i,j), (n,oy,ox)) with the batch side by side.
+__device__ __forceinline__ int64_t col_index(bool batch_in_columns, int64_t N, int64_t C, int64_t kh, int64_t kw,
+                                             int64_t OH, int64_t OW, int64_t n, int64_t ch, int64_t i, int64_t j,
+                                             int64_t oy, int64_t ox) {
+  const int64_t row = (ch * kh + i) * kw + j, pos = oy * OW + ox;
+  return batch_in_columns ? row * (N * OH * OW) + n * OH * OW + pos : (n * C * kh * kw + row) * OH * OW + pos;
+}
+
+// One thread per entry of cols, walked in its memory order; padding reads as 0.
 __global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s,
-                              int64_t p, int64_t OH, int64_t OW, const float* x, float* cols) {
+                              int64_t p, int64_t OH, int64_t OW, const float* x, float* cols, bool batch_in_columns) {
   const int64_t total = N * C * kh * kw * OH * OW;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
     int64_t r = k;
     const int64_t ox = r % OW; r /= OW;
     const int64_t oy = r % OH; r /= OH;
-    const int64_t j = r % kw; r /= kw;
-    const int64_t i = r % kh; r /= kh;
-    const int64_t ch = r % C, n = r / C;
+    int64_t n, ch, i, j;
+    if (batch_in_columns) {  // k = ((c,i,j), n, oy, ox)
+      n = r % N; r /= N;
+      j = r % kw; r /= kw;
+      i = r % kh; ch = r / kh;
+    } else {                 // k = (n, (c,i,j), oy, ox)
+      j = r % kw; r /= kw;
+      i = r % kh; r /= kh;
+      ch = r % C, n = r / C;
+    }
     const int64_t y = oy * s + i - p, xx = ox * s + j - p;
     cols[k] = (y >= 0 && y < H && xx >= 0 && xx < W) ? x[((n * C + ch) * H + y) * W + xx] : 0.f;
   }
@@ -76,7 +92,7 @@ __global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_
 // One thread per image pixel, gathering every cols entry im2col copied it to: no two
 // threads write the same pixel, so no atomics and the sum order is fixed.
 __global__ void col2im_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s,
-                              int64_t p, int64_t OH, int64_t OW, const float* cols, float* x) {
+                              int64_t p, int64_t OH, int64_t OW, const float* cols, float* x, bool batch_in_columns) {
   const int64_t total = N * C * H * W;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
     int64_t r = k;
@@ -90,7 +106,7 @@ __global__ void col2im_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_
       for (int64_t j = 0; j < kw; ++j) {
         const int64_t tx = xx + p - j;
         if (tx < 0 || tx % s != 0 || tx / s >= OW) continue;
-        acc += cols[((((n * C + ch) * kh + i) * kw + j) * OH + ty / s) * OW + tx / s];
+        acc += cols[col_index(batch_in_columns, N, C, kh, kw, OH, OW, n, ch, i, j, ty / s, tx / s)];
       }
     }
     x[k] = acc;
@@ -147,22 +163,22 @@ void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs
 }
 
 void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
-            int64_t padding, const float* x, float* cols) {
+            int64_t padding, const float* x, float* cols, bool batch_in_columns) {
   const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
   const int64_t total = N * C * kh * kw * OH * OW;
   if (total == 0) return;
   im2col_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(N, C, H, W, kh, kw, stride,
-                                                                                        padding, OH, OW, x, cols);
+                                                                                        padding, OH, OW, x, cols, batch_in_columns);
   check_launch("im2col_kernel");
 }
 
 void col2im(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
-            int64_t padding, const float* cols, float* x) {
+            int64_t padding, const float* cols, float* x, bool batch_in_columns) {
   const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
   const int64_t total = N * C * H * W;
   if (total == 0) return;
   col2im_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(N, C, H, W, kh, kw, stride,
-                                                                                        padding, OH, OW, cols, x);
+                                                                                        padding, OH, OW, cols, x, batch_in_columns);
   check_launch("col2im_kernel");
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -65,11 +66,12 @@ std::string device_name(int device) {
 }
 
 int multiprocessor_count(int device) {
-  static int cached[kMaxDevices] = {};
-  if (device >= 0 && device < kMaxDevices && cached[device]) return cached[device];
+  static std::atomic<int> cached[kMaxDevices] = {};  // asked on every launch: read once
+  ENGINE_REQUIRE(device >= 0 && device < kMaxDevices, "[cuda] device index ", device, " is out of range");
+  if (const int n = cached[device].load(std::memory_order_relaxed)) return n;
   int n = 0;
   check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  if (device >= 0 && device < kMaxDevices) cached[device] = n;
+  cached[device].store(n, std::memory_order_relaxed);
   return n;
 }
 
@@ -78,17 +80,17 @@ int multiprocessor_count(int device) {
 
 Stream current_stream(int device) {
   static std::mutex mu;
-  static cudaStream_t streams[kMaxDevices] = {};
+  static std::atomic<void*> streams[kMaxDevices] = {};  // set once under the lock, then only read
   ENGINE_REQUIRE(device >= 0 && device < kMaxDevices, "[cuda] device index ", device, " is out of range");
-  if (streams[device]) return streams[device];  // set once, never changed: safe to read
+  if (void* s = streams[device].load(std::memory_order_acquire)) return s;
   std::lock_guard<std::mutex> lock(mu);
-  if (!streams[device]) {
+  if (!streams[device].load(std::memory_order_relaxed)) {
     set_device(device);
     cudaStream_t s;
     check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-    streams[device] = s;
+    streams[device].store(s, std::memory_order_release);
   }
-  return streams[device];
+  return streams[device].load(std::memory_order_relaxed);
 }
 
 void synchronize(int device) {
