@@ -137,6 +137,19 @@ void train_step(const std::string& name, int64_t batch, int steps) {
     dist::destroy_process_group();
   }
 }
+// One convolution layer alone (forward, then forward + backward), to see where a CNN
+// step's time goes: the two layers of the benchmark CNN at batch 256.
+void conv_layer(int64_t batch, int64_t in, int64_t out, int64_t size) {
+  Generator g(4);
+  Conv2d conv(in, out, 3, 1, 1);
+  conv.to(kGpu);
+  const Tensor x = randn({batch, in, size, size}, &g, kGpu);
+  const double fwd = time_ms([&] { (void)conv(Variable(x)); }, 20);
+  const double both = time_ms([&] { autograd::sum(conv(Variable(x, true))).backward(); }, 20);
+  std::printf("{\"impl\": \"engine\", \"bench\": \"conv_layer\", \"layer\": \"%lldx%lld@%lld\", \"batch\": %lld, "
+              "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f}\n",
+              (long long)in, (long long)out, (long long)size, (long long)batch, fwd, both);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,6 +162,8 @@ int main(int argc, char** argv) {
               cuda::device_name(0).c_str(), cuda::multiprocessor_count(0));
   bandwidth(quick ? (1 << 20) : (int64_t(1) << 28));  // 1 GiB per float tensor: far beyond the L2
   gemm(quick ? 256 : 4096);
+  conv_layer(256, 1, 32, 28);
+  conv_layer(256, 32, 64, 14);
   for (const char* model : {"mlp", "cnn", "mlp-ddp"})
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50);
   return 0;

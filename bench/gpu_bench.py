@@ -92,6 +92,16 @@ def train_step(name, batch, steps):
         torch.distributed.destroy_process_group()
 
 
+def conv_layer(batch, cin, cout, size):
+    conv = nn.Conv2d(cin, cout, 3, 1, 1).cuda()
+    x = torch.randn(batch, cin, size, size, device="cuda")
+    xg = x.clone().requires_grad_(True)
+    fwd = time_ms(lambda: conv(x), 20)
+    both = time_ms(lambda: conv(xg).sum().backward(), 20)
+    emit(bench="conv_layer", layer=f"{cin}x{cout}@{size}", batch=batch, forward_ms=round(fwd, 4),
+         forward_backward_ms=round(both, 4))
+
+
 def main():
     quick = "--quick" in sys.argv
     if not torch.cuda.is_available():
@@ -103,6 +113,8 @@ def main():
     emit(bench="device", name=torch.cuda.get_device_name(0), torch=torch.__version__)
     bandwidth(1 << 20 if quick else 1 << 28)
     gemm(256 if quick else 4096)
+    conv_layer(256, 1, 32, 28)
+    conv_layer(256, 32, 64, 14)
     for model in ("mlp", "cnn", "mlp-ddp"):
         for batch in (64, 256):
             train_step(model, batch, 5 if quick else 50)

@@ -46,6 +46,15 @@ def main():
         p = pick(pt, bench="gemm") or {}
         out.append(f"\nGEMM {g['n']}^3 fp32: tiled teaching kernel {g['tiled_tflops']} TFLOP/s, engine via cuBLAS "
                    f"{g['cublas_tflops']} TFLOP/s, PyTorch {p.get('cublas_tflops', '-')} TFLOP/s\n")
+    convs = [r for r in eng if r.get("bench") == "conv_layer"]
+    if convs:
+        out.append("| conv layer (in x out @ size) | batch | engine fwd ms | PyTorch fwd ms | engine fwd+bwd ms | PyTorch fwd+bwd ms |")
+        out.append("|---|---|---|---|---|---|")
+        for r in convs:
+            p = pick(pt, bench="conv_layer", layer=r["layer"]) or {}
+            out.append(f"| {r['layer']} | {r['batch']} | {r['forward_ms']:.3f} | {p.get('forward_ms', '-')} | "
+                       f"{r['forward_backward_ms']:.3f} | {p.get('forward_backward_ms', '-')} |")
+        out.append("")
     out.append("| model | batch | engine ms/step | PyTorch ms/step | engine speed / PyTorch | cudaMalloc in timed steps |")
     out.append("|---|---|---|---|---|---|")
     for r in [r for r in eng if r.get("bench") == "train_step"]:

@@ -28,7 +28,8 @@ Variable log_softmax(const Variable& x) {
 }
 
 namespace {
-// cross_entropy on a GPU: one warp per row computes softmax and the row's loss, a mean
+// cross_entropy on a GPU: one warp per row computes softmax and the row's loss (written to
+// keep its digits near 0, see tensor/cuda/nn.cu), a mean
 // reduction gives the loss. A bad target is found by the kernel; reading its flag waits
 // for the GPU, which the loss's first use would do anyway.
 Variable cross_entropy_cuda(const Variable& logits, const Tensor& x, const Tensor& t) {
@@ -36,17 +37,18 @@ Variable cross_entropy_cuda(const Variable& logits, const Tensor& x, const Tenso
   ENGINE_REQUIRE(t.device() == dev, "[cross_entropy] logits are on ", dev.str(), " but targets on ", t.device().str());
   const int64_t n = x.size(0), c = x.size(1);
   Tensor probs = empty({n, c}, DType::Float32, dev), rows = empty({n}, DType::Float32, dev);
+  Tensor rest = empty({n}, DType::Float32, dev);  // 1 - probs[i][t_i], for the gradient
   Tensor bad = full({}, -1, DType::Int64, dev);
   cuda::cross_entropy_forward(dev.index, n, c, x.data<float>(), t.data<int64_t>(), probs.data<float>(),
-                              rows.data<float>(), bad.data<int64_t>());
+                              rows.data<float>(), rest.data<float>(), bad.data<int64_t>());
   const int64_t bad_row = int64_t(bad.item());
   ENGINE_REQUIRE(bad_row < 0, "[cross_entropy] target ", t.at({bad_row}), " at index ", bad_row,
                  " is out of range for ", c, " classes");
-  return autograd::record("cross_entropy", mean(rows), {logits}, [probs, t, n, c, dev](const Tensor& g, const Needs&) {
+  return autograd::record("cross_entropy", mean(rows), {logits}, [probs, rest, t, n, c, dev](const Tensor& g, const Needs&) {
     Tensor d = empty({n, c}, DType::Float32, dev);
     const Tensor gd = g.to(dev).contiguous();
-    cuda::cross_entropy_backward(dev.index, n, c, probs.data<float>(), t.data<int64_t>(), gd.data<float>(),
-                                 d.data<float>());
+    cuda::cross_entropy_backward(dev.index, n, c, probs.data<float>(), rest.data<float>(), t.data<int64_t>(),
+                                 gd.data<float>(), d.data<float>());
     return Grads{d};
   });
 }

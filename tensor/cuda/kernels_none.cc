@@ -19,10 +19,10 @@ void where(int, int64_t, const Loop<4>&, DType, const void*, DType, void*, Opera
 void reduce(ReduceOp, int, DType, int64_t, int64_t, int64_t, const void*, void*, double) { no_cuda("reduce"); }
 void gemm(int, const GemmArgs&) { no_cuda("gemm"); }
 void tiled_gemm(int, int64_t, int64_t, int64_t, const float*, const float*, float*) { no_cuda("tiled_gemm"); }
-void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, float*, float*, int64_t*) {
+void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, float*, float*, float*, int64_t*) {
   no_cuda("cross_entropy_forward");
 }
-void cross_entropy_backward(int, int64_t, int64_t, const float*, const int64_t*, const float*, float*) {
+void cross_entropy_backward(int, int64_t, int64_t, const float*, const float*, const int64_t*, const float*, float*) {
   no_cuda("cross_entropy_backward");
 }
 void im2col(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, float*, bool) {

@@ -21,39 +21,48 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// One warp per row: the row's max m, then s = sum exp(x - m), then
-// probs = exp(x - m) / s and loss = m + log(s) - x[target].
+// One warp per row: the row's max m, then s = sum exp(x - m), probs = exp(x - m) / s, and
+// loss = log(s) + (m - x[t]): both terms >= 0, so nothing cancels. When the target holds
+// the max, s = 1 + (the others' sum) and log(s) = log1p(others) keeps the digits a loss
+// near 0 has. rest[i] = 1 - probs[t] computed as others / s, for the same reason in the
+// gradient.
 __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float* logits, const int64_t* targets,
-                                             float* probs, float* loss, int64_t* bad_row) {
+                                             float* probs, float* loss, float* rest, int64_t* bad_row) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
   const float* x = logits + row * c;
+  const int64_t t = targets[row];
+  const bool valid = t >= 0 && t < c;
   float m = -INFINITY;
   for (int64_t j = lane; j < c; j += 32) m = fmaxf(m, x[j]);
   m = warp_max(m);
-  float s = 0;
-  for (int64_t j = lane; j < c; j += 32) s += expf(x[j] - m);
-  s = warp_sum(s);
-  const float lse = m + logf(s);
-  for (int64_t j = lane; j < c; j += 32) probs[row * c + j] = expf(x[j] - lse);
+  float s = 0, others = 0;
+  for (int64_t j = lane; j < c; j += 32) {
+    const float e = expf(x[j] - m);
+    s += e;
+    if (j != t) others += e;
+  }
+  s = warp_sum(s), others = warp_sum(others);
+  for (int64_t j = lane; j < c; j += 32) probs[row * c + j] = expf(x[j] - m) / s;
   if (lane == 0) {
-    const int64_t t = targets[row];
-    if (t < 0 || t >= c) {
+    if (!valid) {
       atomicCAS(reinterpret_cast<unsigned long long*>(bad_row), 0xffffffffffffffffull, (unsigned long long)row);
-      loss[row] = NAN;
+      loss[row] = NAN, rest[row] = NAN;
     } else {
-      loss[row] = lse - x[t];
+      loss[row] = x[t] == m ? log1pf(others) : logf(s) + (m - x[t]);
+      rest[row] = others / s;
     }
   }
 }
 
-__global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float* probs, const int64_t* targets,
-                                              const float* grad_out, float* dx) {
+// dx = (probs - onehot(t)) * g / n, with probs[t] - 1 taken as -rest (no cancellation).
+__global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float* probs, const float* rest,
+                                              const int64_t* targets, const float* grad_out, float* dx) {
   const float scale = grad_out[0] / float(n);
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * c; k += int64_t(blockDim.x) * gridDim.x) {
     const int64_t i = k / c, j = k % c;
-    dx[k] = (probs[k] - (targets[i] == j ? 1.f : 0.f)) * scale;
+    dx[k] = (targets[i] == j ? -rest[i] : probs[k]) * scale;
   }
 }
 
@@ -146,19 +155,19 @@ constexpr int kThreads = 256;
 }
 
 void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits, const int64_t* targets, float* probs,
-                           float* loss, int64_t* bad_row) {
+                           float* loss, float* rest, int64_t* bad_row) {
   if (n == 0) return;
   const int rows_per_block = kThreads / 32;
   cross_entropy_forward_kernel<<<unsigned((n + rows_per_block - 1) / rows_per_block), kThreads, 0, stream_of(device)>>>(
-      n, c, logits, targets, probs, loss, bad_row);
+      n, c, logits, targets, probs, loss, rest, bad_row);
   check_launch("cross_entropy_forward_kernel");
 }
 
-void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const int64_t* targets,
-                            const float* grad_out, float* dx) {
+void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const float* rest,
+                            const int64_t* targets, const float* grad_out, float* dx) {
   if (n * c == 0) return;
   cross_entropy_backward_kernel<<<blocks_for(n * c, kThreads, device), kThreads, 0, stream_of(device)>>>(
-      n, c, probs, targets, grad_out, dx);
+      n, c, probs, rest, targets, grad_out, dx);
   check_launch("cross_entropy_backward_kernel");
 }
 

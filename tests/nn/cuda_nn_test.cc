@@ -14,6 +14,7 @@
 using namespace engine;
 using namespace engine::nn;
 using testing::rel_error;
+using testing::max_abs_error;
 
 namespace {
 const Device kGpu = Device::cuda(0);
@@ -45,10 +46,12 @@ TEST_CASE("cross-entropy and log-softmax on the GPU: loss and gradient match the
     const Tensor x = randn({n, c}, &g) * 4.0, t = randint(0, c, {n}, &g);
     Variable xc(x, true), xg(x.to(kGpu), true);
     Variable lc = cross_entropy(xc, t), lg = cross_entropy(xg, t.to(kGpu));
-    CHECK(rel_error(lg.data(), lc.data()) <= 1e-5);
+    // A loss near 0 (the target's logit far above the rest) has few correct float32
+    // digits on the CPU reference's side too: relative 1e-5, or 1e-6 absolute.
+    CHECK(lg.data().item() == Approx(lc.data().item()).epsilon(1e-5).margin(1e-6));
     (lc * 3.0).backward();
     (lg * 3.0).backward();
-    CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-5);
+    CHECK((rel_error(xg.grad(), xc.grad()) <= 1e-5 || max_abs_error(xg.grad(), xc.grad()) <= 1e-6));
     Variable sc(x, true), sg(x.to(kGpu), true);
     Variable oc = log_softmax(sc), og = log_softmax(sg);
     CHECK(rel_error(og.data(), oc.data()) <= 1e-5);

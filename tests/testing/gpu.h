@@ -60,4 +60,17 @@ inline double rel_error(const Tensor& got, const Tensor& want) {
   return norm > 0 ? std::sqrt(diff / norm) : worst;
 }
 
+// The largest |got - want| over all elements (NaN where either has a NaN the other lacks).
+inline double max_abs_error(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  const std::vector<float> a = got.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+  const std::vector<float> b = want.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) != std::isnan(b[i])) return NAN;
+    if (!std::isnan(a[i])) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  }
+  return worst;
+}
+
 }  // namespace engine::testing
