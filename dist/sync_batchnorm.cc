@@ -28,7 +28,8 @@ Variable SyncBatchNorm::forward(const Variable& x) {
   const int64_t count = xd.numel() / C;
 
   // This rank's [count, mean (C), M2 (C)], gathered from every rank.
-  Tensor mine = zeros({1 + 2 * C});
+  const Device device = xd.device();  // statistics travel on the input's device (a GPU over nccl)
+  Tensor mine = zeros({1 + 2 * C}, DType::Float32, device);
   mine.narrow(0, 0, 1).fill_(double(count));
   if (count > 0) {
     const Tensor m = mean(xd, dims, true);
@@ -37,6 +38,7 @@ Variable SyncBatchNorm::forward(const Variable& x) {
   }
   std::vector<Tensor> all;
   g.all_gather(&all, mine).wait();
+  for (Tensor& t : all) t = t.to(Device::cpu());  // 1 + 2C numbers per rank, combined on the host
 
   // Chan et al.'s combination: n = sum n_r, mean = sum n_r mean_r / n,
   // M2 = sum (M2_r + n_r (mean_r - mean)^2); the biased variance is M2 / n.
@@ -57,11 +59,13 @@ Variable SyncBatchNorm::forward(const Variable& x) {
     varv[size_t(c)] = float(m2[size_t(c)] / n);
     invstdv[size_t(c)] = float(1.0 / std::sqrt(m2[size_t(c)] / n + eps));
   }
-  const Tensor mean_c = from_vector(meanv).reshape(cshape), invstd_c = from_vector(invstdv).reshape(cshape);
+  const Tensor mean_c = from_vector(meanv).reshape(cshape).to(device);
+  const Tensor invstd_c = from_vector(invstdv).reshape(cshape).to(device);
   {  // running statistics, with the unbiased global variance
     autograd::NoGradGuard no_grad;
-    running_mean.copy_(running_mean * (1 - momentum) + from_vector(meanv) * momentum);
-    running_var.copy_(running_var * (1 - momentum) + from_vector(varv) * (momentum * n / (n - 1)));
+    running_mean.copy_(running_mean * (1 - momentum) + from_vector(meanv).to(running_mean.device()) * momentum);
+    running_var.copy_(running_var * (1 - momentum) +
+                      from_vector(varv).to(running_var.device()) * (momentum * n / (n - 1)));
     num_batches_tracked.copy_(num_batches_tracked + 1.0);
   }
 
@@ -75,7 +79,7 @@ Variable SyncBatchNorm::forward(const Variable& x) {
                               // The two global sums, reduced over every rank (a rank with an
                               // empty batch contributes zeros but still joins).
                               const Tensor gw = dy * w;
-                              Tensor sums = zeros({2 * C});
+                              Tensor sums = zeros({2 * C}, DType::Float32, device);
                               if (count > 0) {
                                 sums.narrow(0, 0, C).copy_(sum(gw, dims).reshape({C}));
                                 sums.narrow(0, C, C).copy_(sum(gw * xhat, dims).reshape({C}));
@@ -85,8 +89,10 @@ Variable SyncBatchNorm::forward(const Variable& x) {
                               grads[0] = invstd_c / n * (gw * n - s1 - xhat * s2);
                             }
                             // Parameter gradients are this rank's share; DDP averages them.
-                            if (need[1]) grads[1] = count > 0 ? sum(dy * xhat, dims).reshape({C}) : zeros({C});
-                            if (need[2]) grads[2] = count > 0 ? sum(dy, dims).reshape({C}) : zeros({C});
+                            if (need[1])
+                              grads[1] = count > 0 ? sum(dy * xhat, dims).reshape({C}) : zeros({C}, DType::Float32, device);
+                            if (need[2])
+                              grads[2] = count > 0 ? sum(dy, dims).reshape({C}) : zeros({C}, DType::Float32, device);
                             return grads;
                           });
 }
