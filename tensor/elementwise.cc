@@ -241,7 +241,10 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   require_same_dtype("add_", a, b);
   ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
                  shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
-  if (cuda_ops::on_cuda(a, b)) return cuda_ops::add_(a, b, alpha), a;
+  if (cuda_ops::on_cuda(a, b)) {
+    cuda_ops::add_(a, b, alpha);
+    return a;
+  }
   require_cpu("add_", a), require_cpu("add_", b);
   dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -263,7 +266,10 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 
 Tensor& mul_(Tensor& a, double s) {
   ENGINE_REQUIRE(a.defined(), "[mul_] got an undefined tensor");
-  if (cuda_ops::on_cuda(a)) return cuda_ops::mul_(a, s), a;
+  if (cuda_ops::on_cuda(a)) {
+    cuda_ops::mul_(a, s);
+    return a;
+  }
   dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* p = static_cast<T*>(a.storage()->data());
