@@ -226,14 +226,20 @@ void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline, std::str
 }
 
 namespace {
+// Reduces elements [lo, hi) over every rank's slice and writes the result back into all
+// of them, one L1-sized block at a time: each element is read once from each slice and
+// written once to each, with no full-size temporary in between.
 template <class T>
 void reduce_and_scatter(const std::vector<char*>& peers, int64_t lo, int64_t hi, ReduceOp op) {
-  std::vector<const T*> in;
-  for (char* p : peers) in.push_back(reinterpret_cast<const T*>(p) + lo);
-  // Reduce into the first buffer's segment... then copy the result into every other one.
-  std::vector<T> result(size_t(hi - lo));
-  reduce_segment(result.data(), in, hi - lo, op);
-  for (char* p : peers) std::memcpy(reinterpret_cast<T*>(p) + lo, result.data(), result.size() * sizeof(T));
+  constexpr int64_t kBlock = 1024;
+  T block[kBlock];
+  std::vector<const T*> at(peers.size());
+  for (int64_t b = lo; b < hi; b += kBlock) {
+    const int64_t len = std::min(kBlock, hi - b);
+    for (size_t k = 0; k < peers.size(); ++k) at[k] = reinterpret_cast<const T*>(peers[k]) + b;
+    reduce_segment(block, at, len, op);
+    for (char* p : peers) std::memcpy(reinterpret_cast<T*>(p) + b, block, size_t(len) * sizeof(T));
+  }
 }
 }  // namespace
 
