@@ -61,8 +61,6 @@ Strides strides_for(const Tensor& t, const Shape& shape) {
 }
 int64_t offset_for(const Tensor& t) { return is_host_scalar(t) ? 0 : t.offset(); }
 
-bool is_comparison(cuda::BinaryOp k) { return k >= cuda::BinaryOp::Eq && k <= cuda::BinaryOp::Ge; }
-
 }  // namespace
 
 bool on_cuda(const Tensor& a) { return a.defined() && a.device().is_cuda(); }
@@ -71,7 +69,7 @@ bool on_cuda(const Tensor& a, const Tensor& b) { return on_cuda(a) || on_cuda(b)
 Tensor binary(const char* op, cuda::BinaryOp kind, const Tensor& a, const Tensor& b) {
   const Device dev = common_device(op, {&a, &b});
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = empty(shape, is_comparison(kind) ? DType::Float32 : a.dtype(), dev);
+  Tensor out = empty(shape, cuda::is_comparison(kind) ? DType::Float32 : a.dtype(), dev);
   const auto loop = make_loop<3>(op, shape, {out.strides(), strides_for(a, shape), strides_for(b, shape)},
                                  {0, offset_for(a), offset_for(b)});
   cuda::binary(kind, dev.index, out.numel(), loop, a.dtype(), out.storage()->data(), operand(a), operand(b));
@@ -187,10 +185,14 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   const size_t nb = batch.size();
   cuda::GemmOperand la, lb;
   // cuBLAS needs a unit stride in each matrix; a view without one is copied densely.
-  if (!cuda::gemm_layout(M, K, a.strides()[nb], a.strides()[nb + 1], &la)) a = a0.contiguous().expand(a_shape);
-  if (!cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb)) b = b0.contiguous().expand(b_shape);
-  cuda::gemm_layout(M, K, a.strides()[nb], a.strides()[nb + 1], &la);
-  cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb);
+  if (!cuda::gemm_layout(M, K, a.strides()[nb], a.strides()[nb + 1], &la)) {
+    a = a0.contiguous().expand(a_shape);
+    cuda::gemm_layout(M, K, a.strides()[nb], a.strides()[nb + 1], &la);
+  }
+  if (!cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb)) {
+    b = b0.contiguous().expand(b_shape);
+    cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb);
+  }
   Tensor out = empty(plan.out_shape, DType::Float32, dev);
   // Batch dims merge into one when their strides allow (contiguous or broadcast); what is
   // left over is looped here, one strided-batched call per index of the leading dims.
@@ -202,6 +204,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   const int64_t inner = bshape.empty() ? 1 : bshape.back();
   const int64_t sc = bshape.empty() ? 0 : bst[0].back(), sa = bshape.empty() ? 0 : bst[1].back(),
                 sb = bshape.empty() ? 0 : bst[2].back();
+  ENGINE_REQUIRE(inner == 1 || sc == M * N, "[matmul] internal: output batch stride");
   Shape outer_shape = bshape;
   std::array<Strides, 3> outer_st = bst;
   if (!outer_shape.empty()) {
@@ -218,7 +221,6 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
                                g.A = la, g.A.data = pa + o[1], g.A.batch_stride = sa;
                                g.B = lb, g.B.data = pb + o[2], g.B.batch_stride = sb;
                                g.C = pc + o[0];
-                               ENGINE_REQUIRE(inner == 1 || sc == M * N, "[matmul] internal: output batch stride");
                                cuda::gemm(dev.index, g);
                              });
   return out;

@@ -55,7 +55,6 @@ DeviceCache& cache(int device) {
 
 void* device_malloc(size_t bytes, int device) {
   if (bytes == 0) return nullptr;
-  set_device(device);
   const size_t size = allocation_size(bytes);
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
@@ -65,6 +64,7 @@ void* device_malloc(size_t bytes, int device) {
     p = it->second.back();
     it->second.pop_back();
   } else {
+    set_device(device);  // only here: a block from the cache needs no CUDA call at all
     cudaError_t status = cudaMalloc(&p, size);
     if (status == cudaErrorMemoryAllocation) {  // give the cache back to CUDA and try again
       cudaGetLastError();

@@ -28,18 +28,6 @@ inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel)
 
 inline cudaStream_t stream_of(int device) { return static_cast<cudaStream_t>(current_stream(device)); }
 
-// The device that owns `ptr` (the current one for pointers the runtime does not know).
-inline int device_of(const void* ptr) {
-  cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
-    cudaGetLastError();
-    int d = 0;
-    cudaGetDevice(&d);
-    return d;
-  }
-  return a.device;
-}
-
 // Blocks for a grid-stride loop over n items with `threads` per block: enough to fill the
 // GPU several times over, never more than the items need.
 inline int blocks_for(int64_t n, int threads, int device) {

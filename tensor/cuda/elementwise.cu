@@ -175,8 +175,6 @@ constexpr int kThreads = 256;
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
-
 // A dense float loop whose operands all start 16-byte aligned can run four at a time.
 template <int N>
 bool float4_ready(const Loop<N>& loop, int64_t n, const void* const (&ptrs)[N]) {

@@ -37,6 +37,7 @@ struct Operand {
 
 // ---- elementwise (elementwise.cu)
 enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, AddScaled };
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
 // out = op(a, b); a, b of `dtype`; out of `dtype`, or float32 for comparisons.
 // AddScaled is a + alpha * b (the in-place add_ runs it with out aliasing a).
 void binary(BinaryOp op, int device, int64_t n, const Loop<3>& loop, DType dtype, void* out, Operand a, Operand b,

@@ -30,13 +30,17 @@ __global__ void saxpy_kernel(int64_t n, float a, const float* x, float* y) {
 bool built_with_cuda() { return true; }
 
 int device_count() {
-  int n = 0;
-  // Any failure here (no driver, driver too old, no device) means "no usable GPU".
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky error
-    return 0;
-  }
-  return n;
+  // Asked by every set_device: counted once (GPUs do not come and go under a process).
+  static const int count = [] {
+    int n = 0;
+    // Any failure here (no driver, driver too old, no device) means "no usable GPU".
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
 }
 
 std::string unavailable_reason() {

@@ -13,6 +13,8 @@
 #include <iostream>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "catch2/catch.hpp"
 #include "tensor/cuda/runtime.h"
@@ -43,18 +45,22 @@ inline Generator fresh_generator() {
   return Generator(seed);
 }
 
-// ||got - want|| / ||want|| over all elements (got copied to the CPU first, shapes must
-// match); the max-norm of got - want when want is all zeros. NaN anywhere gives NaN, which
-// fails any `<=` bound.
-inline double rel_error(const Tensor& got, const Tensor& want) {
+// Both tensors' values as float on the host (shapes must match).
+inline std::pair<std::vector<float>, std::vector<float>> host_values(const Tensor& got, const Tensor& want) {
   REQUIRE(got.shape() == want.shape());
-  const std::vector<float> a = got.to(Device::cpu()).to(DType::Float32).to_vector<float>();
-  const std::vector<float> b = want.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::Float32).to_vector<float>(); };
+  return {host(got), host(want)};
+}
+
+// ||got - want|| / ||want|| over all elements; the max-norm of got - want when want is all
+// zeros. A NaN on one side only gives NaN, which fails any `<=` bound.
+inline double rel_error(const Tensor& got, const Tensor& want) {
+  const auto [a, b] = host_values(got, want);
   double diff = 0, norm = 0, worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    const double d = double(a[i]) - double(b[i]);
     if (std::isnan(a[i]) != std::isnan(b[i])) return NAN;
     if (std::isnan(a[i])) continue;  // NaN where the reference has NaN too: agreed
+    const double d = double(a[i]) - double(b[i]);
     diff += d * d, norm += double(b[i]) * double(b[i]), worst = std::max(worst, std::fabs(d));
   }
   return norm > 0 ? std::sqrt(diff / norm) : worst;
@@ -62,9 +68,7 @@ inline double rel_error(const Tensor& got, const Tensor& want) {
 
 // The largest |got - want| over all elements (NaN where either has a NaN the other lacks).
 inline double max_abs_error(const Tensor& got, const Tensor& want) {
-  REQUIRE(got.shape() == want.shape());
-  const std::vector<float> a = got.to(Device::cpu()).to(DType::Float32).to_vector<float>();
-  const std::vector<float> b = want.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+  const auto [a, b] = host_values(got, want);
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::isnan(a[i]) != std::isnan(b[i])) return NAN;
