@@ -80,8 +80,9 @@ run() {
   for t in "${TESTS[@]}"; do
     local name=${t##*/} status=pass
     echo "== $name" | tee -a "$out/tests.log"
-    if ! timeout 300 "$here/bin/$name" --durations yes >>"$out/tests.log" 2>&1; then status=FAIL; failed=1; fi
-    if grep -q "SKIPPED" "$out/tests.log"; then status="$status (SKIPPED seen)"; failed=1; fi
+    if ! timeout 300 "$here/bin/$name" --durations yes >"$out/one.log" 2>&1; then status=FAIL; failed=1; fi
+    if grep -q "SKIPPED" "$out/one.log"; then status="$status (SKIPPED seen)"; failed=1; fi
+    cat "$out/one.log" >>"$out/tests.log" && rm "$out/one.log"
     tail -3 "$out/tests.log"
     echo "$name: $status" | tee -a "$out/summary.txt"
   done
