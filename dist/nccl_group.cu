@@ -9,6 +9,7 @@
 #include "dist/nccl_group.h"
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/cuda/shared_library.h"
 #include "tensor/ops.h"
 
 namespace engine::dist {
@@ -33,8 +34,44 @@ __global__ void scale_kernel(float* x, int64_t n, float s) {
 
 namespace {
 
+// The NCCL functions the backend calls, looked up when the first nccl group is made.
+struct Nccl {
+  cuda::SharedLibrary lib{"libnccl.so." + std::to_string(NCCL_MAJOR), "NCCL, for the \"nccl\" backend"};
+  decltype(&ncclGetErrorString) GetErrorString;
+  decltype(&ncclGetUniqueId) GetUniqueId;
+  decltype(&ncclCommInitRank) CommInitRank;
+  decltype(&ncclCommDestroy) CommDestroy;
+  decltype(&ncclAllReduce) AllReduce;
+  decltype(&ncclBroadcast) Broadcast;
+  decltype(&ncclAllGather) AllGather;
+  decltype(&ncclReduceScatter) ReduceScatter;
+  decltype(&ncclSend) Send;
+  decltype(&ncclRecv) Recv;
+  decltype(&ncclGroupStart) GroupStart;
+  decltype(&ncclGroupEnd) GroupEnd;
+  Nccl() {
+    lib.get(&GetErrorString, "ncclGetErrorString");
+    lib.get(&GetUniqueId, "ncclGetUniqueId");
+    lib.get(&CommInitRank, "ncclCommInitRank");
+    lib.get(&CommDestroy, "ncclCommDestroy");
+    lib.get(&AllReduce, "ncclAllReduce");
+    lib.get(&Broadcast, "ncclBroadcast");
+    lib.get(&AllGather, "ncclAllGather");
+    lib.get(&ReduceScatter, "ncclReduceScatter");
+    lib.get(&Send, "ncclSend");
+    lib.get(&Recv, "ncclRecv");
+    lib.get(&GroupStart, "ncclGroupStart");
+    lib.get(&GroupEnd, "ncclGroupEnd");
+  }
+};
+
+const Nccl& nccl() {
+  static const Nccl api;  // a failed load throws and is retried by the next call
+  return api;
+}
+
 void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + ncclGetErrorString(r));
+  if (r != ncclSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + nccl().GetErrorString(r));
 }
 void cuda_check(cudaError_t r, const char* what) {
   if (r != cudaSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + cudaGetErrorString(r));
@@ -60,14 +97,14 @@ class ProcessGroupNCCL : public ProcessGroup {
     // Rank 0 creates the communicator's id; everyone else reads it from the store.
     ncclUniqueId id;
     if (rank == 0) {
-      nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      nccl_check(nccl().GetUniqueId(&id), "ncclGetUniqueId");
       store_->set("nccl/id", std::string(reinterpret_cast<const char*>(&id), sizeof id));
     } else {
       const std::string s = store_->get("nccl/id");
       ENGINE_REQUIRE(s.size() == sizeof id, "[nccl] malformed communicator id in the store");
       std::memcpy(&id, s.data(), sizeof id);
     }
-    nccl_check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
+    nccl_check(nccl().CommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     compute_ = static_cast<cudaStream_t>(cuda::current_stream(device_));
     cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
@@ -77,7 +114,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   }
   ~ProcessGroupNCCL() override {
     cudaStreamSynchronize(stream_);
-    ncclCommDestroy(comm_);
+    nccl().CommDestroy(comm_);
     cudaEventDestroy(ready_);
     cudaEventDestroy(done_);
     cudaStreamDestroy(stream_);
@@ -89,13 +126,13 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work all_reduce(Tensor t, ReduceOp op) override {
     return run(t, "all_reduce", [&](Tensor& d) {
       if (ring_) ring_all_reduce(d, op);
-      else nccl_check(ncclAllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op), comm_,
+      else nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op), comm_,
                                     stream_), "ncclAllReduce");
     });
   }
   Work broadcast(Tensor t, int root) override {
     return run(t, "broadcast", [&](Tensor& d) {
-      nccl_check(ncclBroadcast(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), root, comm_, stream_),
+      nccl_check(nccl().Broadcast(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), root, comm_, stream_),
                  "ncclBroadcast");
     });
   }
@@ -103,7 +140,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     check(input, "all_gather");
     Tensor all = empty({int64_t(size_) * input.numel()}, input.dtype(), input.device());
     begin();
-    nccl_check(ncclAllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
+    nccl_check(nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
                              stream_), "ncclAllGather");
     Work w = end();
     outputs->clear();
@@ -114,7 +151,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     check(input, "reduce_scatter");
     check(output, "reduce_scatter");
     begin();
-    nccl_check(ncclReduceScatter(input.bytes(), output.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
+    nccl_check(nccl().ReduceScatter(input.bytes(), output.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
                                  nccl_op(op), comm_, stream_), "ncclReduceScatter");
     return end();
   }
@@ -127,13 +164,13 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work send(Tensor t, int dst) override {
     check(t, "send");
     begin();
-    nccl_check(ncclSend(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_), "ncclSend");
+    nccl_check(nccl().Send(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_), "ncclSend");
     return end();
   }
   Work recv(Tensor t, int src) override {
     check(t, "recv");
     begin();
-    nccl_check(ncclRecv(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
+    nccl_check(nccl().Recv(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
     return end();
   }
 
@@ -198,12 +235,12 @@ class ProcessGroupNCCL : public ProcessGroup {
     char* tmp = scratch_.bytes();
     const int op_code = op == ReduceOp::Min ? 2 : op == ReduceOp::Max ? 3 : op == ReduceOp::Product ? 4 : 1;
     auto exchange = [&](int send_seg, char* recv_to, int recv_seg) {
-      nccl_check(ncclGroupStart(), "ncclGroupStart");
-      nccl_check(ncclSend(data + size_t(b[send_seg]) * es, size_t(b[send_seg + 1] - b[send_seg]), nccl_type(t.dtype()),
+      nccl_check(nccl().GroupStart(), "ncclGroupStart");
+      nccl_check(nccl().Send(data + size_t(b[send_seg]) * es, size_t(b[send_seg + 1] - b[send_seg]), nccl_type(t.dtype()),
                           next, comm_, stream_), "ncclSend");
-      nccl_check(ncclRecv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_, stream_),
+      nccl_check(nccl().Recv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_, stream_),
                  "ncclRecv");
-      nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+      nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
     };
     for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
       const int send_seg = ((rank_ - s) % n + n) % n, recv_seg = ((rank_ - s - 1) % n + n) % n;
@@ -242,6 +279,8 @@ class ProcessGroupNCCL : public ProcessGroup {
 };
 
 }  // namespace
+
+std::string nccl_path() { return nccl().lib.path(); }
 
 std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore> store, int rank, int size, int local_rank,
                                               std::chrono::milliseconds) {

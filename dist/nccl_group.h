@@ -12,13 +12,19 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "dist/process_group.h"
 #include "dist/store.h"
 
 namespace engine::dist {
 
+// NCCL is loaded when the first nccl group is made (see tensor/cuda/shared_library.h).
 std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore> store, int rank, int size, int local_rank,
                                               std::chrono::milliseconds timeout);
+
+// Loads NCCL if it is not yet loaded and returns the file it came from; throws naming the
+// library when it cannot be found.
+std::string nccl_path();
 
 }  // namespace engine::dist

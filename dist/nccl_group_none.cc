@@ -9,4 +9,8 @@ std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore>, int, in
               "at build time). Use \"gloo\" for CPU training, or rebuild on a machine with the CUDA toolkit.");
 }
 
+std::string nccl_path() {
+  throw Error("[nccl] NCCL is not available: this build has no CUDA (no toolkit was found at build time)");
+}
+
 }  // namespace engine::dist

@@ -16,7 +16,7 @@
 # from PyTorch's bundle even when the library path has them (libraries.txt says which).
 set -euo pipefail
 
-TESTS=(tests/tensor/cuda_test tests/tensor/cuda_ops_test tests/nn/cuda_nn_test tests/dist/nccl_test)
+TESTS=(tests/tensor/cuda_test tests/tensor/shared_library_test tests/tensor/cuda_ops_test tests/nn/cuda_nn_test tests/dist/nccl_test)
 BENCH=bench/gpu_bench
 DEMO=(dist/launch lessons/02_ddp_basics/13_recap_main)  # lesson 2's recap over nccl
 
@@ -34,18 +34,30 @@ stage() {
       while read -r lib; do cp -Ln "$lib" "$dest/lib/" 2>/dev/null || true; done
   done
   cp bench/gpu_bench.py bench/gpu_report.py tools/gpu_check.sh "$dest/"
+  # The libraries the engine will open there, named as this toolkit's headers version them.
+  local inc=${CUDA_PATH:-/usr/local/cuda}/include
+  echo "libcublas.so.$(awk '/#define CUBLAS_VER_MAJOR/ {print $3}' "$inc/cublas_api.h")" \
+    "libnccl.so.$(awk '/#define NCCL_MAJOR/ {print $3}' "$inc/nccl.h")" >"$dest/cuda_libs.txt"
   mkdir -p "$dest/data" && cp "${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"/*.gz "$dest/data/"
   chmod -R u+w "$dest"
   du -sh "$dest"
 }
 
-# Adds the folders holding libcublas.so.N and libnccl.so.2 to LD_LIBRARY_PATH when the
-# dynamic loader cannot find them by itself.
+# Where the dynamic loader would find a library by itself (LD_LIBRARY_PATH, then the ld.so
+# cache): prints the path, or fails.
+findable() {
+  local name=$1 d
+  for d in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }}; do [ -e "$d/$name" ] && { echo "$d/$name"; return 0; }; done
+  ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n && !found {print $NF; found = 1} END {exit !found}'
+}
+
+# The engine opens cuBLAS and NCCL when a GPU first needs them (dlopen, not linked): adds
+# the folders holding them to LD_LIBRARY_PATH when the loader cannot find them by itself.
 find_cuda_libs() {
-  local here=$1 missing
-  missing=$(LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}" ldd "$here/bin/cuda_ops_test" | awk '/not found/ {print $1}')
+  local here=$1 missing="" lib
+  for lib in $(cat "$here/cuda_libs.txt"); do findable "$lib" >/dev/null || missing="$missing $lib"; done
   if [ -z "$missing" ] && [ "${GPU_CHECK_TORCH_LIBS:-0}" != 1 ]; then return 0; fi
-  echo "not on the library path (or GPU_CHECK_TORCH_LIBS=1): ${missing:-none}; looking in PyTorch's bundled NVIDIA libraries"
+  echo "not on the library path (or GPU_CHECK_TORCH_LIBS=1):${missing:- none}; looking in PyTorch's bundled NVIDIA libraries"
   local py dirs
   for py in python3 /opt/torch/.venv/bin/python3; do
     dirs=$("$py" - <<'PY' 2>/dev/null || true
@@ -63,8 +75,9 @@ PY
   done
   [ -n "$dirs" ] || { echo "could not find cuBLAS/NCCL: install them or PyTorch with CUDA"; return 1; }
   export LD_LIBRARY_PATH="$(echo "$dirs" | paste -sd:):${LD_LIBRARY_PATH:-}"
-  missing=$(LD_LIBRARY_PATH="$here/lib:$LD_LIBRARY_PATH" ldd "$here/bin/cuda_ops_test" | awk '/not found/ {print $1}')
-  [ -z "$missing" ] || { echo "still missing: $missing"; return 1; }
+  missing=""
+  for lib in $(cat "$here/cuda_libs.txt"); do findable "$lib" >/dev/null || missing="$missing $lib"; done
+  [ -z "$missing" ] || { echo "still missing:$missing"; return 1; }
 }
 
 run() {
@@ -73,7 +86,8 @@ run() {
   mkdir -p "$out"
   find_cuda_libs "$here"
   export LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:-}"
-  { ldd "$here/bin/nccl_test" | grep -E "cublas|nccl" || true; } | tee "$out/libraries.txt"
+  for lib in $(cat "$here/cuda_libs.txt"); do echo "$lib => $(findable "$lib" || echo "not found")"; done |
+    tee "$out/libraries.txt"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt" || true
   local failed=0
   : >"$out/tests.log"

@@ -7,6 +7,7 @@
 
 #include "tensor/cuda/check.cuh"
 #include "tensor/cuda/kernels.h"
+#include "tensor/cuda/shared_library.h"
 
 namespace engine::cuda {
 
@@ -48,18 +49,41 @@ void cublas_check(cublasStatus_t s, const char* what) {
     throw Error(std::string("[cuda] ") + what + " failed: cuBLAS status " + std::to_string(int(s)));
 }
 
+// The cuBLAS functions the engine calls, looked up when the first GPU matmul needs them.
+// (cublasCreate and friends are macros for the _v2 names, which are the exported symbols.)
+struct Cublas {
+  SharedLibrary lib{"libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), "cuBLAS, for matmul on the GPU"};
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched;
+  Cublas() {
+    lib.get(&create, "cublasCreate_v2");
+    lib.get(&set_stream, "cublasSetStream_v2");
+    lib.get(&sgemm, "cublasSgemm_v2");
+    lib.get(&sgemm_strided_batched, "cublasSgemmStridedBatched");
+  }
+};
+
+const Cublas& cublas() {
+  static const Cublas api;  // a failed load throws and is retried by the next call
+  return api;
+}
+
 cublasHandle_t handle(int device) {
   static std::mutex mu;
   static cublasHandle_t handles[kMaxDevices] = {};
   std::lock_guard<std::mutex> lock(mu);
   if (!handles[device]) {
     set_device(device);
-    cublas_check(cublasCreate(&handles[device]), "cublasCreate");
-    cublas_check(cublasSetStream(handles[device], stream_of(device)), "cublasSetStream");
+    cublas_check(cublas().create(&handles[device]), "cublasCreate");
+    cublas_check(cublas().set_stream(handles[device], stream_of(device)), "cublasSetStream");
   }
   return handles[device];
 }
 }  // namespace
+
+std::string cublas_path() { return cublas().lib.path(); }
 
 void gemm(int device, const GemmArgs& g) {
   if (g.batch == 0 || g.M == 0 || g.N == 0) return;
@@ -79,11 +103,11 @@ void gemm(int device, const GemmArgs& g) {
   const cublasOperation_t op_a = g.A.column_major ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasHandle_t h = handle(device);
   if (g.batch == 1) {
-    cublas_check(cublasSgemm(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld), g.A.data,
+    cublas_check(cublas().sgemm(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld), g.A.data,
                              int(g.A.ld), &zero, g.C, int(g.N)),
                  "cublasSgemm");
   } else {
-    cublas_check(cublasSgemmStridedBatched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld),
+    cublas_check(cublas().sgemm_strided_batched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld),
                                            g.B.batch_stride, g.A.data, int(g.A.ld), g.A.batch_stride, &zero, g.C,
                                            int(g.N), g.M * g.N, int(g.batch)),
                  "cublasSgemmStridedBatched");

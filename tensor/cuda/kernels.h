@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tensor/dtype.h"
 
@@ -91,7 +92,11 @@ inline bool gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t 
   }
   return false;
 }
+// cuBLAS is loaded on the first gemm (see shared_library.h), not when the program starts.
 void gemm(int device, const GemmArgs& g);
+// Loads cuBLAS if it is not yet loaded and returns the file it came from; throws naming the
+// library when it cannot be found.
+std::string cublas_path();
 // The teaching kernel: C = A @ B for dense row-major A (M x K), B (K x N), C (M x N), with
 // 32 x 32 tiles staged through shared memory. Correct for any sizes; cuBLAS is faster.
 void tiled_gemm(int device, int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);

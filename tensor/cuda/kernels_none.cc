@@ -18,6 +18,7 @@ void fill(int, int64_t, const Loop<1>&, DType, void*, double) { no_cuda("fill");
 void where(int, int64_t, const Loop<4>&, DType, const void*, DType, void*, Operand, Operand) { no_cuda("where"); }
 void reduce(ReduceOp, int, DType, int64_t, int64_t, int64_t, const void*, void*, double) { no_cuda("reduce"); }
 void gemm(int, const GemmArgs&) { no_cuda("gemm"); }
+std::string cublas_path() { no_cuda("cublas_path"); }
 void tiled_gemm(int, int64_t, int64_t, int64_t, const float*, const float*, float*) { no_cuda("tiled_gemm"); }
 void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, float*, float*, float*, int64_t*) {
   no_cuda("cross_entropy_forward");

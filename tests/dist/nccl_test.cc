@@ -2,12 +2,14 @@
 // correctness is tested on the CPU backend, which runs the same ring). Without a GPU the
 // test says it was skipped and why, and checks the error a learner would get.
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 #include "catch2/catch.hpp"
 #include "tests/rank_assert.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
+#include "dist/nccl_group.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -128,4 +130,27 @@ TEST_CASE("nccl collectives wait for the compute stream, and the compute stream 
   for (size_t i = 0; i < want.size(); ++i) RANK_REQUIRE(got[i] == 2 * want[i]);
   dist::destroy_process_group();
   cuda::poison_new_memory(false);
+}
+
+TEST_CASE("NCCL is opened only for a nccl group, and every function the backend calls resolves") {
+  std::ifstream maps("/proc/self/maps");
+  const std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  // Without a GPU no nccl group was made above, so nothing may have loaded NCCL yet.
+  if (cuda::device_count() == 0) REQUIRE(all.find("libnccl") == std::string::npos);
+  if (!cuda::built_with_cuda()) {
+    std::cout << "SKIPPED: loading NCCL (this build has no CUDA)" << std::endl;
+    REQUIRE_THROWS_WITH(dist::nccl_path(), Catch::Contains("no CUDA"));
+    return;
+  }
+  std::string path;
+  try {
+    path = dist::nccl_path();  // looks up every NCCL function the backend calls
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    REQUIRE(why.find("cannot load libnccl.so.") != std::string::npos);  // missing here, and said so
+    std::cout << "SKIPPED: loading NCCL (not installed on this machine: " << why << ")" << std::endl;
+    WARN("SKIPPED: " << why);
+    return;
+  }
+  REQUIRE(path.find("libnccl") != std::string::npos);
 }

@@ -1,7 +1,7 @@
 """Finds the CUDA toolkit and exposes it as the repository @local_cuda.
 
 Looks at $CUDA_PATH, then /usr/local/cuda, for bin/nvcc. Found: @local_cuda has the toolkit's
-headers, cudart (static), cuBLAS and NCCL as cc_library targets, and defs.bzl says
+headers and cudart (static) as cc_library targets, and defs.bzl says
 CUDA_ENABLED = True. Not found (or ENGINE_CUDA=0 in the environment): the same targets exist
 but are empty, CUDA_ENABLED = False, and //tools:cuda.bzl builds the CPU fallbacks instead.
 """
@@ -21,19 +21,14 @@ cc_library(
     linkstatic = True,
     deps = [":headers"],
 )
-cc_import(name = "cublas_so", shared_library = "lib64/libcublas.so")
-cc_import(name = "cublaslt_so", shared_library = "lib64/libcublasLt.so")
-cc_library(name = "cublas", deps = [":cublas_so", ":cublaslt_so", ":headers"])
-cc_import(name = "nccl_so", shared_library = "lib64/libnccl.so.2")
-cc_library(name = "nccl", deps = [":nccl_so", ":headers"])
+# cuBLAS and NCCL are not linked: the engine opens them when a GPU first needs them
+# (tensor/cuda/shared_library.h), so CPU-only programs never map them.
 """
 
 _DISABLED_BUILD = """
 package(default_visibility = ["//visibility:public"])
 cc_library(name = "headers")
 cc_library(name = "cudart")
-cc_library(name = "cublas")
-cc_library(name = "nccl")
 """
 
 def _find_cuda(rctx):
