@@ -131,7 +131,7 @@ Variable sigmoid(const Variable& a) {
 Variable relu(const Variable& a) {
   const Tensor x = a.data();
   return record("relu", engine::relu(x), {a}, [x](const Tensor& g, const Needs&) {
-    return Grads{g * engine::gt(x, zeros({}))};  // 1 where x > 0, else 0
+    return Grads{engine::relu_backward(g, x)};  // g where x > 0, else 0
   });
 }
 

@@ -196,6 +196,20 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor neg(const Tensor& a) { return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return -x; }); }
 Tensor abs(const Tensor& a) { return unary_any("abs", UnaryOp::Abs, a, [](auto x) { return x < 0 ? -x : x; }); }
 Tensor relu(const Tensor& a) { return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return x > 0 ? x : decltype(x)(0); }); }
+Tensor relu_backward(const Tensor& grad, const Tensor& x) {
+  const bool dense = !cuda_ops::on_cuda(grad, x) && grad.dtype() == DType::Float32 && x.dtype() == DType::Float32 &&
+                     grad.shape() == x.shape() && grad.is_contiguous() && x.is_contiguous();
+  if (!dense) return mul(grad, gt(x, zeros({}, x.dtype())));  // views, broadcasts, GPUs: the two-op form
+  Tensor out = empty(x.shape());
+  const float* __restrict g = grad.data<float>();
+  const float* __restrict px = x.data<float>();
+  float* __restrict o = out.data<float>();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+    const float gi = g[i];  // read unconditionally, so the select vectorises without branches
+    o[i] = px[i] > 0 ? gi : 0.0f;
+  }
+  return out;
+}
 Tensor clamp(const Tensor& a, double lo, double hi) {
   ENGINE_REQUIRE(lo <= hi, "[clamp] lower bound ", lo, " exceeds upper bound ", hi);
   return unary_any(

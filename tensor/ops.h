@@ -44,6 +44,8 @@ Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor relu(const Tensor& a);
+// ReLU's backward: grad where x > 0, else 0 (one pass over dense CPU tensors).
+Tensor relu_backward(const Tensor& grad, const Tensor& x);
 Tensor pow(const Tensor& a, double exponent);
 Tensor clamp(const Tensor& a, double lo, double hi);
 

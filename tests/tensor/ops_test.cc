@@ -61,6 +61,15 @@ TEST_CASE("unary ops compute their formula") {
   require_close(pow(tensor({4, 9}), 0.5), {2, 3});
 }
 
+TEST_CASE("relu_backward passes the gradient where the input is positive, densely and on views") {
+  Tensor x = tensor({-2, -0.5, 0, 0.5, 3}), g = tensor({10, 20, 30, 40, 50});
+  require_close(relu_backward(g, x), {0, 0, 0, 40, 50});  // the one-pass path
+  // A transposed view takes the two-op path; both must agree element for element.
+  Tensor xm = tensor({-1, 2, 3, -4, 5, -6}).reshape({2, 3}), gm = tensor({1, 2, 3, 4, 5, 6}).reshape({2, 3});
+  require_close(relu_backward(gm.transpose(0, 1), xm.transpose(0, 1)), {0, 0, 2, 5, 3, 0});
+  require_close(relu_backward(gm.transpose(0, 1).contiguous(), xm.transpose(0, 1).contiguous()), {0, 0, 2, 5, 3, 0});
+}
+
 TEST_CASE("int64 tensors support arithmetic, comparison and reductions") {
   Tensor a = from_vector(I{1, 5, -3}), b = from_vector(I{2, 2, 2});
   REQUIRE((a + b).to_vector<int64_t>() == I{3, 7, -1});
