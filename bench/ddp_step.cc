@@ -26,7 +26,7 @@ using Seconds = std::chrono::duration<double>;
 namespace {
 
 
-void run_rank(int rank, int world, int port, int64_t batch, int steps, int rounds, double first_bucket_mb) {
+void run_rank(int rank, int world, int port, int64_t batch, int steps, int rounds, double first_bucket_mb, bool view) {
   dist::StoreOptions so;
   so.timeout = std::chrono::seconds(60);
   auto store = std::make_shared<dist::TCPStore>("127.0.0.1", port, rank == 0, so);
@@ -40,6 +40,7 @@ void run_rank(int rank, int world, int port, int64_t batch, int steps, int round
   dist::DDPOptions opts;
   opts.group = &g;
   if (first_bucket_mb > 0) opts.first_bucket_mb = first_bucket_mb;
+  opts.gradient_as_bucket_view = view;
   dist::DistributedDataParallel ddp(model, opts);
   SGD opt(ddp.parameters(), {.lr = 0.01, .momentum = 0.9});
   manual_seed(uint64_t(rank) + 1);
@@ -70,9 +71,10 @@ void run_rank(int rank, int world, int port, int64_t batch, int steps, int round
   const double with_sync = timed(true), without = timed(false);
   if (rank == 0) {
     std::printf("{\"impl\": \"engine-ddp\", \"world\": %d, \"batch_per_rank\": %lld, \"step_ms\": %.4f, "
-                "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, \"shm\": %s}\n",
+                "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, \"shm\": %s, "
+                "\"gradient_as_bucket_view\": %s}\n",
                 world, (long long)batch, with_sync * 1e3, double(batch * world) / with_sync, without * 1e3,
-                (with_sync - without) * 1e3, g.uses_shared_memory() ? "true" : "false");
+                (with_sync - without) * 1e3, g.uses_shared_memory() ? "true" : "false", view ? "true" : "false");
     std::fflush(stdout);
   }
 }
@@ -83,17 +85,27 @@ int main(int argc, char** argv) {
   int world = 2, steps = 100, rounds = 5;
   int64_t batch = 64;
   double first_bucket_mb = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool view = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--world") world = std::atoi(argv[i + 1]);
-    else if (a == "--batch") batch = std::atoll(argv[i + 1]);
-    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else if (a == "--first-bucket-mb") first_bucket_mb = std::atof(argv[i + 1]);
+    if (a == "--gradient-as-bucket-view") {
+      view = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ddp_step: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    if (a == "--world") world = std::atoi(argv[++i]);
+    else if (a == "--batch") batch = std::atoll(argv[++i]);
+    else if (a == "--steps") steps = std::atoi(argv[++i]);
+    else if (a == "--rounds") rounds = std::atoi(argv[++i]);
+    else if (a == "--first-bucket-mb") first_bucket_mb = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "ddp_step: unknown flag %s (--world N --batch N --steps N --rounds N)\n", a.c_str());
+      std::fprintf(stderr, "ddp_step: unknown flag %s (--world N --batch N --steps N --rounds N "
+                   "--first-bucket-mb X --gradient-as-bucket-view)\n", a.c_str());
       return 2;
     }
   }
-  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, batch, steps, rounds, first_bucket_mb); });
+  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, batch, steps, rounds, first_bucket_mb, view); });
 }

@@ -8,6 +8,8 @@ and ../shared/reference/torch_ddp_step.py (order alternating between rounds). Re
 median global samples/s of each, the median of the per-round ratios, our exposed
 communication (step time minus the same step under no_sync), and our 2-rank over 1-rank
 throughput. The peer runs with OPENBLAS_NUM_THREADS=1 (see bench/train_step.py for why).
+--gradient-as-bucket-view runs ours with that DDP option (PyTorch's default, as in the
+reference script, is off).
 """
 import argparse, json, os, statistics, subprocess, sys
 
@@ -22,6 +24,8 @@ def last_json(cmd, env=None):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--gradient-as-bucket-view", action="store_true",
+                   help="run ours with DDPOptions::gradient_as_bucket_view (no copy back into .grad)")
     p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "reference", "torch_ddp_step.py"))
     a = p.parse_args()
     ours_bin = os.path.join(ROOT, "bazel-bin", "bench", "ddp_step")
@@ -34,7 +38,10 @@ def main():
         for batch in (64, 256):
             ours, torch, ratio, exposed = [], [], [], []
             for r in range(a.rounds):
-                runs = [("ours", [ours_bin, "--world", str(world), "--batch", str(batch)], None),
+                ours_cmd = [ours_bin, "--world", str(world), "--batch", str(batch)]
+                if a.gradient_as_bucket_view:
+                    ours_cmd.append("--gradient-as-bucket-view")
+                runs = [("ours", ours_cmd, None),
                         ("torch", ["/usr/bin/python3", a.reference, "--world", str(world), "--batch", str(batch),
                                    "--port", str(29700 + r)], peer_env)]
                 if r % 2:

@@ -128,8 +128,8 @@ void DistributedDataParallel::mark_ready(size_t i, const Tensor* grad) {
   auto [bi, offset] = where_[i];
   Bucket& b = *buckets_[bi];
   Tensor slot = b.buffer.narrow(0, int64_t(offset), params_[i].numel());
-  if (grad && grad->defined()) slot.copy_(grad->reshape({-1}));
-  else slot.zero_();
+  if (!grad || !grad->defined()) slot.zero_();
+  else if (grad->data<float>() != slot.data<float>()) slot.copy_(grad->reshape({-1}));  // else: it is the view already
   --b.pending;
 }
 
@@ -159,7 +159,8 @@ void DistributedDataParallel::finalize() {
   for (size_t i = 0; i < params_.size(); ++i) {
     auto [bi, offset] = where_[i];
     const Tensor avg = buckets_[bi]->buffer.narrow(0, int64_t(offset), params_[i].numel()).view(params_[i].shape());
-    if (params_[i].grad().defined()) params_[i].mutable_grad().copy_(avg);
+    if (options_.gradient_as_bucket_view) params_[i].set_grad(avg);
+    else if (params_[i].grad().defined()) params_[i].mutable_grad().copy_(avg);
     else params_[i].set_grad(avg.clone());
   }
   for (auto& b : buckets_) b->launched = false;  // waited for above

@@ -39,6 +39,11 @@ struct DDPOptions {
   // At world size 1 the average is the gradient itself, so buckets are skipped; true runs
   // them anyway, as PyTorch does (to measure DDP's own cost, or test it on one GPU).
   bool reduce_when_alone = false;
+  // As PyTorch's option of this name: after backward, each .grad is a view into its bucket
+  // instead of a copy of it, which saves copying every gradient back (and their memory). A
+  // .grad kept from an earlier step then changes when later steps reduce; zero_grad() drops
+  // the view, as it drops any gradient.
+  bool gradient_as_bucket_view = false;
   ProcessGroup* group = nullptr;  // nullptr: the default group
 };
 

@@ -293,3 +293,39 @@ TEST_CASE("at world size 1 buckets are skipped, unless reduce_when_alone; the re
     });
   }
 }
+
+TEST_CASE("gradient_as_bucket_view: each .grad lives in its bucket, and training is bit-identical to copies") {
+  // Steps with zero_grad, then steps that accumulate into the views, then a no_sync step.
+  auto train = [](bool view, std::vector<std::vector<float>>* replicas, bool* adjacent) {
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      Data d;
+      DistributedDataParallel ddp(mlp(1), {.gradient_as_bucket_view = view, .group = &g});
+      SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+      for (int s = 0; s < 6; ++s) {
+        const int64_t start = s * 8 + g.rank() * 4;
+        if (s < 3) opt.zero_grad();  // then three steps that accumulate into .grad
+        if (s == 4) {
+          auto no_sync = ddp.no_sync();
+          cross_entropy(ddp(Variable(d.x.narrow(0, start, 4))), d.y.narrow(0, start, 4)).backward();
+        }
+        cross_entropy(ddp(Variable(d.x.narrow(0, start, 4))), d.y.narrow(0, start, 4)).backward();
+        opt.step();
+      }
+      // The bucket holds the parameters in reverse order ("2.bias", then "2.weight", ...):
+      // with views, 2.weight's gradient starts right where 2.bias's ends.
+      auto params = ddp.module().parameters();
+      const Tensor& bias = params[3].grad();
+      const Tensor& weight = params[2].grad();
+      if (g.rank() == 0) *adjacent = weight.data<float>() == bias.data<float>() + bias.numel();
+      (*replicas)[size_t(g.rank())] = flat(ddp.module());
+    });
+  };
+  std::vector<std::vector<float>> copies(2), views(2);
+  bool adjacent_copies = true, adjacent_views = false;
+  train(false, &copies, &adjacent_copies);
+  train(true, &views, &adjacent_views);
+  REQUIRE(adjacent_views);
+  REQUIRE_FALSE(adjacent_copies);
+  REQUIRE(views[0] == views[1]);
+  REQUIRE(views[0] == copies[0]);  // the same arithmetic, bit for bit
+}
