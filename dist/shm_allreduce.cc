@@ -140,10 +140,12 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
   store.add("shm/attached", base != MAP_FAILED ? 1 : 1000);
   // Wait until every rank has reported, then decide together.
   const Deadline d = deadline_in(timeout);
-  int64_t total = 0;
-  while ((total = store.add("shm/attached", 0)) % 1000 + total / 1000 < size) {
+  // Each rank added 1 (attached) or 1000 (failed): total % 1000 + total / 1000 ranks reported.
+  int64_t total = store.add("shm/attached", 0);
+  while (total % 1000 + total / 1000 < size) {
     if (Clock::now() > d) throw Error("[init_process_group] timed out setting up shared memory between the ranks");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    total = store.add("shm/attached", 0);
   }
   if (rank == 0) shm_unlink(name.c_str());  // the segment lives on until the last rank unmaps it
   if (total != size) {

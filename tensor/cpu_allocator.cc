@@ -60,6 +60,10 @@ void* system_alloc(size_t bytes) {
   // aligned_alloc wants a size that is a multiple of the alignment; never ask for 0 bytes.
   const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
+  if (!p) {  // the cache may hold what is missing: give it back and try once more
+    cpu_empty_cache();
+    p = std::aligned_alloc(64, rounded);
+  }
   ENGINE_REQUIRE(p != nullptr, "[Storage] out of memory allocating ", bytes, " bytes on cpu");
   return p;
 }

@@ -86,3 +86,13 @@ TEST_CASE("a forked child can allocate") {
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
 }
+
+TEST_CASE("a request the machine cannot meet is an error naming its size, after the cache is returned") {
+  if (!cpu_cache_enabled()) return;  // AddressSanitizer aborts on such a request by design
+  void* held = cpu_malloc(1 << 20);
+  cpu_free(held, 1 << 20);
+  REQUIRE(cpu_memory_stats().cached_bytes > 0);
+  const size_t huge = size_t(1) << 60;
+  REQUIRE_THROWS_WITH(cpu_malloc(huge), Catch::Contains("out of memory allocating " + std::to_string(huge) + " bytes"));
+  REQUIRE(cpu_memory_stats().cached_bytes == 0);  // released before the second try
+}
