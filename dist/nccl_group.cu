@@ -126,8 +126,9 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work all_reduce(Tensor t, ReduceOp op) override {
     return run(t, "all_reduce", [&](Tensor& d) {
       if (ring_) ring_all_reduce(d, op);
-      else nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op), comm_,
-                                    stream_), "ncclAllReduce");
+      else nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op),
+                                       comm_, stream_),
+                      "ncclAllReduce");
     });
   }
   Work broadcast(Tensor t, int root) override {
@@ -141,7 +142,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     Tensor all = empty({int64_t(size_) * input.numel()}, input.dtype(), input.device());
     begin();
     nccl_check(nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
-                             stream_), "ncclAllGather");
+                                stream_),
+               "ncclAllGather");
     Work w = end();
     outputs->clear();
     for (int r = 0; r < size_; ++r) outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
@@ -152,7 +154,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     check(output, "reduce_scatter");
     begin();
     nccl_check(nccl().ReduceScatter(input.bytes(), output.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
-                                 nccl_op(op), comm_, stream_), "ncclReduceScatter");
+                                    nccl_op(op), comm_, stream_),
+               "ncclReduceScatter");
     return end();
   }
   Work barrier() override {
@@ -236,9 +239,11 @@ class ProcessGroupNCCL : public ProcessGroup {
     const int op_code = op == ReduceOp::Min ? 2 : op == ReduceOp::Max ? 3 : op == ReduceOp::Product ? 4 : 1;
     auto exchange = [&](int send_seg, char* recv_to, int recv_seg) {
       nccl_check(nccl().GroupStart(), "ncclGroupStart");
-      nccl_check(nccl().Send(data + size_t(b[send_seg]) * es, size_t(b[send_seg + 1] - b[send_seg]), nccl_type(t.dtype()),
-                          next, comm_, stream_), "ncclSend");
-      nccl_check(nccl().Recv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_, stream_),
+      nccl_check(nccl().Send(data + size_t(b[send_seg]) * es, size_t(b[send_seg + 1] - b[send_seg]),
+                             nccl_type(t.dtype()), next, comm_, stream_),
+                 "ncclSend");
+      nccl_check(nccl().Recv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_,
+                             stream_),
                  "ncclRecv");
       nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
     };

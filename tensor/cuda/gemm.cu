@@ -104,12 +104,12 @@ void gemm(int device, const GemmArgs& g) {
   cublasHandle_t h = handle(device);
   if (g.batch == 1) {
     cublas_check(cublas().sgemm(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld), g.A.data,
-                             int(g.A.ld), &zero, g.C, int(g.N)),
+                                int(g.A.ld), &zero, g.C, int(g.N)),
                  "cublasSgemm");
   } else {
-    cublas_check(cublas().sgemm_strided_batched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld),
-                                           g.B.batch_stride, g.A.data, int(g.A.ld), g.A.batch_stride, &zero, g.C,
-                                           int(g.N), g.M * g.N, int(g.batch)),
+    cublas_check(cublas().sgemm_strided_batched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data,
+                                                int(g.B.ld), g.B.batch_stride, g.A.data, int(g.A.ld),
+                                                g.A.batch_stride, &zero, g.C, int(g.N), g.M * g.N, int(g.batch)),
                  "cublasSgemmStridedBatched");
   }
 }
