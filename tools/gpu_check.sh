@@ -51,11 +51,17 @@ findable() {
   ldconfig -p 2>/dev/null | awk -v n="$name" '$1 == n && !found {print $NF; found = 1} END {exit !found}'
 }
 
+# The libraries of cuda_libs.txt that the loader cannot find, space-separated.
+missing_libs() {
+  local lib
+  for lib in $(cat "$1/cuda_libs.txt"); do findable "$lib" >/dev/null || echo -n " $lib"; done
+}
+
 # The engine opens cuBLAS and NCCL when a GPU first needs them (dlopen, not linked): adds
 # the folders holding them to LD_LIBRARY_PATH when the loader cannot find them by itself.
 find_cuda_libs() {
-  local here=$1 missing="" lib
-  for lib in $(cat "$here/cuda_libs.txt"); do findable "$lib" >/dev/null || missing="$missing $lib"; done
+  local here=$1 missing
+  missing=$(missing_libs "$here")
   if [ -z "$missing" ] && [ "${GPU_CHECK_TORCH_LIBS:-0}" != 1 ]; then return 0; fi
   echo "not on the library path (or GPU_CHECK_TORCH_LIBS=1):${missing:- none}; looking in PyTorch's bundled NVIDIA libraries"
   local py dirs
@@ -75,8 +81,7 @@ PY
   done
   [ -n "$dirs" ] || { echo "could not find cuBLAS/NCCL: install them or PyTorch with CUDA"; return 1; }
   export LD_LIBRARY_PATH="$(echo "$dirs" | paste -sd:):${LD_LIBRARY_PATH:-}"
-  missing=""
-  for lib in $(cat "$here/cuda_libs.txt"); do findable "$lib" >/dev/null || missing="$missing $lib"; done
+  missing=$(missing_libs "$here")
   [ -z "$missing" ] || { echo "still missing:$missing"; return 1; }
 }
 
