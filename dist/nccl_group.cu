@@ -34,35 +34,22 @@ __global__ void scale_kernel(float* x, int64_t n, float s) {
 
 namespace {
 
-// The NCCL functions the backend calls, looked up when the first nccl group is made.
+// The NCCL functions the backend calls, looked up when the first nccl group is made (each
+// member is named as the C function without its "nccl" prefix).
 struct Nccl {
   cuda::SharedLibrary lib{"libnccl.so." + std::to_string(NCCL_MAJOR), "NCCL, for the \"nccl\" backend"};
-  decltype(&ncclGetErrorString) GetErrorString;
-  decltype(&ncclGetUniqueId) GetUniqueId;
-  decltype(&ncclCommInitRank) CommInitRank;
-  decltype(&ncclCommDestroy) CommDestroy;
-  decltype(&ncclAllReduce) AllReduce;
-  decltype(&ncclBroadcast) Broadcast;
-  decltype(&ncclAllGather) AllGather;
-  decltype(&ncclReduceScatter) ReduceScatter;
-  decltype(&ncclSend) Send;
-  decltype(&ncclRecv) Recv;
-  decltype(&ncclGroupStart) GroupStart;
-  decltype(&ncclGroupEnd) GroupEnd;
-  Nccl() {
-    lib.get(&GetErrorString, "ncclGetErrorString");
-    lib.get(&GetUniqueId, "ncclGetUniqueId");
-    lib.get(&CommInitRank, "ncclCommInitRank");
-    lib.get(&CommDestroy, "ncclCommDestroy");
-    lib.get(&AllReduce, "ncclAllReduce");
-    lib.get(&Broadcast, "ncclBroadcast");
-    lib.get(&AllGather, "ncclAllGather");
-    lib.get(&ReduceScatter, "ncclReduceScatter");
-    lib.get(&Send, "ncclSend");
-    lib.get(&Recv, "ncclRecv");
-    lib.get(&GroupStart, "ncclGroupStart");
-    lib.get(&GroupEnd, "ncclGroupEnd");
-  }
+  decltype(&ncclGetErrorString) GetErrorString = lib.function("ncclGetErrorString");
+  decltype(&ncclGetUniqueId) GetUniqueId = lib.function("ncclGetUniqueId");
+  decltype(&ncclCommInitRank) CommInitRank = lib.function("ncclCommInitRank");
+  decltype(&ncclCommDestroy) CommDestroy = lib.function("ncclCommDestroy");
+  decltype(&ncclAllReduce) AllReduce = lib.function("ncclAllReduce");
+  decltype(&ncclBroadcast) Broadcast = lib.function("ncclBroadcast");
+  decltype(&ncclAllGather) AllGather = lib.function("ncclAllGather");
+  decltype(&ncclReduceScatter) ReduceScatter = lib.function("ncclReduceScatter");
+  decltype(&ncclSend) Send = lib.function("ncclSend");
+  decltype(&ncclRecv) Recv = lib.function("ncclRecv");
+  decltype(&ncclGroupStart) GroupStart = lib.function("ncclGroupStart");
+  decltype(&ncclGroupEnd) GroupEnd = lib.function("ncclGroupEnd");
 };
 
 const Nccl& nccl() {

@@ -53,16 +53,10 @@ void cublas_check(cublasStatus_t s, const char* what) {
 // (cublasCreate and friends are macros for the _v2 names, which are the exported symbols.)
 struct Cublas {
   SharedLibrary lib{"libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), "cuBLAS, for matmul on the GPU"};
-  decltype(&cublasCreate_v2) create;
-  decltype(&cublasSetStream_v2) set_stream;
-  decltype(&cublasSgemm_v2) sgemm;
-  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched;
-  Cublas() {
-    lib.get(&create, "cublasCreate_v2");
-    lib.get(&set_stream, "cublasSetStream_v2");
-    lib.get(&sgemm, "cublasSgemm_v2");
-    lib.get(&sgemm_strided_batched, "cublasSgemmStridedBatched");
-  }
+  decltype(&cublasCreate_v2) create = lib.function("cublasCreate_v2");
+  decltype(&cublasSetStream_v2) set_stream = lib.function("cublasSetStream_v2");
+  decltype(&cublasSgemm_v2) sgemm = lib.function("cublasSgemm_v2");
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = lib.function("cublasSgemmStridedBatched");
 };
 
 const Cublas& cublas() {

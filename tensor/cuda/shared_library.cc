@@ -31,10 +31,4 @@ std::string SharedLibrary::path() const {
   return soname_;
 }
 
-bool is_loaded(const std::string& soname) {
-  void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (h) dlclose(h);  // drops only the reference RTLD_NOLOAD just took
-  return h != nullptr;
-}
-
 }  // namespace engine::cuda

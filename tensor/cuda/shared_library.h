@@ -3,8 +3,7 @@
 // loading it costs a CPU-only training step ~150 MB of resident memory and its start-up time.
 //
 //   static const SharedLibrary lib("libcublas.so.13", "cuBLAS, for matmul on the GPU");
-//   decltype(&cublasSgemm_v2) sgemm;
-//   lib.get(&sgemm, "cublasSgemm_v2");   // throws naming the symbol if it is missing
+//   decltype(&cublasSgemm_v2) sgemm = lib.function("cublasSgemm_v2");  // throws if it is missing
 //
 // The library is searched for as the dynamic loader does (LD_LIBRARY_PATH, the ld.so cache)
 // and stays loaded until the process exits.
@@ -20,23 +19,24 @@ class SharedLibrary {
   // how to make it findable.
   SharedLibrary(std::string soname, std::string purpose);
 
-  // Sets *fn to the function `symbol`; throws engine::Error naming it and the library.
-  template <class F>
-  void get(F* fn, const char* symbol) const {
-    *fn = reinterpret_cast<F>(address(symbol));
-  }
+  // The function `symbol`, converted to whatever function pointer it is assigned to;
+  // throws engine::Error naming it and the library when the library has no such symbol.
+  struct Function {
+    void* address;
+    template <class F>
+    operator F*() const {
+      return reinterpret_cast<F*>(address);
+    }
+  };
+  Function function(const char* symbol) const { return {address(symbol)}; }
 
   // The file it was loaded from ("/usr/local/cuda/lib64/libcublas.so.13").
   std::string path() const;
-  const std::string& soname() const { return soname_; }
 
  private:
   void* address(const char* symbol) const;
   std::string soname_, purpose_;
   void* handle_ = nullptr;
 };
-
-// Whether this process has `soname` mapped, without loading it.
-bool is_loaded(const std::string& soname);
 
 }  // namespace engine::cuda

@@ -7,6 +7,7 @@
 
 #include "catch2/catch.hpp"
 #include "tests/rank_assert.h"
+#include "tests/testing/gpu.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/nccl_group.h"
@@ -68,11 +69,7 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
 
 TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without DDP") {
   single_rank_env();
-  if (cuda::device_count() == 0) {
-    std::cout << "SKIPPED: DDP over nccl (no usable GPU: " << cuda::unavailable_reason() << ")" << std::endl;
-    WARN("SKIPPED: no usable GPU");
-    return;
-  }
+  if (!testing::gpu_or_skip("DDP over nccl")) return;
   dist::init_process_group("nccl");
   auto make = [] {
     Generator init(9);
@@ -108,11 +105,7 @@ TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without D
 
 TEST_CASE("nccl collectives wait for the compute stream, and the compute stream for them") {
   single_rank_env();
-  if (cuda::device_count() == 0) {
-    std::cout << "SKIPPED: nccl stream ordering (no usable GPU: " << cuda::unavailable_reason() << ")" << std::endl;
-    WARN("SKIPPED: no usable GPU");
-    return;
-  }
+  if (!testing::gpu_or_skip("nccl stream ordering")) return;
   cuda::poison_new_memory(true);  // a read before the write would see NaN
   dist::init_process_group("nccl");
   Generator g(4);
@@ -138,20 +131,8 @@ TEST_CASE("NCCL is opened only for a nccl group, and every function the backend 
   // Without a GPU no nccl group was made above, so nothing may have loaded NCCL yet (the
   // slash: a debug build maps our own libdist_Slibnccl_Ugroup.so).
   if (cuda::device_count() == 0) REQUIRE(all.find("/libnccl.so") == std::string::npos);
-  if (!cuda::built_with_cuda()) {
-    std::cout << "SKIPPED: loading NCCL (this build has no CUDA)" << std::endl;
-    REQUIRE_THROWS_WITH(dist::nccl_path(), Catch::Contains("no CUDA"));
-    return;
-  }
-  std::string path;
-  try {
-    path = dist::nccl_path();  // looks up every NCCL function the backend calls
-  } catch (const Error& e) {
-    const std::string why = e.what();
-    REQUIRE(why.find("cannot load libnccl.so.") != std::string::npos);  // missing here, and said so
-    std::cout << "SKIPPED: loading NCCL (not installed on this machine: " << why << ")" << std::endl;
-    WARN("SKIPPED: " << why);
-    return;
-  }
+  // Opening NCCL looks up every function the backend calls.
+  const std::string path = testing::library_or_skip("NCCL", "libnccl.so.", [] { return dist::nccl_path(); });
+  if (path.empty()) return;
   REQUIRE(path.find("libnccl") != std::string::npos);
 }

@@ -11,6 +11,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda/shared_library.h"
 #include "tensor/ops.h"
+#include "tests/testing/gpu.h"
 
 using namespace engine;
 
@@ -25,19 +26,17 @@ bool mapped(const std::string& name) {
 
 TEST_CASE("SharedLibrary finds functions by name and names what it cannot find") {
   cuda::SharedLibrary libm("libm.so.6", "the maths library");
-  double (*cosine)(double) = nullptr;
-  libm.get(&cosine, "cos");
+  double (*cosine)(double) = libm.function("cos");
   REQUIRE(cosine(0.0) == 1.0);
   REQUIRE(cosine(M_PI) == Approx(-1.0));
   REQUIRE(libm.path().find("libm") != std::string::npos);
-  REQUIRE(cuda::is_loaded("libm.so.6"));
-  void (*missing)() = nullptr;
-  REQUIRE_THROWS_WITH(libm.get(&missing, "no_such_function_here"),
+  REQUIRE(mapped("/libm.so.6"));
+  REQUIRE_THROWS_WITH(libm.function("no_such_function_here"),
                       Catch::Contains("no function no_such_function_here") && Catch::Contains("libm"));
   REQUIRE_THROWS_WITH(cuda::SharedLibrary("libengine_missing.so.7", "a test of the error"),
                       Catch::Contains("cannot load libengine_missing.so.7") && Catch::Contains("a test of the error") &&
                           Catch::Contains("LD_LIBRARY_PATH"));
-  REQUIRE_FALSE(cuda::is_loaded("libengine_missing.so.7"));
+  REQUIRE_FALSE(mapped("libengine_missing"));
 }
 
 TEST_CASE("a CPU-only program never maps cuBLAS; the GPU matmul's entry points resolve when it is loaded") {
@@ -47,21 +46,9 @@ TEST_CASE("a CPU-only program never maps cuBLAS; the GPU matmul's entry points r
   REQUIRE(c.shape() == Shape{64, 16});
   REQUIRE_FALSE(mapped("/libcublas.so"));
   REQUIRE_FALSE(mapped("/libnccl.so"));
-  if (!cuda::built_with_cuda()) {
-    std::cout << "SKIPPED: loading cuBLAS (this build has no CUDA)" << std::endl;
-    REQUIRE_THROWS_WITH(cuda::cublas_path(), Catch::Contains("no CUDA"));
-    return;
-  }
-  std::string path;
-  try {
-    path = cuda::cublas_path();  // looks up every function gemm() calls
-  } catch (const Error& e) {
-    const std::string why = e.what();
-    REQUIRE(why.find("cannot load libcublas.so.") != std::string::npos);  // missing here, and said so
-    std::cout << "SKIPPED: loading cuBLAS (not installed on this machine: " << why << ")" << std::endl;
-    WARN("SKIPPED: " << why);
-    return;
-  }
+  // Opening cuBLAS looks up every function gemm() calls.
+  const std::string path = testing::library_or_skip("cuBLAS", "libcublas.so.", [] { return cuda::cublas_path(); });
+  if (path.empty()) return;
   REQUIRE(path.find("libcublas") != std::string::npos);
   REQUIRE(mapped("/libcublas.so"));
 }

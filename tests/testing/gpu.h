@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <random>
 #include <string>
@@ -36,6 +37,27 @@ inline bool gpu_or_skip(const std::string& what) {
             << "; no usable GPU: " << why << ")" << std::endl;
   WARN("SKIPPED: " << what << ": no usable GPU: " << why);
   return false;
+}
+
+// For tests that open a CUDA library: `load` opens it and returns the file it came from.
+// Returns that path, or "" after saying why the test is skipped: a build without CUDA (and
+// `load` must then say so) or a machine without the library (and the error must name it).
+inline std::string library_or_skip(const std::string& what, const std::string& soname_prefix,
+                                   const std::function<std::string()>& load) {
+  if (!cuda::built_with_cuda()) {
+    std::cout << "SKIPPED: loading " << what << " (this build has no CUDA)" << std::endl;
+    REQUIRE_THROWS_WITH(load(), Catch::Contains("no CUDA"));
+    return "";
+  }
+  try {
+    return load();
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    REQUIRE(why.find("cannot load " + soname_prefix) != std::string::npos);  // missing here, and said so
+    std::cout << "SKIPPED: loading " << what << " (not installed on this machine: " << why << ")" << std::endl;
+    WARN("SKIPPED: " << why);
+    return "";
+  }
 }
 
 // A generator seeded differently on every run; the seed is reported with any failure.
