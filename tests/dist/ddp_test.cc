@@ -64,6 +64,16 @@ std::vector<float> single_process(int steps, int64_t batch) {
   return flat(*model);
 }
 
+// How many buckets DDP had launched when the first layer's weight (the last gradient
+// backward computes) was ready: its hook is registered before DDP's own, so it runs first.
+struct LaunchedAtLastGradient {
+  int launched = -1;
+  DistributedDataParallel* ddp = nullptr;  // set once DDP is constructed
+  explicit LaunchedAtLastGradient(Module& model) {
+    model.parameters()[0].register_post_accumulate_grad_hook([this](Variable&) { launched = ddp->buckets_launched(); });
+  }
+};
+
 }  // namespace
 
 TEST_CASE("DDP over N ranks with batch b equals one process with batch N*b") {
@@ -189,17 +199,12 @@ TEST_CASE("communication overlaps backward: buckets are launched before the last
   run_threads(2, [](ProcessGroupTCP& g) {
     Data d;
     auto model = mlp(1);
-    // Registered before DDP's own hooks, so it runs first when the first layer's weight
-    // (the last gradient backward computes) is ready.
-    int launched_when_last_ready = -1;
-    DistributedDataParallel* ddp_ptr = nullptr;
-    model->parameters()[0].register_post_accumulate_grad_hook(
-        [&](Variable&) { launched_when_last_ready = ddp_ptr->buckets_launched(); });
+    LaunchedAtLastGradient probe(*model);
     DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.0001, .first_bucket_mb = 0.0001, .group = &g});
-    ddp_ptr = &ddp;
+    probe.ddp = &ddp;
     RANK_REQUIRE(ddp.bucket_names().size() == 2);  // {2.bias, 2.weight}, {0.bias, 0.weight}
     cross_entropy(ddp(Variable(d.x.narrow(0, 0, 8))), d.y.narrow(0, 0, 8)).backward();
-    RANK_REQUIRE(launched_when_last_ready == 1);  // the last layer's bucket was in flight while 0.weight was computed
+    RANK_REQUIRE(probe.launched == 1);  // the last layer's bucket was in flight while 0.weight was computed
     RANK_REQUIRE(ddp.buckets_launched() == 0);   // all finished and reset by the end of backward
   });
 }
@@ -275,20 +280,17 @@ TEST_CASE("at world size 1 buckets are skipped, unless reduce_when_alone; the re
     run_threads(1, [&](ProcessGroupTCP& g) {
       Data d;
       auto model = mlp(1);
-      int launched_when_last_ready = -1;
-      DistributedDataParallel* ddp_ptr = nullptr;
-      model->parameters()[0].register_post_accumulate_grad_hook(
-          [&](Variable&) { launched_when_last_ready = ddp_ptr->buckets_launched(); });
+      LaunchedAtLastGradient probe(*model);
       DistributedDataParallel ddp(
           model, {.bucket_cap_mb = 0.0001, .first_bucket_mb = 0.0001, .reduce_when_alone = alone, .group = &g});
-      ddp_ptr = &ddp;
+      probe.ddp = &ddp;
       SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
       for (int s = 0; s < 3; ++s) {
         opt.zero_grad();
         cross_entropy(ddp(Variable(d.x.narrow(0, s * 8, 8))), d.y.narrow(0, s * 8, 8)).backward();
         opt.step();
       }
-      RANK_REQUIRE(launched_when_last_ready == (alone ? 1 : 0));
+      RANK_REQUIRE(probe.launched == (alone ? 1 : 0));
       RANK_REQUIRE(flat(*model) == single_process(3, 8));
     });
   }
