@@ -3,6 +3,7 @@
 // TCP loopback bandwidth: the ceiling a TCP ring works under.
 //
 //   bazel run //bench:allreduce_bench -- --world 2
+//   bazel run //bench:allreduce_bench -- --world 2 --in-place   # on shared buffers, as DDP
 //
 // Prints one JSON line per size (from rank 0) and one for loopback. bench/allreduce.py
 // runs this and the PyTorch script alternately and tabulates the ratios.
@@ -57,7 +58,7 @@ double loopback_bandwidth() {
   return double(received) / seconds;
 }
 
-void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, int rounds) {
+void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, int rounds, bool in_place) {
   StoreOptions so;
   so.timeout = std::chrono::seconds(60);
   auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
@@ -66,7 +67,10 @@ void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, 
   ProcessGroupTCP g(store, rank, world, go);
   for (int64_t nbytes : sizes) {
     const int64_t n = std::max<int64_t>(1, nbytes / 4);
-    Tensor t = full({n}, double(rank + 1));
+    // --in-place: the tensor lives in memory every rank maps, as DDP's buckets do (reduced
+    // where it is, with no staging copies); otherwise it is ordinary process memory.
+    Tensor t = in_place ? g.shared_buffer(n) : empty({n});
+    t.fill_(double(rank + 1));
     for (int i = 0; i < 3; ++i) g.all_reduce(t).wait();
     const int iters = int(std::max<int64_t>(3, std::min<int64_t>(200, int64_t(2e8) / (n * 4))));
     std::vector<double> times;
@@ -79,9 +83,9 @@ void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, 
     const double dt = median(times);
     if (rank == 0) {
       const double algbw = double(n) * 4 / dt / 1e9;
-      std::printf("{\"impl\": \"engine-cpu\", \"path\": \"%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
+      std::printf("{\"impl\": \"engine-cpu\", \"path\": \"%s%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
                   "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
-                  g.uses_shared_memory() ? "shared-memory" : "tcp-ring", world, (long long)(n * 4), dt * 1e6, algbw,
+                  g.uses_shared_memory() ? "shared-memory" : "tcp-ring", in_place ? "-in-place" : "", world, (long long)(n * 4), dt * 1e6, algbw,
                   algbw * 2 * (world - 1) / world);
       std::fflush(stdout);
     }
@@ -92,21 +96,23 @@ void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, 
 
 int main(int argc, char** argv) {
   int world = 2, rounds = 3;
+  bool in_place = false;
   std::vector<int64_t> sizes = {4096, 262144, 1 << 20, 1 << 22, 1 << 24, 1 << 26};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--world" && i + 1 < argc) world = std::atoi(argv[++i]);
     else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    else if (a == "--in-place") in_place = true;
     else if (a == "--sizes") {
       sizes.clear();
       while (i + 1 < argc && argv[i + 1][0] != '-') sizes.push_back(std::atoll(argv[++i]));
     } else {
-      std::fprintf(stderr, "allreduce_bench: unknown argument %s (--world N --rounds N --sizes B...)\n", a.c_str());
+      std::fprintf(stderr, "allreduce_bench: unknown argument %s (--world N --rounds N --sizes B... --in-place)\n", a.c_str());
       return 2;
     }
   }
   const double lo = loopback_bandwidth();
   std::printf("{\"impl\": \"loopback-1-stream\", \"GBps\": %.4f}\n", lo / 1e9);
   std::fflush(stdout);
-  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, sizes, rounds); });
+  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, sizes, rounds, in_place); });
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <type_traits>
 
 #include "tensor/check.h"
 #include "tensor/storage.h"
@@ -70,12 +71,15 @@ std::string machine_id() {
   return std::string(host) + "/" + id;
 }
 
+// out[j][i] = in[0][i] (op) in[1][i] (op) ... for every j, i < n: always in rank order, so
+// every rank would get the same bits. Blocks of 1024 keep the running result in L1 while
+// every rank's data streams by once and the result is written once to each output.
 template <class T>
-void reduce_segment(T* out, const std::vector<const T*>& in, int64_t n, ReduceOp op) {
-  // Blocks of 1024 so the running result stays in L1 while every rank's data streams by.
-  T acc[1024];
-  for (int64_t b = 0; b < n; b += 1024) {
-    const int64_t len = std::min<int64_t>(1024, n - b);
+void reduce_into(const std::vector<const T*>& in, const std::vector<T*>& out, int64_t n, ReduceOp op) {
+  constexpr int64_t kBlock = 1024;
+  T acc[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t len = std::min(kBlock, n - b);
     std::memcpy(acc, in[0] + b, size_t(len) * sizeof(T));
     for (size_t k = 1; k < in.size(); ++k) {
       const T* x = in[k] + b;
@@ -89,8 +93,23 @@ void reduce_segment(T* out, const std::vector<const T*>& in, int64_t n, ReduceOp
     }
     if (op == ReduceOp::Avg)
       for (int64_t i = 0; i < len; ++i) acc[i] /= T(in.size());
-    std::memcpy(out + b, acc, size_t(len) * sizeof(T));
+    for (T* o : out) std::memcpy(o + b, acc, size_t(len) * sizeof(T));
   }
+}
+
+// The same over raw bytes of a dtype the collectives support (float32 or int64).
+void reduce_bytes(DType dtype, const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n,
+                  ReduceOp op) {
+  auto run = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    std::vector<const T*> i2;
+    std::vector<T*> o2;
+    for (const char* p : in) i2.push_back(reinterpret_cast<const T*>(p));
+    for (char* p : out) o2.push_back(reinterpret_cast<T*>(p));
+    reduce_into(i2, o2, n, op);
+  };
+  if (dtype == DType::Float32) run(static_cast<float*>(nullptr));
+  else run(static_cast<int64_t*>(nullptr));
 }
 
 // A name no other job uses: the pid alone is not enough, because processes in different
@@ -227,24 +246,6 @@ void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline, std::str
   barrier(deadline);
 }
 
-namespace {
-// Reduces elements [lo, hi) over every rank's slice and writes the result back into all
-// of them, one L1-sized block at a time: each element is read once from each slice and
-// written once to each, with no full-size temporary in between.
-template <class T>
-void reduce_and_scatter(const std::vector<char*>& peers, int64_t lo, int64_t hi, ReduceOp op) {
-  constexpr int64_t kBlock = 1024;
-  T block[kBlock];
-  std::vector<const T*> at(peers.size());
-  for (int64_t b = lo; b < hi; b += kBlock) {
-    const int64_t len = std::min(kBlock, hi - b);
-    for (size_t k = 0; k < peers.size(); ++k) at[k] = reinterpret_cast<const T*>(peers[k]) + b;
-    reduce_segment(block, at, len, op);
-    for (char* p : peers) std::memcpy(reinterpret_cast<T*>(p) + b, block, size_t(len) * sizeof(T));
-  }
-}
-}  // namespace
-
 Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
   const size_t per_rank = (size_t(numel) * 4 + 63) / 64 * 64;
   const std::string key = "shm/buffer/" + std::to_string(shared_buffers_++);
@@ -298,32 +299,37 @@ void ShmAllReduce::all_reduce(char* data, int64_t count, DType dtype, ReduceOp o
     // barrier that says they are complete). Rank r reduces segment r from all slices and
     // writes the result into all of them; a barrier, and every slice holds every result.
     const int64_t lo = int64_t(rank_) * count / size_, hi = int64_t(rank_ + 1) * count / size_;
-    if (dtype == DType::Float32) reduce_and_scatter<float>(peers, lo, hi, op);
-    else reduce_and_scatter<int64_t>(peers, lo, hi, op);
+    std::vector<const char*> in;
+    std::vector<char*> out;
+    for (char* p : peers) in.push_back(p + size_t(lo) * es), out.push_back(p + size_t(lo) * es);
+    reduce_bytes(dtype, in, out, hi - lo, op);
     barrier(deadline);
     return;
   }
+  // Staged, chunk by chunk. Rank r reduces segment r of the chunk, so the others need only
+  // r's copy of segment r: each rank stages every segment but its own, reduces its own
+  // straight from `data`, and fetches the other segments' results from their owners.
   const int64_t per_chunk = int64_t(chunk_ / es);
   for (int64_t start = 0; start < count; start += per_chunk) {
     const int64_t n = std::min(per_chunk, count - start);
     char* mine = data + size_t(start) * es;
     const int h = int(half_);
     half_ ^= 1u;
-    std::memcpy(buffer(rank_, h), mine, size_t(n) * es);  // 1. stage
-    barrier(deadline);
-    const int64_t lo = int64_t(rank_) * n / size_, hi = int64_t(rank_ + 1) * n / size_;  // 2. reduce my segment
-    if (dtype == DType::Float32) {
-      std::vector<const float*> in;
-      for (int r = 0; r < size_; ++r) in.push_back(reinterpret_cast<const float*>(buffer(r, h)) + lo);
-      reduce_segment(reinterpret_cast<float*>(buffer(rank_, h)) + lo, in, hi - lo, op);
-    } else {
-      std::vector<const int64_t*> in;
-      for (int r = 0; r < size_; ++r) in.push_back(reinterpret_cast<const int64_t*>(buffer(r, h)) + lo);
-      reduce_segment(reinterpret_cast<int64_t*>(buffer(rank_, h)) + lo, in, hi - lo, op);
+    auto segment = [&](int r) { return std::pair<int64_t, int64_t>{int64_t(r) * n / size_, int64_t(r + 1) * n / size_}; };
+    for (int r = 0; r < size_; ++r) {  // 1. stage the segments the others reduce
+      if (r == rank_) continue;
+      const auto [a, b] = segment(r);
+      std::memcpy(buffer(rank_, h) + size_t(a) * es, mine + size_t(a) * es, size_t(b - a) * es);
     }
     barrier(deadline);
-    for (int r = 0; r < size_; ++r) {  // 3. gather every finished segment
-      const int64_t a = int64_t(r) * n / size_, b = int64_t(r + 1) * n / size_;
+    const auto [lo, hi] = segment(rank_);  // 2. reduce mine into `data` and my staging
+    std::vector<const char*> in;
+    for (int r = 0; r < size_; ++r) in.push_back((r == rank_ ? mine : buffer(r, h)) + size_t(lo) * es);
+    reduce_bytes(dtype, in, {mine + size_t(lo) * es, buffer(rank_, h) + size_t(lo) * es}, hi - lo, op);
+    barrier(deadline);
+    for (int r = 0; r < size_; ++r) {  // 3. fetch the others' results
+      if (r == rank_) continue;
+      const auto [a, b] = segment(r);
       std::memcpy(mine + size_t(a) * es, buffer(r, h) + size_t(a) * es, size_t(b - a) * es);
     }
   }

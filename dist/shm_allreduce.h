@@ -3,15 +3,15 @@
 // When every rank runs on the same host, TCP's copies (user to kernel to user) are pure
 // overhead: ranks can read each other's data directly. Rank 0 creates one shared segment
 // with a control block per rank and a staging buffer per rank; each all_reduce then goes,
-// chunk by chunk:
+// chunk by chunk (the chunk cut into one segment per rank):
 //
-//   1. every rank copies its chunk into its own buffer            barrier
-//   2. rank r reduces segment r across all buffers, in rank order,
-//      writing the result into its own buffer's segment r          barrier
-//   3. every rank copies each segment k from rank k's buffer out
+//   1. every rank copies the segments the others reduce into its buffer      barrier
+//   2. rank r reduces segment r, in rank order, from its own data and the
+//      others' buffers, writing the result into its data and its buffer       barrier
+//   3. every rank copies each segment k != r from rank k's buffer out
 //
 // Each element is reduced once by one rank, in a fixed order, so all ranks get the same
-// bits. Buffers alternate between two halves so that step 1 of the next chunk never
+// bits; each rank copies (size-1)/size of the data in and out, never its own segment. Buffers alternate between two halves so that step 1 of the next chunk never
 // overwrites data another rank is still copying out (the barrier in between orders them).
 //
 // agree() is the shared start of every collective: each rank posts its call (collective,
