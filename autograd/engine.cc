@@ -48,14 +48,21 @@ void run_hooks(Impl* v, const Tensor& grad) {
 }
 
 // A leaf's gradient for this backward is complete: add it into .grad, then tell the hooks.
+bool is_destination(const Impl* leaf, const Tensor& grad) {
+  const Tensor& d = leaf->grad_destination;
+  return d.defined() && grad.defined() && grad.storage() == d.storage() && grad.offset() == d.offset() &&
+         grad.shape() == d.shape() && grad.strides() == d.strides();
+}
+
 void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
   run_hooks(leaf.get(), grad);
   if (!leaf->grad.defined()) {
     // .grad must own its buffer (an optimizer or DDP writes into it). A gradient that is a
-    // fresh, dense tensor held nowhere else can be taken as is; anything else is copied.
+    // fresh, dense tensor held nowhere else can be taken as is, and so can one computed
+    // into the leaf's grad destination; anything else is copied.
     const bool exclusive = grad.storage().use_count() == 1 && grad.is_contiguous() && grad.offset() == 0 &&
                            size_t(grad.numel()) * dtype_size(grad.dtype()) == grad.storage()->nbytes();
-    leaf->grad = exclusive ? grad : grad.clone();
+    leaf->grad = exclusive || is_destination(leaf.get(), grad) ? grad : grad.clone();
   } else {
     add_(leaf->grad, grad);
   }
@@ -165,8 +172,16 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
       const Tensor g = found->second;
       run_hooks(v, g);
       if (v->retains_grad) v->grad = v->grad.defined() ? v->grad + g : g.clone();
-      std::vector<bool> needs(node.inputs.size());
-      for (size_t i = 0; i < needs.size(); ++i) needs[i] = node.inputs[i] != nullptr;
+      Needs needs{std::vector<bool>(node.inputs.size()), std::vector<Tensor>(node.inputs.size())};
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        Impl* in = node.inputs[i].get();
+        needs.grad[i] = in != nullptr;
+        // A leaf's destination is offered when this node makes the leaf's whole gradient:
+        // its only edge in the graph, no gradient delivered to it yet, nothing in .grad.
+        if (in && !in->grad_fn && in->grad_destination.defined() && !in->grad.defined() && pending[in] == 1 &&
+            !grads.count(in))
+          needs.into[i] = in->grad_destination;
+      }
       in_grads = node.backward(g, needs);
       ENGINE_CHECK(in_grads.size() == node.inputs.size());
       grads.erase(found);  // no longer needed: free it early

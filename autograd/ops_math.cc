@@ -7,7 +7,6 @@
 namespace engine::autograd {
 
 using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
 
 Variable add(const Variable& a, const Variable& b) {
   const Shape sa = a.shape(), sb = b.shape();

@@ -6,7 +6,6 @@
 namespace engine::autograd {
 
 using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
 
 namespace {
 

@@ -54,6 +54,13 @@ class Variable {
   void set_grad(const Tensor& grad);
   void zero_grad();  // drops the gradient (like PyTorch's set_to_none)
   void retain_grad();
+  // Leaves only: a tensor of this leaf's shape (contiguous, float32) where a backward that
+  // finds grad() empty may compute the gradient directly, which then becomes grad() as is.
+  // It is offered to the op that makes the gradient when that op is the leaf's only user
+  // in the graph; ops that can (linear's weight gradient) write there, others ignore it.
+  // DistributedDataParallel points it into its bucket: the gradient is born where it is
+  // reduced, with no copy. An undefined tensor removes it.
+  void set_grad_destination(const Tensor& destination);
   // The op that produced this Variable ("matmul", ...), or "" for a leaf.
   std::string grad_fn_name() const;
 
@@ -110,9 +117,19 @@ std::ostream& operator<<(std::ostream& out, const Variable& v);
 
 // ---- the graph, for ops that record into it (see ops.cc for how ops use `record`).
 
-// Gradients of one node's inputs given its output's gradient; `needs[i]` says whether
-// input i wants one (an undefined Tensor is returned where it does not).
-using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const std::vector<bool>& needs)>;
+// What a node's backward is asked for: needs[i] says whether input i wants a gradient (an
+// undefined Tensor is returned where it does not); into[i], when defined, is where that
+// gradient may be computed (a leaf's grad destination): an op that can write there returns
+// that tensor, and the engine keeps it as the leaf's grad() without a copy.
+struct Needs {
+  std::vector<bool> grad;
+  std::vector<Tensor> into;
+  bool operator[](size_t i) const { return grad[i]; }
+  size_t size() const { return grad.size(); }
+};
+
+// Gradients of one node's inputs given its output's gradient.
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const Needs& needs)>;
 
 struct Node {
   std::string name;
@@ -124,6 +141,7 @@ struct Node {
 struct VariableImpl {
   Tensor data;
   Tensor grad;
+  Tensor grad_destination;  // see Variable::set_grad_destination
   bool requires_grad = false;
   bool retains_grad = false;
   std::shared_ptr<Node> grad_fn;  // null for leaves

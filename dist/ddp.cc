@@ -46,7 +46,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_hook(hook_ids_[i]);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].remove_hook(hook_ids_[i]);
+    params_[i].set_grad_destination(Tensor());
+  }
   for (auto& b : buckets_)
     if (b->launched) try {
         b->work.wait();
@@ -79,6 +82,15 @@ void DistributedDataParallel::build_buckets() {
     for (size_t q : b->params) n += params_[q].numel();
     b->buffer = group_->shared_buffer(n);  // reduced in place where ranks share memory
   }
+  // Each gradient is computed straight into its slot when the op making it can (linear
+  // layers' weights), so mark_ready has nothing to copy.
+  if (group_->size() > 1 || options_.reduce_when_alone)
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].set_grad_destination(slot(i));
+}
+
+Tensor DistributedDataParallel::slot(size_t i) const {
+  auto [bi, offset] = where_[i];
+  return buckets_[bi]->buffer.narrow(0, int64_t(offset), params_[i].numel()).view(params_[i].shape());
 }
 
 void DistributedDataParallel::reset_for_backward() {
@@ -125,12 +137,10 @@ void DistributedDataParallel::on_grad_ready(size_t i) {
 void DistributedDataParallel::mark_ready(size_t i, const Tensor* grad) {
   if (ready_[i]) return;
   ready_[i] = true;
-  auto [bi, offset] = where_[i];
-  Bucket& b = *buckets_[bi];
-  Tensor slot = b.buffer.narrow(0, int64_t(offset), params_[i].numel());
-  if (!grad || !grad->defined()) slot.zero_();
-  else if (grad->data<float>() != slot.data<float>()) slot.copy_(grad->reshape({-1}));  // else: it is the view already
-  --b.pending;
+  Tensor into = slot(i);
+  if (!grad || !grad->defined()) into.zero_();
+  else if (grad->data<float>() != into.data<float>()) into.copy_(*grad);  // else: computed there already
+  --buckets_[where_[i].first]->pending;
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
@@ -157,11 +167,11 @@ void DistributedDataParallel::finalize() {
   for (auto& b : buckets_) b->work.wait();
   // The averages go back into .grad, where the optimizer reads them.
   for (size_t i = 0; i < params_.size(); ++i) {
-    auto [bi, offset] = where_[i];
-    const Tensor avg = buckets_[bi]->buffer.narrow(0, int64_t(offset), params_[i].numel()).view(params_[i].shape());
+    const Tensor avg = slot(i);
+    const Tensor& grad = params_[i].grad();
     if (options_.gradient_as_bucket_view) params_[i].set_grad(avg);
-    else if (params_[i].grad().defined()) params_[i].mutable_grad().copy_(avg);
-    else params_[i].set_grad(avg.clone());
+    else if (grad.defined() && grad.data<float>() != avg.data<float>()) params_[i].mutable_grad().copy_(avg);
+    else params_[i].set_grad(avg.clone());  // none yet, or computed in the bucket: .grad gets its own copy
   }
   for (auto& b : buckets_) b->launched = false;  // waited for above
   reset_for_backward();

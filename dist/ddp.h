@@ -11,8 +11,10 @@
 //
 // How (as PyTorch's DDP): the parameters are grouped, in reverse registration order (the
 // order their gradients become ready), into buckets of about bucket_cap_mb (the first one
-// about 1 MiB, so communication starts early). A gradient-ready hook on every parameter
-// copies its gradient into its bucket; when a bucket is full it is all-reduced (averaged)
+// about 1 MiB, so communication starts early). Each parameter's slot in its bucket is its
+// grad destination (Variable::set_grad_destination), so a linear layer computes its weight
+// gradient straight into the bucket; a gradient-ready hook on every parameter copies any
+// other gradient there. When a bucket is full it is all-reduced (averaged)
 // asynchronously, in bucket order on every rank, while backward goes on computing the
 // earlier layers' gradients. When backward ends, DDP waits for the buckets and copies the
 // averages back into .grad.
@@ -78,6 +80,7 @@ class DistributedDataParallel : public nn::Module {
   void build_buckets();
   void on_grad_ready(size_t param);
   void mark_ready(size_t param, const Tensor* grad);
+  Tensor slot(size_t param) const;  // the parameter's place in its bucket, shaped like it
   void launch_ready_buckets();
   void finalize();
   void reset_for_backward();

@@ -9,7 +9,7 @@ namespace engine::dist {
 
 using nn::Variable;
 using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
+using Needs = autograd::Needs;
 
 SyncBatchNorm::SyncBatchNorm(int64_t features, double eps, double momentum, ProcessGroup* group)
     : nn::BatchNorm(features, 2, 4, eps, momentum), group_(group) {}

@@ -9,7 +9,7 @@
 namespace engine::nn {
 
 using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
+using Needs = autograd::Needs;
 
 namespace {
 int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t padding) { return (in + 2 * padding - k) / stride + 1; }
@@ -62,7 +62,8 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
     const Tensor g2 = g.reshape({-1, out});  // (M, out)
     Grads grads(n.size());
     if (n[0]) grads[0] = matmul(g2, w).reshape(xs);          // dx = g W        (M, in)
-    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), x2);     // dW = g^T x      (out, in)
+    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), x2, n.into[1]);  // dW = g^T x (out, in), into
+                                                                      // DDP's bucket when offered
     if (n.size() > 2 && n[2]) grads[2] = sum(g2, {0});        // db = sum_m g    (out,)
     return grads;
   });

@@ -8,7 +8,7 @@
 namespace engine::nn {
 
 using Grads = std::vector<Tensor>;
-using Needs = std::vector<bool>;
+using Needs = autograd::Needs;
 
 namespace {
 // logsumexp over the last dim with keepdim: m + log(sum(exp(x - m))), m = max(x).

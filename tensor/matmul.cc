@@ -8,7 +8,9 @@
 
 namespace engine {
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, Tensor()); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[matmul] got an undefined tensor");
   ENGINE_REQUIRE(a.dtype() == DType::Float32 && b.dtype() == DType::Float32, "[matmul] needs float32 operands, got ",
                  dtype_name(a.dtype()), " @ ", dtype_name(b.dtype()));
@@ -18,11 +20,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(b.size(-2) == K, "[matmul] inner dimensions differ: ", shape_str(a.shape()), " @ ",
                  shape_str(b.shape()));
 
-  if (cuda_ops::on_cuda(a, b)) return cuda_ops::matmul(a, b);
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
+  if (into.defined())
+    ENGINE_REQUIRE(into.shape() == plan.out_shape && into.dtype() == DType::Float32 && into.is_contiguous() &&
+                   into.device() == a.device(), "[matmul] the output must be a contiguous float32 tensor of shape ",
+                   shape_str(plan.out_shape), " on ", a.device().str(), ", got ", shape_str(into.shape()));
+  if (cuda_ops::on_cuda(a, b)) {
+    Tensor out = cuda_ops::matmul(a, b);
+    if (!into.defined()) return out;
+    Tensor dst = into;
+    return dst.copy_(out);
+  }
   const Shape& batch = plan.batch;
   const Tensor ea = a.expand(plan.a_shape), eb = b.expand(plan.b_shape);
-  Tensor out = empty(plan.out_shape);
+  Tensor out = into.defined() ? into : empty(plan.out_shape);
 
   const float* pa = static_cast<const float*>(ea.storage()->data());
   const float* pb = static_cast<const float*>(eb.storage()->data());

@@ -87,5 +87,8 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // ---- matrix product of the last two dims, with batch dims broadcast: (...,M,K) @ (...,K,N).
 // Transposed or strided operands are read in place by the GEMM, never copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// The same, computed straight into `out` (contiguous, of the result's shape and on the
+// operands' device; not overlapping them), which it returns.
+Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
 }  // namespace engine

@@ -201,3 +201,44 @@ TEST_CASE("reachable_leaves finds the parameters a result depends on") {
   REQUIRE(leaves.size() == 2);
   for (auto& l : leaves) REQUIRE(l.get() != unused.impl().get());
 }
+
+namespace {
+// y = x * w, elementwise, whose backward computes w's gradient into the destination the
+// engine offers, when it offers one (as linear does for its weight).
+Variable scale(const Variable& x, const Variable& w) {
+  return record("scale", x.data() * w.data(), {x, w}, [xd = x.data(), wd = w.data()](const Tensor& g, const Needs& n) {
+    std::vector<Tensor> grads(2);
+    if (n[0]) grads[0] = g * wd;
+    if (n[1]) grads[1] = n.into[1].defined() ? Tensor(n.into[1]).copy_(g * xd) : g * xd;
+    return grads;
+  });
+}
+}  // namespace
+
+TEST_CASE("a grad destination is offered when one op makes the leaf's whole gradient, and only then") {
+  Variable x(tensor({1, 2}));
+  Variable w(tensor({3, 4}), true);
+  Tensor dest = zeros({2});
+  w.set_grad_destination(dest);
+  sum(scale(x, w)).backward();  // the only use of w, .grad empty: born in dest, kept as is
+  REQUIRE(w.grad().storage() == dest.storage());
+  REQUIRE(dest.to_vector<float>() == V{1, 2});
+  sum(scale(x, w)).backward();  // .grad defined: accumulates there (dest is .grad itself now)
+  REQUIRE(w.grad().to_vector<float>() == V{2, 4});
+
+  dest.fill_(-1);
+  w.zero_grad();
+  sum(scale(x, w) + scale(x, w)).backward();  // two uses: their sum cannot be born in one op
+  REQUIRE(w.grad().to_vector<float>() == V{2, 4});
+  REQUIRE(w.grad().storage() != dest.storage());
+  REQUIRE(dest.to_vector<float>() == V{-1, -1});  // untouched
+
+  w.zero_grad();
+  w.set_grad_destination(Tensor());  // removed: a fresh tensor again
+  sum(scale(x, w)).backward();
+  REQUIRE(w.grad().storage() != dest.storage());
+
+  REQUIRE_THROWS_WITH(w.set_grad_destination(zeros({3})), Catch::Contains("of the leaf's shape"));
+  REQUIRE_THROWS_WITH(w.set_grad_destination(zeros({2, 2}).select(1, 0)), Catch::Contains("contiguous"));
+  REQUIRE_THROWS_WITH(scale(x, w).set_grad_destination(zeros({2})), Catch::Contains("needs a leaf"));
+}

@@ -331,3 +331,24 @@ TEST_CASE("gradient_as_bucket_view: each .grad lives in its bucket, and training
   REQUIRE(views[0] == views[1]);
   REQUIRE(views[0] == copies[0]);  // the same arithmetic, bit for bit
 }
+
+TEST_CASE("linear layers compute their weight gradients straight into the bucket; .grad stays private without views") {
+  for (bool view : {true, false}) {
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      Data d;
+      DistributedDataParallel ddp(mlp(1), {.gradient_as_bucket_view = view, .group = &g});
+      Variable weight = ddp.module().parameters()[0];  // "0.weight"
+      const float* born = nullptr;                     // where its gradient was when backward made it
+      weight.register_post_accumulate_grad_hook([&](Variable& p) { born = p.grad().data<float>(); });
+      const Tensor x = d.x.narrow(0, g.rank() * 4, 4), y = d.y.narrow(0, g.rank() * 4, 4);
+      for (int step = 0; step < 2; ++step) {
+        ddp.zero_grad();
+        cross_entropy(ddp(Variable(x)), y).backward();
+      }
+      // With views, .grad after backward is the bucket slot: the gradient was born there.
+      // Without, .grad is a copy of the average and does not alias the bucket.
+      if (view) RANK_REQUIRE(weight.grad().data<float>() == born);
+      else RANK_REQUIRE(weight.grad().data<float>() != born);
+    });
+  }
+}

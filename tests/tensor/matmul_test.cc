@@ -48,3 +48,13 @@ TEST_CASE("matmul errors show both shapes") {
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})), Catch::Contains("[matmul] shapes (2,) and (3,) do not broadcast"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2}, DType::Int64), zeros({2, 2})), Catch::Contains("[matmul] needs float32"));
 }
+
+TEST_CASE("matmul into a given output: the same bits, in that memory; a wrong output is refused") {
+  Tensor a = randn({5, 7}), b = randn({3, 7});
+  Tensor out = empty({5, 3});
+  Tensor r = matmul(a, b.transpose(0, 1), out);
+  REQUIRE(r.storage() == out.storage());
+  REQUIRE(out.to_vector<float>() == matmul(a, b.transpose(0, 1)).to_vector<float>());
+  REQUIRE_THROWS_WITH(matmul(a, b.transpose(0, 1), empty({3, 5})), Catch::Contains("of shape (5,3)"));
+  REQUIRE_THROWS_WITH(matmul(a, b.transpose(0, 1), empty({3, 5}).transpose(0, 1)), Catch::Contains("contiguous"));
+}
