@@ -1,7 +1,8 @@
 // One DDP training step of the MLP 784-256-256-10 (SGD momentum 0.9, cross-entropy, random
 // data, one thread per rank), as ../shared/reference/torch_ddp_step.py measures PyTorch's.
 // Also times the same step under no_sync() (no communication): the difference is the
-// communication that backward could not hide ("exposed").
+// communication that backward could not hide ("exposed"), also given against the slowest
+// rank's no-sync step, with the spread of the ranks' no-sync steps.
 //
 //   bazel run //bench:ddp_step -- --world 2 --batch 64
 #include <algorithm>
@@ -69,12 +70,19 @@ void run_rank(int rank, int world, int port, int64_t batch, int steps, int round
   };
   for (int i = 0; i < 20; ++i) step();
   const double with_sync = timed(true), without = timed(false);
+  // Synced ranks all go at the slowest one's pace: its no-sync step is the fairer baseline,
+  // and the spread between ranks' no-sync steps is time a synced step waits on top.
+  Tensor slowest = full({1}, without), fastest = full({1}, without);
+  g.all_reduce(slowest, dist::ReduceOp::Max).wait();
+  g.all_reduce(fastest, dist::ReduceOp::Min).wait();
   if (rank == 0) {
     std::printf("{\"impl\": \"engine-ddp\", \"world\": %d, \"batch_per_rank\": %lld, \"step_ms\": %.4f, "
-                "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, \"shm\": %s, "
+                "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, "
+                "\"exposed_vs_slowest_rank_ms\": %.4f, \"nosync_rank_spread_ms\": %.4f, \"shm\": %s, "
                 "\"gradient_as_bucket_view\": %s}\n",
                 world, (long long)batch, with_sync * 1e3, double(batch * world) / with_sync, without * 1e3,
-                (with_sync - without) * 1e3, g.uses_shared_memory() ? "true" : "false", view ? "true" : "false");
+                (with_sync - without) * 1e3, (with_sync - slowest.item()) * 1e3, (slowest.item() - fastest.item()) * 1e3,
+                g.uses_shared_memory() ? "true" : "false", view ? "true" : "false");
     std::fflush(stdout);
   }
 }
