@@ -9,6 +9,9 @@
 //    pending count; a leaf whose count reaches zero has its full gradient right then: it is
 //    added into grad() and its post-accumulate hooks fire, while the rest of the backward
 //    pass is still running. That early signal is what lets DDP overlap communication.
+//    A leaf with a grad destination, whose only edge comes from this node and whose grad()
+//    is empty, has the destination offered to the formula (Needs::into): a gradient
+//    computed there becomes grad() as is, so DDP's buckets receive it without a copy.
 #include <ostream>
 #include <unordered_map>
 
@@ -47,13 +50,14 @@ void run_hooks(Impl* v, const Tensor& grad) {
   for (auto& [id, hook] : v->hooks) hook(grad);
 }
 
-// A leaf's gradient for this backward is complete: add it into .grad, then tell the hooks.
+// Whether `grad` is the leaf's grad destination itself (an op computed it there).
 bool is_destination(const Impl* leaf, const Tensor& grad) {
   const Tensor& d = leaf->grad_destination;
   return d.defined() && grad.defined() && grad.storage() == d.storage() && grad.offset() == d.offset() &&
          grad.shape() == d.shape() && grad.strides() == d.strides();
 }
 
+// A leaf's gradient for this backward is complete: add it into .grad, then tell the hooks.
 void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
   run_hooks(leaf.get(), grad);
   if (!leaf->grad.defined()) {
