@@ -115,7 +115,7 @@ std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const Variable& root
 
 std::ostream& operator<<(std::ostream& out, const Variable& v);
 
-// ---- the graph, for ops that record into it (see ops.cc for how ops use `record`).
+// ---- the graph, for ops that record into it (see ops_math.cc for how ops use `record`).
 
 // What a node's backward is asked for: needs[i] says whether input i wants a gradient (an
 // undefined Tensor is returned where it does not); into[i], when defined, is where that
