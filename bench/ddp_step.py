@@ -57,7 +57,7 @@ def main():
             results[(world, batch)] = (
                 med(ours), med(torch), med([o / t for o, t in zip(ours, torch)]),
                 med([x["exposed_comm_ms"] for x in runs[("ours", world)]]),
-                med([x.get("exposed_vs_slowest_rank_ms", x["exposed_comm_ms"]) for x in runs[("ours", world)]]))
+                med([x["exposed_vs_slowest_rank_ms"] for x in runs[("ours", world)]]))
         one, two = ([x["global_samples_per_s"] for x in runs[("ours", w)]] for w in (1, 2))
         scaling[batch] = [b / o for o, b in zip(one, two)]
     print("| world | batch per rank | ours samples/s | PyTorch DDP samples/s | ratio | our exposed comm ms "

@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
-#include <type_traits>
 
 #include "tensor/check.h"
 #include "tensor/storage.h"
@@ -75,14 +74,14 @@ std::string machine_id() {
 // every rank would get the same bits. Blocks of 1024 keep the running result in L1 while
 // every rank's data streams by once and the result is written once to each output.
 template <class T>
-void reduce_into(const std::vector<const T*>& in, const std::vector<T*>& out, int64_t n, ReduceOp op) {
+void reduce_into(const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n, ReduceOp op) {
   constexpr int64_t kBlock = 1024;
   T acc[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t len = std::min(kBlock, n - b);
-    std::memcpy(acc, in[0] + b, size_t(len) * sizeof(T));
+    std::memcpy(acc, reinterpret_cast<const T*>(in[0]) + b, size_t(len) * sizeof(T));
     for (size_t k = 1; k < in.size(); ++k) {
-      const T* x = in[k] + b;
+      const T* x = reinterpret_cast<const T*>(in[k]) + b;
       switch (op) {
         case ReduceOp::Sum:
         case ReduceOp::Avg: for (int64_t i = 0; i < len; ++i) acc[i] += x[i]; break;
@@ -93,23 +92,15 @@ void reduce_into(const std::vector<const T*>& in, const std::vector<T*>& out, in
     }
     if (op == ReduceOp::Avg)
       for (int64_t i = 0; i < len; ++i) acc[i] /= T(in.size());
-    for (T* o : out) std::memcpy(o + b, acc, size_t(len) * sizeof(T));
+    for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, acc, size_t(len) * sizeof(T));
   }
 }
 
-// The same over raw bytes of a dtype the collectives support (float32 or int64).
+// The same for a dtype the collectives support (float32 or int64).
 void reduce_bytes(DType dtype, const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n,
                   ReduceOp op) {
-  auto run = [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    std::vector<const T*> i2;
-    std::vector<T*> o2;
-    for (const char* p : in) i2.push_back(reinterpret_cast<const T*>(p));
-    for (char* p : out) o2.push_back(reinterpret_cast<T*>(p));
-    reduce_into(i2, o2, n, op);
-  };
-  if (dtype == DType::Float32) run(static_cast<float*>(nullptr));
-  else run(static_cast<int64_t*>(nullptr));
+  if (dtype == DType::Float32) reduce_into<float>(in, out, n, op);
+  else reduce_into<int64_t>(in, out, n, op);
 }
 
 // A name no other job uses: the pid alone is not enough, because processes in different

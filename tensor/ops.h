@@ -87,8 +87,9 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // ---- matrix product of the last two dims, with batch dims broadcast: (...,M,K) @ (...,K,N).
 // Transposed or strided operands are read in place by the GEMM, never copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// The same, computed straight into `out` (contiguous, of the result's shape and on the
-// operands' device; not overlapping them), which it returns.
+// The same, written into `out` (contiguous, of the result's shape and on the operands'
+// device; not overlapping them), which it returns. On the CPU the GEMM writes there
+// directly; on the GPU the product is computed, then copied in.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
 }  // namespace engine
