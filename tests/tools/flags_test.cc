@@ -1,0 +1,118 @@
+#include "tools/flags/flags.h"
+
+#include <catch2/catch.hpp>
+
+#include "tensor/check.h"
+
+using engine::Error;
+using engine::Flags;
+
+namespace {
+struct Program {
+  int epochs = 10;
+  int64_t batch = 64;
+  double lr = 0.1;
+  uint64_t seed = 0;
+  std::string model = "mlp", checkpoint;
+  bool resume = false;
+  std::vector<int64_t> sizes{1, 2};
+  Flags flags{"train", "a test program"};
+  Program() {
+    flags.add("--epochs", &epochs, 0, 1000, "epochs");
+    flags.add("--batch", &batch, 1, 1 << 20, "batch");
+    flags.add("--lr", &lr, 0, 10, "learning rate");
+    flags.add("--seed", &seed, "seed");
+    flags.add("--model", &model, {"mlp", "cnn"}, "model");
+    flags.add("--checkpoint", &checkpoint, "path");
+    flags.add("--resume", &resume, "resume");
+    flags.add_list("--sizes", &sizes, 1, 1 << 30, "sizes");
+  }
+  bool parse(std::vector<const char*> args) {
+    args.insert(args.begin(), "train");
+    return flags.parse(int(args.size()), args.data());
+  }
+};
+
+std::string error_of(std::vector<const char*> args) {
+  Program p;
+  try {
+    p.parse(args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("flags: both spellings set every kind of value") {
+  Program p;
+  REQUIRE(p.parse({"--epochs", "3", "--batch=256", "--lr", "0.05", "--seed=7", "--model", "cnn", "--checkpoint=a b",
+                   "--resume", "--sizes", "5", "6", "7"}));
+  CHECK(p.epochs == 3);
+  CHECK(p.batch == 256);
+  CHECK(p.lr == 0.05);
+  CHECK(p.seed == 7);
+  CHECK(p.model == "cnn");
+  CHECK(p.checkpoint == "a b");
+  CHECK(p.resume);
+  CHECK(p.sizes == std::vector<int64_t>{5, 6, 7});
+  CHECK(p.flags.given("--epochs"));
+  CHECK_FALSE(Program().flags.given("--epochs"));
+}
+
+TEST_CASE("flags: defaults stay when a flag is absent; lists take --name=a,b") {
+  Program p;
+  REQUIRE(p.parse({"--sizes=8,9", "--resume=false"}));
+  CHECK(p.epochs == 10);
+  CHECK(p.sizes == std::vector<int64_t>{8, 9});
+  CHECK_FALSE(p.resume);
+}
+
+TEST_CASE("flags: junk, out-of-range and unknown input is refused with the flag named") {
+  CHECK(error_of({"--epochs", "abc"}) == "--epochs: expected an integer in [0, 1000], got \"abc\"");
+  CHECK(error_of({"--epochs", "3x"}).find("--epochs") == 0);
+  CHECK(error_of({"--epochs", ""}).find("--epochs") == 0);
+  CHECK(error_of({"--epochs", "-1"}).find("--epochs") == 0);
+  CHECK(error_of({"--epochs", "99999999999999999999"}).find("--epochs") == 0);
+  CHECK(error_of({"--batch=0"}).find("--batch") == 0);
+  CHECK(error_of({"--lr", "nan"}).find("--lr") == 0);
+  CHECK(error_of({"--lr", "inf"}).find("--lr") == 0);
+  CHECK(error_of({"--lr", "1e999"}).find("--lr") == 0);
+  CHECK(error_of({"--lr", " 0.1"}).find("--lr") == 0);
+  CHECK(error_of({"--seed", "-5"}).find("--seed") == 0);
+  CHECK(error_of({"--model", "rnn"}) == "--model: expected one of mlp|cnn, got \"rnn\"");
+  CHECK(error_of({"--epoch", "3"}) == "unknown flag --epoch");
+  CHECK(error_of({"--epochs"}) == "--epochs: missing value");
+  CHECK(error_of({"--epochs", "1", "--epochs", "2"}) == "--epochs given twice");
+  CHECK(error_of({"--resume=yes"}).find("--resume") == 0);
+  CHECK(error_of({"--sizes"}) == "--sizes: expected at least one value");
+  CHECK(error_of({"--sizes", "4", "x"}).find("--sizes: expected an integer") == 0);
+  CHECK(error_of({"stray"}) == "unexpected argument \"stray\"");
+  CHECK(error_of({"--checkpoint="}).find("--checkpoint") == 0);
+}
+
+TEST_CASE("flags: --help stops parsing and the usage lists every flag with its default") {
+  Program p;
+  CHECK_FALSE(p.parse({"--epochs", "3", "--help", "--epochs", "junk"}));
+  const std::string u = p.flags.usage();
+  CHECK(u.find("usage: train [flags]") == 0);
+  CHECK(u.find("--epochs VALUE  epochs [default: 10]") != std::string::npos);
+  CHECK(u.find("--model VALUE  model (mlp|cnn) [default: mlp]") != std::string::npos);
+  CHECK(u.find("--sizes N...") != std::string::npos);
+}
+
+TEST_CASE("flags: positional arguments are required, in order") {
+  Flags f("export", "");
+  std::string out, count;
+  f.add_positional("OUT_DIR", &out, "where");
+  f.add_positional("PER_CLASS", &count, "how many");
+  const char* ok[] = {"export", "/tmp/x", "30"};
+  REQUIRE(f.parse(3, ok));
+  CHECK(out == "/tmp/x");
+  CHECK(count == "30");
+  Flags g("export", "");
+  g.add_positional("OUT_DIR", &out, "where");
+  g.add_positional("PER_CLASS", &count, "how many");
+  const char* short_[] = {"export", "/tmp/x"};
+  CHECK_THROWS_WITH(g.parse(2, short_), "missing argument PER_CLASS");
+}

@@ -1,0 +1,159 @@
+#include "tools/flags/flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+
+#include "tensor/check.h"
+#include "tensor/parse.h"
+
+namespace engine {
+
+Flags::Flags(std::string program, std::string about) : program_(std::move(program)), about_(std::move(about)) {}
+
+void Flags::add_flag(Flag f) {
+  ENGINE_CHECK(f.name.rfind("--", 0) == 0 && !find(f.name));
+  flags_.push_back(std::move(f));
+}
+
+Flags::Flag* Flags::find(const std::string& name) {
+  for (Flag& f : flags_)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+void Flags::add(const std::string& name, int* out, int64_t min, int64_t max, const std::string& help) {
+  add_flag({name, help, std::to_string(*out), Flag::Value,
+            [=](const std::string& v) { *out = int(parse_int(v, name, min, max)); }});
+}
+
+void Flags::add(const std::string& name, int64_t* out, int64_t min, int64_t max, const std::string& help) {
+  add_flag({name, help, std::to_string(*out), Flag::Value,
+            [=](const std::string& v) { *out = parse_int(v, name, min, max); }});
+}
+
+void Flags::add(const std::string& name, uint64_t* out, const std::string& help) {
+  add_flag({name, help, std::to_string(*out), Flag::Value,
+            [=](const std::string& v) { *out = uint64_t(parse_int(v, name, 0, INT64_MAX)); }});
+}
+
+void Flags::add(const std::string& name, double* out, double min, double max, const std::string& help) {
+  std::ostringstream d;
+  d << *out;
+  add_flag({name, help, d.str(), Flag::Value, [=](const std::string& v) { *out = parse_double(v, name, min, max); }});
+}
+
+void Flags::add(const std::string& name, std::string* out, const std::string& help) {
+  add_flag({name, help, *out, Flag::Value, [=](const std::string& v) {
+              ENGINE_REQUIRE(!v.empty(), name, ": expected a value, got an empty string");
+              *out = v;
+            }});
+}
+
+void Flags::add(const std::string& name, std::string* out, std::vector<std::string> choices, const std::string& help) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : "|") + c;
+  add_flag({name, help + " (" + list + ")", *out, Flag::Value, [=](const std::string& v) {
+              for (const auto& c : choices)
+                if (v == c) return void(*out = v);
+              throw Error(name + ": expected one of " + list + ", got \"" + v + "\"");
+            }});
+}
+
+void Flags::add(const std::string& name, bool* out, const std::string& help) {
+  add_flag({name, help, "", Flag::Switch, [=](const std::string& v) {
+              ENGINE_REQUIRE(v == "true" || v == "false", name, ": a switch takes no value (or =true, =false), got \"",
+                             v, "\"");
+              *out = v == "true";
+            }});
+}
+
+void Flags::add_list(const std::string& name, std::vector<int64_t>* out, int64_t min, int64_t max,
+                     const std::string& help) {
+  std::string fallback;
+  for (int64_t x : *out) fallback += (fallback.empty() ? "" : ",") + std::to_string(x);
+  // The first value given replaces the defaults; later ones append.
+  auto fresh = std::make_shared<bool>(true);
+  add_flag({name, help, fallback, Flag::List, [=](const std::string& v) {
+              if (*fresh) out->clear(), *fresh = false;
+              out->push_back(parse_int(v, name, min, max));
+            }});
+}
+
+void Flags::add_positional(const std::string& name, std::string* out, const std::string& help) {
+  positionals_.push_back({name, help, "", Flag::Value, [=](const std::string& v) { *out = v; }});
+}
+
+bool Flags::given(const std::string& name) const {
+  for (const Flag& f : flags_)
+    if (f.name == name) return f.given;
+  return false;
+}
+
+bool Flags::parse(int argc, const char* const* argv) {
+  size_t next_positional = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return false;
+    if (arg.rfind("-", 0) != 0 || arg == "-") {
+      ENGINE_REQUIRE(next_positional < positionals_.size(), "unexpected argument \"", arg, "\"");
+      positionals_[next_positional++].set(arg);
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    Flag* f = find(name);
+    ENGINE_REQUIRE(f, "unknown flag ", name);
+    ENGINE_REQUIRE(!f->given, name, " given twice");
+    f->given = true;
+    if (eq != std::string::npos) {
+      const std::string value = arg.substr(eq + 1);
+      if (f->kind != Flag::List) {
+        f->set(value);
+        continue;
+      }
+      std::stringstream items(value);
+      for (std::string item; std::getline(items, item, ',');) f->set(item);
+      ENGINE_REQUIRE(!value.empty(), name, ": expected at least one value");
+    } else if (f->kind == Flag::Switch) {
+      f->set("true");
+    } else if (f->kind == Flag::List) {
+      ENGINE_REQUIRE(i + 1 < argc && argv[i + 1][0] != '-', name, ": expected at least one value");
+      while (i + 1 < argc && argv[i + 1][0] != '-') f->set(argv[++i]);
+    } else {
+      ENGINE_REQUIRE(i + 1 < argc, name, ": missing value");
+      f->set(argv[++i]);
+    }
+  }
+  ENGINE_REQUIRE(next_positional == positionals_.size(), "missing argument ", positionals_[next_positional].name);
+  return true;
+}
+
+void Flags::parse_or_exit(int argc, const char* const* argv) {
+  try {
+    if (parse(argc, argv)) return;
+    std::printf("%s", usage().c_str());
+    std::exit(0);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n%s", program_.c_str(), e.what(), usage().c_str());
+    std::exit(2);
+  }
+}
+
+std::string Flags::usage() const {
+  std::string s = "usage: " + program_;
+  for (const Flag& p : positionals_) s += " " + p.name;
+  s += flags_.empty() ? "\n" : " [flags]\n";
+  if (!about_.empty()) s += about_ + "\n";
+  for (const Flag& p : positionals_) s += "  " + p.name + "  " + p.help + "\n";
+  for (const Flag& f : flags_) {
+    std::string value = f.kind == Flag::Switch ? "" : f.kind == Flag::List ? " N..." : " VALUE";
+    s += "  " + f.name + value + "  " + f.help;
+    if (!f.fallback.empty()) s += " [default: " + f.fallback + "]";
+    s += "\n";
+  }
+  return s + "  --help  this text\n";
+}
+
+}  // namespace engine
