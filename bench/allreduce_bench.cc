@@ -20,6 +20,7 @@
 #include "bench/median.h"
 #include "dist/tcp_group.h"
 #include "tensor/ops.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -98,19 +99,12 @@ int main(int argc, char** argv) {
   int world = 2, rounds = 3;
   bool in_place = false;
   std::vector<int64_t> sizes = {4096, 262144, 1 << 20, 1 << 22, 1 << 24, 1 << 26};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--world" && i + 1 < argc) world = std::atoi(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (a == "--in-place") in_place = true;
-    else if (a == "--sizes") {
-      sizes.clear();
-      while (i + 1 < argc && argv[i + 1][0] != '-') sizes.push_back(std::atoll(argv[++i]));
-    } else {
-      std::fprintf(stderr, "allreduce_bench: unknown argument %s (--world N --rounds N --sizes B... --in-place)\n", a.c_str());
-      return 2;
-    }
-  }
+  Flags flags("allreduce_bench", "Times all_reduce at several sizes, one process per rank.");
+  flags.add("--world", &world, 1, 64, "ranks");
+  flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
+  flags.add_list("--sizes", &sizes, 4, int64_t(1) << 32, "bytes per all-reduce");
+  flags.add("--in-place", &in_place, "reduce in DDP's shared bucket (the in-place path)");
+  flags.parse_or_exit(argc, argv);
   const double lo = loopback_bandwidth();
   std::printf("{\"impl\": \"loopback-1-stream\", \"GBps\": %.4f}\n", lo / 1e9);
   std::fflush(stdout);

@@ -19,6 +19,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -94,26 +95,13 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   double first_bucket_mb = 0;
   bool view = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--gradient-as-bucket-view") {
-      view = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "ddp_step: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    if (a == "--world") world = std::atoi(argv[++i]);
-    else if (a == "--batch") batch = std::atoll(argv[++i]);
-    else if (a == "--steps") steps = std::atoi(argv[++i]);
-    else if (a == "--rounds") rounds = std::atoi(argv[++i]);
-    else if (a == "--first-bucket-mb") first_bucket_mb = std::atof(argv[++i]);
-    else {
-      std::fprintf(stderr, "ddp_step: unknown flag %s (--world N --batch N --steps N --rounds N "
-                   "--first-bucket-mb X --gradient-as-bucket-view)\n", a.c_str());
-      return 2;
-    }
-  }
+  engine::Flags flags("ddp_step", "Times the MLP's DDP training step, one process per rank.");
+  flags.add("--world", &world, 1, 64, "ranks");
+  flags.add("--batch", &batch, 1, 1 << 16, "images per step and rank");
+  flags.add("--steps", &steps, 1, 1 << 20, "steps per round");
+  flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
+  flags.add("--first-bucket-mb", &first_bucket_mb, 0, 1024, "first bucket's cap (0: DDP's default)");
+  flags.add("--gradient-as-bucket-view", &view, ".grad becomes a view into its bucket");
+  flags.parse_or_exit(argc, argv);
   return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, batch, steps, rounds, first_bucket_mb, view); });
 }

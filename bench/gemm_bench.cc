@@ -18,6 +18,7 @@
 #include "bench/median.h"
 #include "tensor/gemm.h"
 #include "tensor/random.h"
+#include "tools/flags/flags.h"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
@@ -49,7 +50,10 @@ double time_call(F f, double budget) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
+  int rounds = 7;
+  engine::Flags flags("gemm_bench", "Our GEMM beside OpenBLAS's cblas_sgemm, one thread, on the MLP's shapes.");
+  flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
+  flags.parse_or_exit(argc, argv);
   openblas_set_num_threads(1);
   std::vector<Shape> shapes;
   for (int64_t n : {64, 128, 256, 384, 512, 768, 1024}) shapes.push_back({"square", n, n, n, false, false});

@@ -25,6 +25,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -153,7 +154,10 @@ void conv_layer(int64_t batch, int64_t in, int64_t out, int64_t size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  engine::Flags flags("gpu_bench", "GPU kernels, GEMM and training steps on cuda:0.");
+  flags.add("--quick", &quick, "fewer repetitions");
+  flags.parse_or_exit(argc, argv);
   if (cuda::device_count() == 0) {
     std::printf("SKIPPED gpu_bench: no usable GPU (%s)\n", cuda::unavailable_reason().c_str());
     return 0;

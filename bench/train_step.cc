@@ -16,6 +16,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -23,16 +24,11 @@ using namespace engine::nn;
 int main(int argc, char** argv) {
   int64_t batch = 64;
   int steps = 200, rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--batch") batch = std::atoll(argv[i + 1]);
-    else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "train_step: unknown flag %s (expected --batch, --steps, --rounds)\n", argv[i]);
-      return 2;
-    }
-  }
+  Flags flags("train_step", "Times the MLP training step (784-256-256-10, SGD momentum) on one thread.");
+  flags.add("--batch", &batch, 1, 1 << 16, "images per step");
+  flags.add("--steps", &steps, 1, 1 << 20, "steps per round");
+  flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
+  flags.parse_or_exit(argc, argv);
   manual_seed(0);
   Sequential model({std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
                     std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});

@@ -16,6 +16,7 @@
 #include "dist/zero.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -90,15 +91,10 @@ void run_rank(int rank, int world, int port, int steps, int rounds) {
 
 int main(int argc, char** argv) {
   int world = 2, steps = 50, rounds = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--world") world = std::atoi(argv[i + 1]);
-    else if (a == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "zero_step: unknown flag %s (--world N --steps N --rounds N)\n", a.c_str());
-      return 2;
-    }
-  }
+  engine::Flags flags("zero_step", "Times a DDP step and a ZeRO step side by side, one process per rank.");
+  flags.add("--world", &world, 1, 64, "ranks");
+  flags.add("--steps", &steps, 1, 1 << 20, "steps per round");
+  flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
+  flags.parse_or_exit(argc, argv);
   return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, steps, rounds); });
 }

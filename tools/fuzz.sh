@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(safetensors image idx launch_args store wire)
+[[ ${#targets[@]} -gt 0 ]] || targets=(safetensors image idx launch_args store wire flags metadata)
 CXX="${CXX:-clang++}"
 command -v "$CXX" >/dev/null || { echo "fuzz.sh: $CXX not found: run 'bash tools/setup.sh --fuzz' first" >&2; exit 2; }
 
@@ -26,7 +26,8 @@ flags=(-std=c++17 -O1 -g -I. -fno-omit-frame-pointer -fsanitize=address,undefine
 # The engine, once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 sources=(tensor/*.cc tensor/cuda/runtime_none.cc autograd/*.cc nn/*.cc data/*.cc
          dist/allreduce_ring.cc dist/process_group.cc dist/shm_allreduce.cc dist/socket.cc dist/store.cc
-         dist/tcp_collectives.cc dist/tcp_group.cc dist/dist.cc dist/nccl_group_none.cc dist/launch_args.cc)
+         dist/tcp_collectives.cc dist/tcp_group.cc dist/dist.cc dist/nccl_group_none.cc dist/launch_args.cc
+         tools/flags/flags.cc lessons/fashion_mnist/trainer.cc)
 objects=()
 for src in "${sources[@]}"; do
   obj="$out/obj/${src//\//_}.o"

@@ -9,17 +9,19 @@
 
 #include "data/fashion_mnist.h"
 #include "data/image.h"
+#include "tensor/parse.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::data;
 
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: export_fashion_pngs OUT_DIR PER_CLASS\n");
-    return 2;
-  }
-  const std::string out = argv[1];
-  const int per_class = std::atoi(argv[2]);
+int main(int argc, char** argv) try {
+  std::string out, per_class_text;
+  Flags flags("export_fashion_pngs", "Writes the first PER_CLASS test images of each class as PNG files.");
+  flags.add_positional("OUT_DIR", &out, "the folder to write (one subfolder per class)");
+  flags.add_positional("PER_CLASS", &per_class_text, "images per class (1 to 1000)");
+  flags.parse_or_exit(argc, argv);
+  const int per_class = int(parse_int(per_class_text, "PER_CLASS", 1, 1000));
   auto test = fashion_mnist(/*train=*/false, {.normalize = false});
   // Folder names sort in label order: "0_t-shirt_top", "1_trouser", ...
   std::string folders[10];
@@ -41,4 +43,7 @@ int main(int argc, char** argv) {
   }
   std::printf("wrote %d images per class under %s\n", per_class, out.c_str());
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "export_fashion_pngs: %s\n", e.what());
+  return 1;
 }

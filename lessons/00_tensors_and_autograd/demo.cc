@@ -11,7 +11,7 @@
 
 using namespace engine;
 
-int main() {
+int main() try {
   std::cout << "== Tensors: shape, strides, views ==\n";
   Tensor a = arange(0, 6).reshape({2, 3});
   std::cout << "a = " << a << "\n";
@@ -33,4 +33,7 @@ int main() {
   const lesson0::FitResult r = lesson0::fit_line(options);
   std::printf("\nlearned y = %.3f x %+.3f  (true line: y = 3x - 2)\n", r.w, r.b);
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "demo: %s\n", e.what());
+  return 1;
 }

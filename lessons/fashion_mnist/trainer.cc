@@ -17,6 +17,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
+#include "tensor/parse.h"
 
 namespace fmnist {
 
@@ -80,8 +81,10 @@ Tensor generator_state(const Generator& g) {
 }
 
 Generator::State parse_generator_state(const Tensor& t) {
-  ENGINE_REQUIRE(t.dtype() == DType::Int64 && t.numel() == 4, "[train] checkpoint's sampler.generator is malformed");
-  const std::vector<int64_t> v = t.to_vector<int64_t>();
+  const std::vector<int64_t> v = t.dtype() == DType::Int64 ? t.to_vector<int64_t>() : std::vector<int64_t>{};
+  ENGINE_REQUIRE(v.size() == 4 && (v[2] == 0 || v[2] == 1) && v[3] >= INT32_MIN && v[3] <= INT32_MAX,
+                 "[train] checkpoint's sampler.generator is malformed (expected 4 int64: state, inc, has_spare 0|1, "
+                 "spare bits)");
   Generator::State s{uint64_t(v[0]), uint64_t(v[1]), v[2] != 0, 0};
   const int32_t bits = int32_t(v[3]);
   std::memcpy(&s.spare, &bits, 4);
@@ -104,6 +107,7 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) 
   ENGINE_REQUIRE(meta["model"] == o.model && meta["optimizer"] == o.optimizer, "[train] checkpoint ", o.checkpoint,
                  " holds a ", meta["model"], " trained with ", meta["optimizer"], ", but this run asks for a ", o.model,
                  " with ", o.optimizer);
+  const int epoch = checkpoint_epoch(meta, o.checkpoint);
   StateDict model_sd, opt_sd;
   for (auto& [k, t] : all) {
     if (k.rfind("model.", 0) == 0) model_sd[k.substr(6)] = t;
@@ -113,10 +117,17 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) 
   model.load_state_dict(model_sd);
   opt.load_state_dict(opt_sd);
   g.set_state(parse_generator_state(all.at("sampler.generator")));
-  return std::stoi(meta.at("epoch"));
+  return epoch;
 }
 
 }  // namespace
+
+int checkpoint_epoch(const Metadata& meta, const std::string& path) {
+  // Every value read from the file is checked before it steers the run: a negative or
+  // huge epoch would otherwise skip training or loop for a million epochs.
+  ENGINE_REQUIRE(meta.count("epoch"), "[train] checkpoint ", path, " has no \"epoch\" in its metadata");
+  return int(parse_int(meta.at("epoch"), "[train] checkpoint " + path + ": metadata \"epoch\"", 0, kMaxEpochs));
+}
 
 std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(const EpochStats&)>& on_epoch) {
   auto full = data::fashion_mnist(true);

@@ -17,8 +17,12 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/safetensors.h"
 
 namespace fmnist {
+
+// The most epochs a run (and so a checkpoint's "epoch") may hold.
+constexpr int kMaxEpochs = 1000000;
 
 struct TrainOptions {
   std::string model = "mlp";    // "mlp" (784-256-256-10) or "cnn"
@@ -47,6 +51,10 @@ std::shared_ptr<engine::nn::Module> make_model(const std::string& name, uint64_t
 // Trains and evaluates; calls on_epoch after each epoch. Returns the final model.
 std::shared_ptr<engine::nn::Module> train(const TrainOptions& options,
                                           const std::function<void(const EpochStats&)>& on_epoch);
+
+// The epoch a checkpoint was saved after, read strictly from its metadata: an integer in
+// [0, kMaxEpochs], or an engine::Error that names the file and the key.
+int checkpoint_epoch(const engine::nn::Metadata& meta, const std::string& path);
 
 // Fraction of `limit` test images (0: all) the model classifies correctly.
 double test_accuracy(engine::nn::Module& model, int64_t limit = 0);

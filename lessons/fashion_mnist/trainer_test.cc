@@ -13,6 +13,8 @@
 #include "catch2/catch.hpp"
 #include "tests/testing/tmp_path.h"
 #include "lessons/fashion_mnist/trainer.h"
+#include "nn/safetensors.h"
+#include "tensor/ops.h"
 
 using engine::testing::tmp_path;
 
@@ -75,6 +77,38 @@ TEST_CASE("a checkpoint from another model is refused with both names") {
   REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
                       Catch::Contains("holds a mlp trained with sgd, but this run asks for a cnn with sgd"));
   REQUIRE_THROWS_WITH(fmnist::make_model("rnn", 0), Catch::Contains("unknown model \"rnn\""));
+}
+
+TEST_CASE("malformed checkpoint metadata is refused, naming the file and the key, before any training") {
+  fmnist::TrainOptions o = small("mlp");
+  o.epochs = 1;
+  o.train_limit = 200;
+  o.checkpoint = tmp_path("meta.safetensors");
+  std::remove(o.checkpoint.c_str());
+  fmnist::train(o, [](const fmnist::EpochStats&) {});
+  nn::Metadata meta;
+  const nn::StateDict good = nn::load_safetensors(o.checkpoint, &meta);
+  o.resume = true;
+  o.epochs = 3;
+  for (const char* bad : {"abc", "", "-1", "-1000000", "1.5", "99999999999999999999", "2000000", " 1"}) {
+    INFO("epoch \"" << bad << "\"");
+    nn::Metadata m = meta;
+    m["epoch"] = bad;
+    nn::save_safetensors(o.checkpoint, good, m);
+    int trained = 0;
+    REQUIRE_THROWS_WITH(fmnist::train(o, [&](const fmnist::EpochStats&) { ++trained; }),
+                        "[train] checkpoint " + o.checkpoint + ": metadata \"epoch\": expected an integer in [0, " +
+                            std::to_string(fmnist::kMaxEpochs) + "], got \"" + bad + "\"");
+    REQUIRE(trained == 0);
+  }
+  nn::Metadata none = meta;
+  none.erase("epoch");
+  nn::save_safetensors(o.checkpoint, good, none);
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}), Catch::Contains("has no \"epoch\""));
+  nn::StateDict bad_generator = good;
+  bad_generator["sampler.generator"] = from_vector(std::vector<int64_t>{1, 2, 7, 0});
+  nn::save_safetensors(o.checkpoint, bad_generator, meta);
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}), Catch::Contains("sampler.generator is malformed"));
 }
 
 TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted run") {

@@ -10,7 +10,7 @@
 
 using namespace engine;
 
-int main() {
+int main() try {
   dist::init_process_group("gloo");
   const int rank = dist::get_rank();
   std::printf("rank %d of %d local %d/%d token %s\n", rank, dist::get_world_size(), dist::get_local_rank(),
@@ -27,4 +27,7 @@ int main() {
   if (std::getenv("PROBE_PRINT_PARTIAL")) std::printf("no newline");
   dist::destroy_process_group();
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "launch_probe: %s\n", e.what());
+  return 1;
 }

@@ -83,6 +83,7 @@ TEST_CASE("flags: junk, out-of-range and unknown input is refused with the flag 
   CHECK(error_of({"--model", "rnn"}) == "--model: expected one of mlp|cnn, got \"rnn\"");
   CHECK(error_of({"--epoch", "3"}) == "unknown flag --epoch");
   CHECK(error_of({"--epochs"}) == "--epochs: missing value");
+  CHECK(error_of({"--epochs", "--lr", "1"}) == "--epochs: missing value");
   CHECK(error_of({"--epochs", "1", "--epochs", "2"}) == "--epochs given twice");
   CHECK(error_of({"--resume=yes"}).find("--resume") == 0);
   CHECK(error_of({"--sizes"}) == "--sizes: expected at least one value");

@@ -122,7 +122,8 @@ bool Flags::parse(int argc, const char* const* argv) {
       ENGINE_REQUIRE(i + 1 < argc && argv[i + 1][0] != '-', name, ": expected at least one value");
       while (i + 1 < argc && argv[i + 1][0] != '-') f->set(argv[++i]);
     } else {
-      ENGINE_REQUIRE(i + 1 < argc, name, ": missing value");
+      // "--epochs --lr 1" is a forgotten value, not the value "--lr".
+      ENGINE_REQUIRE(i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0, name, ": missing value");
       f->set(argv[++i]);
     }
   }

@@ -54,7 +54,7 @@ int main() try {
   std::printf("rank %d parameters %s\n", rank, lessons::fingerprint(*model).c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "01_data_parallel: %s\n", e.what());
   return 1;
 }

@@ -21,7 +21,7 @@ int main() try {
   std::printf("rank %d trained %lld of the model's 269322 parameters\n", rank, (long long)count);
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "02_model_parallel: %s\n", e.what());
   return 1;
 }

@@ -49,7 +49,7 @@ int main() try {
   }
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "01_meet_ddp: %s\n", e.what());
   return 1;
 }

@@ -31,7 +31,7 @@ int main() try {
   }
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "02_one_process_per_gpu: %s\n", e.what());
   return 1;
 }

@@ -18,7 +18,7 @@ int main() try {
   if (rank == 0) std::printf("I am rank 0: I do the logging and the saving\n");
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "03_rank_and_world_size: %s\n", e.what());
   return 1;
 }

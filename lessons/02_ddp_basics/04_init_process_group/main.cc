@@ -30,7 +30,7 @@ int main() try {
               world, t.item(), world * (world + 1) / 2);
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "04_init_process_group: %s\n", e.what());
   return 1;
 }

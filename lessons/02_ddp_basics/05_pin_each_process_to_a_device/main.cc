@@ -27,7 +27,7 @@ int main() try {
               model->parameters()[0].data().device().str().c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "05_pin_each_process_to_a_device: %s\n", e.what());
   return 1;
 }

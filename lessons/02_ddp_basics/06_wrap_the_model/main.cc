@@ -25,7 +25,7 @@ int main() try {
   std::printf("rank %d: ddp.module() is the model it wraps: %s\n", rank, &ddp.module() == model.get() ? "yes" : "no");
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "06_wrap_the_model: %s\n", e.what());
   return 1;
 }

@@ -126,7 +126,7 @@ int main() try {
   trace_steps(rank, dir);
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "07_gradients_sync_themselves: %s\n", e.what());
   return 1;
 }

@@ -45,7 +45,7 @@ int main() try {
   }
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "08_use_a_distributed_sampler: %s\n", e.what());
   return 1;
 }

@@ -56,7 +56,7 @@ int main() try {
               lessons::fingerprint(ddp.module()).c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "10_save_only_on_rank0: %s\n", e.what());
   return 1;
 }

@@ -11,6 +11,7 @@
 
 #include "dist/dist.h"
 #include "dist/socket.h"
+#include "tensor/parse.h"
 
 using namespace engine;
 namespace fs = std::filesystem;
@@ -49,15 +50,16 @@ int main() try {
   const int rank = dist::get_rank();
   dist::barrier();
   const int t1 = threads(), s1 = sockets();
-  const int port = std::atoi(std::getenv("MASTER_PORT"));
+  const char* master_port = std::getenv("MASTER_PORT");  // absent when started with tcp:// or file://
+  const int port = master_port ? int(parse_int(master_port, "MASTER_PORT", 0, 65535)) : 0;
   dist::destroy_process_group();  // dist.destroy_process_group()
   const int t2 = threads(), s2 = sockets();
   std::printf("rank %d: threads %d before init, %d in the group, %d after destroy; sockets %d, %d, %d\n", rank, t0, t1,
               t2, s0, s1, s2);
-  if (rank == 0) std::printf("rank 0: rendezvous port %d free again: %s\n", port, port_free(port) ? "yes" : "no");
+  if (rank == 0 && port > 0) std::printf("rank 0: rendezvous port %d free again: %s\n", port, port_free(port) ? "yes" : "no");
   std::printf("rank %d: initialized after destroy: %s\n", rank, dist::is_initialized() ? "yes" : "no");
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "11_clean_up: %s\n", e.what());
   return 1;
 }

@@ -23,6 +23,7 @@
 #include "nn/sgd.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -36,23 +37,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    auto v = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error("[13_recap] missing value after " + f);
-      return argv[++i];
-    };
-    if (f == "--model") a.model = v();
-    else if (f == "--backend") a.backend = v();
-    else if (f == "--epochs") a.epochs = std::atoi(v().c_str());
-    else if (f == "--batch") a.batch = std::atoll(v().c_str());
-    else if (f == "--lr") a.lr = std::atof(v().c_str());
-    else if (f == "--train-limit") a.train_limit = std::atoll(v().c_str());
-    else if (f == "--test-limit") a.test_limit = std::atoll(v().c_str());
-    else if (f == "--checkpoint") a.checkpoint = v();
-    else throw Error("[13_recap] unknown flag " + f +
-                     " (--model mlp|cnn --backend gloo|nccl --epochs N --batch N --lr X --checkpoint PATH)");
-  }
+  Flags flags("13_recap", "Lesson 2's recap: Fashion-MNIST trained with DDP, one process per rank (run it under the launcher).");
+  flags.add("--model", &a.model, {"mlp", "cnn"}, "the network");
+  flags.add("--backend", &a.backend, {"gloo", "nccl"}, "the process group's backend");
+  flags.add("--epochs", &a.epochs, 1, 100000, "epochs to train");
+  flags.add("--batch", &a.batch, 1, 60000, "images per step and rank");
+  flags.add("--lr", &a.lr, 0, 100, "peak learning rate (cosine decay)");
+  flags.add("--train-limit", &a.train_limit, 0, 60000, "train on the first N images (0: all)");
+  flags.add("--test-limit", &a.test_limit, 0, 10000, "evaluate on the first N test images (0: all)");
+  flags.add("--checkpoint", &a.checkpoint, "where rank 0 saves the model (default: out/02_ddp_basics/ddp_MODEL.safetensors)");
+  flags.parse_or_exit(argc, argv);
   return a;
 }
 
@@ -132,7 +126,7 @@ int main(int argc, char** argv) try {
   // ---- Clean up.                          dist.destroy_process_group()
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "13_recap: %s\n", e.what());
   return 1;
 }

@@ -34,7 +34,7 @@ int main() try {
               lessons::max_abs_diff(y, want));
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "01_batchnorm_per_rank: %s\n", e.what());
   return 1;
 }

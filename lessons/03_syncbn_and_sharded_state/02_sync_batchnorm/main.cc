@@ -55,7 +55,7 @@ int main() try {
               lessons::max_abs_diff(bn->running_var, ref->running_var));
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "02_sync_batchnorm: %s\n", e.what());
   return 1;
 }

@@ -52,7 +52,7 @@ int main() try {
   std::printf("rank %d: ZeRO parameters %s\n", rank, lessons::fingerprint(*model).c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "03_sharded_optimizer_state: %s\n", e.what());
   return 1;
 }

@@ -57,7 +57,7 @@ int main() try {
               lessons::fingerprint(*resumed).c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "04_save_sharded_state: %s\n", e.what());
   return 1;
 }

@@ -27,7 +27,7 @@ int main() try {
               dist::read_launch_env().source.c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "01_the_launcher: %s\n", e.what());
   return 1;
 }

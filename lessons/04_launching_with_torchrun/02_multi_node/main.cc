@@ -21,7 +21,7 @@ int main() try {
               dist::get_local_rank(), rank, world, t.item());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "02_multi_node: %s\n", e.what());
   return 1;
 }

@@ -20,7 +20,7 @@ int main() try {
               dist::get_rank(), dist::get_world_size(), dist::get_local_rank(), t.item());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "03_srun_and_mpirun: %s\n", e.what());
   return 1;
 }

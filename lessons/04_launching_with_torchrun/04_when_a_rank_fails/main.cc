@@ -17,12 +17,17 @@
 #include "lessons/common/lesson.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tools/flags/flags.h"
 
 using namespace engine;
 using namespace engine::nn;
 
 int main(int argc, char** argv) try {
-  const bool kill_myself = argc == 3 && std::strcmp(argv[1], "--how") == 0 && std::strcmp(argv[2], "kill") == 0;
+  std::string how = "error";
+  Flags flags("04_when_a_rank_fails", "Rank 1 fails at step 3; the launcher stops the others and names it.");
+  flags.add("--how", &how, {"error", "kill"}, "how rank 1 fails: an exception, or kill -9");
+  flags.parse_or_exit(argc, argv);
+  const bool kill_myself = how == "kill";
   dist::init_process_group("gloo");
   const int rank = dist::get_rank();
   auto model = lessons::toy_mlp(0);
@@ -45,7 +50,7 @@ int main(int argc, char** argv) try {
   }
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "04_when_a_rank_fails: %s\n", e.what());
   return 1;
 }

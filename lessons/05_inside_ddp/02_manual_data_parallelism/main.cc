@@ -14,7 +14,7 @@
 using namespace engine;
 using namespace engine::nn;
 
-int main() {
+int main() try {
   // The whole batch's gradient at step 0, and the mean of the halves' gradients.
   auto model = lessons::toy_mlp(0);
   Tensor x, y;
@@ -55,4 +55,7 @@ int main() {
   std::printf("after %d steps: max |parameter - baseline's| / max |baseline's| = %.2e\n", inside::kSteps,
               lessons::relative_difference(*split, *base.model));
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "02_manual_data_parallelism: %s\n", e.what());
+  return 1;
 }

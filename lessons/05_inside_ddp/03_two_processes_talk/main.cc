@@ -13,6 +13,7 @@
 #include "dist/store.h"
 #include "dist/tcp_group.h"
 #include "tensor/ops.h"
+#include "tensor/parse.h"
 
 using namespace engine;
 
@@ -23,11 +24,12 @@ static std::string env(const char* name) {
 }
 
 int main() try {
-  const int rank = std::stoi(env("RANK")), world = std::stoi(env("WORLD_SIZE"));
+  const int world = int(parse_int(env("WORLD_SIZE"), "WORLD_SIZE", 1, 1 << 16));
+  const int rank = int(parse_int(env("RANK"), "RANK", 0, world - 1));
   dist::StoreOptions so;
   so.token = env("ENGINE_JOB_TOKEN");
   // Rank 0 is the store's server; every rank, rank 0 included, is a client.
-  auto store = std::make_shared<dist::TCPStore>(env("MASTER_ADDR"), std::stoi(env("MASTER_PORT")), rank == 0, so);
+  auto store = std::make_shared<dist::TCPStore>(env("MASTER_ADDR"), int(parse_int(env("MASTER_PORT"), "MASTER_PORT", 1, 65535)), rank == 0, so);
   store->set("pid/" + std::to_string(rank), std::to_string(getpid()));
   std::string peers;
   for (int r = 0; r < world; ++r) peers += " " + std::to_string(r) + ":" + store->get("pid/" + std::to_string(r));

@@ -43,7 +43,7 @@ int main() try {
                 (long long)naive_received, (long long)((n - 1) * S));
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "04_allreduce_by_hand: %s\n", e.what());
   return 1;
 }

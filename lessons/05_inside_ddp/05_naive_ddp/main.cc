@@ -38,7 +38,7 @@ int main() try {
               lessons::relative_difference(*model, *base.model));
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "05_naive_ddp: %s\n", e.what());
   return 1;
 }

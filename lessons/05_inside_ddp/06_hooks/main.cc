@@ -54,7 +54,7 @@ int main() try {
   if (rank == 0) std::printf("trace written to %s/hooks_trace.json\n", dir.c_str());
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "06_hooks: %s\n", e.what());
   return 1;
 }

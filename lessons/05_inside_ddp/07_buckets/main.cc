@@ -68,7 +68,7 @@ int main() try {
   }
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "07_buckets: %s\n", e.what());
   return 1;
 }

@@ -51,7 +51,7 @@ int main() try {
               lessons::relative_difference(*theirs, *base.model));
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "08_the_library: %s\n", e.what());
   return 1;
 }

@@ -123,7 +123,7 @@ int main() try {
   }
   dist::destroy_process_group();
   return 0;
-} catch (const Error& e) {
+} catch (const std::exception& e) {
   std::fprintf(stderr, "09_cost_model: %s\n", e.what());
   return 1;
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The trainer's command line: junk and unknown flags stop it before any training, with the
+# flag named and exit code 2, and without a checkpoint; --flag=value works like --flag value.
+set -euo pipefail
+train="$1"
+dir="${TEST_TMPDIR:-$(mktemp -d)}"
+ckpt="$dir/flags.safetensors"
+
+expect_refused() {  # expect_refused WHAT-THE-ERROR-NAMES ARGS...
+  local want="$1"; shift
+  set +e
+  "$train" "$@" --checkpoint "$ckpt" >"$dir/out" 2>"$dir/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || { echo "FAIL: train $* exited $rc, expected 2"; cat "$dir/err"; exit 1; }
+  grep -qF -- "$want" "$dir/err" || { echo "FAIL: train $*: the error does not name '$want':"; cat "$dir/err"; exit 1; }
+  [[ ! -e "$ckpt" ]] || { echo "FAIL: train $* wrote a checkpoint"; exit 1; }
+  echo "ok: train $* -> $(head -1 "$dir/err")"
+}
+
+expect_refused "--epochs: expected an integer" --epochs abc
+expect_refused "--epochs: expected an integer" --epochs 2x
+expect_refused "--epochs: expected an integer" --epochs 0
+expect_refused "--lr: expected a number" --lr nan
+expect_refused "--batch: expected an integer" --batch=-3
+expect_refused "unknown flag --epoch" --epoch 2
+expect_refused "--model: expected one of mlp|cnn" --model rnn
+expect_refused "--epochs: missing value" --epochs
+
+"$train" --help | grep -q -- "--epochs VALUE" || { echo "FAIL: --help does not list --epochs"; exit 1; }
+echo "ok: --help lists the flags"
+
+"$train" --epochs=1 --train-limit=300 --checkpoint="$ckpt" >"$dir/out"
+grep -q "1 epochs" "$dir/out" && [[ -s "$ckpt" ]] || { echo "FAIL: --epochs=1 did not train one epoch"; cat "$dir/out"; exit 1; }
+echo "ok: --epochs=1 --train-limit=300 trained one epoch and saved $(basename "$ckpt")"
