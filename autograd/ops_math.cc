@@ -43,16 +43,25 @@ Variable div(const Variable& a, const Variable& b) {
 Variable pow(const Variable& a, const Variable& b) {
   const Tensor x = a.data(), y = b.data(), out = engine::pow(x, y);
   return record("pow", out, {a, b}, [x, y, out](const Tensor& g, const Needs& n) {
-    // d(x^y)/dx = y x^(y-1), d(x^y)/dy = x^y ln x
-    return Grads{n[0] ? sum_to(g * y * engine::pow(x, y - 1.0), x.shape()) : Tensor(),
-                 n[1] ? sum_to(g * out * engine::log(x), y.shape()) : Tensor()};
+    // d(x^y)/dx = y x^(y-1), d(x^y)/dy = x^y ln x. At the singular points PyTorch takes the
+    // limits that keep training finite, and so do we: the x-gradient is 0 where y = 0 (not
+    // 0 * 0^-1 = NaN), the y-gradient is 0 where x = 0 and y >= 0 (not 0 * ln 0 = NaN).
+    const Tensor zero = zeros({}, x.dtype(), x.device());
+    Grads grads(2);
+    if (n[0]) grads[0] = sum_to(engine::where(engine::eq(y, zero), zero, g * y * engine::pow(x, y - 1.0)), x.shape());
+    if (n[1]) {
+      const Tensor masked = engine::eq(x, zero) * engine::ge(y, zero);
+      grads[1] = sum_to(engine::where(masked, zero, g * out * engine::log(x)), y.shape());
+    }
+    return grads;
   });
 }
 
 Variable pow(const Variable& a, double e) {
   const Tensor x = a.data();
   return record("pow", engine::pow(x, e), {a}, [x, e](const Tensor& g, const Needs&) {
-    // d(x^e)/dx = e x^(e-1)
+    // d(x^e)/dx = e x^(e-1); for e = 0 it is 0 everywhere (x^-1 at x = 0 would make it NaN).
+    if (e == 0) return Grads{engine::zeros_like(g)};
     return Grads{g * engine::pow(x, e - 1) * e};
   });
 }

@@ -55,8 +55,10 @@ Variable extreme(const Variable& a, const std::vector<int64_t>& dims, bool keepd
   const Tensor out = kMax ? engine::max(x, dims, keepdim) : engine::min(x, dims, keepdim);
   const Shape kept = kept_shape(x.shape(), dims);
   return record(kMax ? "max" : "min", out, {a}, [x, out, kept, dims](const Tensor& g, const Needs&) {
-    // The gradient goes to the elements equal to the result, split evenly among ties.
-    const Tensor mask = engine::eq(x, out.reshape(kept));
+    // The gradient goes to the elements equal to the result, split evenly among ties; a
+    // NaN result came from the NaNs, so they take it (NaN == NaN is false).
+    const Tensor r = out.reshape(kept);
+    const Tensor mask = engine::eq(x, r) + engine::ne(x, x) * engine::ne(r, r);
     const Tensor count = engine::sum(mask, dims, true);
     return Grads{g.reshape(kept) * mask / count};
   });

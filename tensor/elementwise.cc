@@ -1,7 +1,9 @@
 // Elementwise ops from ops.h. Each op is one line naming its formula; the loops that walk
 // any strides and broadcasts live in three helpers at the top.
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/cuda_ops.h"
 #include "tensor/loops.h"
@@ -136,7 +138,25 @@ Tensor unary_any(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 =
   });
 }
 
-Tensor scalar_like(const Tensor& a, double s) { return scalar_tensor(s, a.dtype()); }
+// The scalar of `tensor op double`, in the tensor's dtype. An int64 tensor takes only whole
+// numbers in int64's range: 3 * 1.5 would otherwise truncate 1.5 to 1 without a word
+// (PyTorch promotes to float instead; here the caller converts, and sees that it did).
+Tensor scalar_like(const Tensor& a, double s) {
+  ENGINE_REQUIRE(a.dtype() != DType::Int64 || (s == std::trunc(s) && std::abs(s) < 0x1p63), "[", shape_str(a.shape()),
+                 " int64 tensor op ", s, "] an int64 tensor meets only whole numbers in int64's range; convert it "
+                 "first: t.to(DType::Float32)");
+  return scalar_tensor(s, a.dtype());
+}
+
+// The GPU does not trap on a bad integer division; look for one before dividing.
+void require_int64_divisible(const Tensor& a, const Tensor& b) {
+  const Tensor zero = scalar_tensor(0, DType::Int64).to(b.device());
+  ENGINE_REQUIRE(sum(eq(b, zero)).item() == 0, "[div] int64 division by zero");
+  const Tensor lowest = scalar_tensor(double(INT64_MIN), DType::Int64).to(a.device());
+  const Tensor minus1 = scalar_tensor(-1, DType::Int64).to(b.device());
+  ENGINE_REQUIRE(sum(eq(a, lowest) * eq(b, minus1)).item() == 0, "[div] int64 ", INT64_MIN,
+                 " / -1 overflows (the quotient 2^63 does not fit)");
+}
 
 }  // namespace
 
@@ -144,11 +164,15 @@ Tensor add(const Tensor& a, const Tensor& b) { return arith("add", BinaryOp::Add
 Tensor sub(const Tensor& a, const Tensor& b) { return arith("sub", BinaryOp::Sub, a, b, [](auto x, auto y) { return x - y; }); }
 Tensor mul(const Tensor& a, const Tensor& b) { return arith("mul", BinaryOp::Mul, a, b, [](auto x, auto y) { return x * y; }); }
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (a.dtype() == DType::Int64 && b.dtype() == DType::Int64) {
-    // Integer division by zero is undefined behaviour in C++; make it an error instead.
-    ENGINE_REQUIRE(min(abs(b)).item() != 0, "[div] int64 division by zero");
-  }
-  return arith("div", BinaryOp::Div, a, b, [](auto x, auto y) { return x / y; });
+  if (a.dtype() == DType::Int64 && b.dtype() == DType::Int64 && cuda_ops::on_cuda(a, b)) require_int64_divisible(a, b);
+  return arith("div", BinaryOp::Div, a, b, [](auto x, auto y) {
+    if constexpr (std::is_integral_v<decltype(x)>) {
+      // Both are undefined behaviour in C++ and kill the process on x86 (SIGFPE).
+      ENGINE_REQUIRE(y != 0, "[div] int64 division by zero");
+      ENGINE_REQUIRE(!(y == -1 && x == INT64_MIN), "[div] int64 ", x, " / -1 overflows (the quotient 2^63 does not fit)");
+    }
+    return x / y;
+  });
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
   require_float("pow", a);
@@ -195,18 +219,20 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor neg(const Tensor& a) { return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return -x; }); }
 Tensor abs(const Tensor& a) { return unary_any("abs", UnaryOp::Abs, a, [](auto x) { return x < 0 ? -x : x; }); }
-Tensor relu(const Tensor& a) { return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return x > 0 ? x : decltype(x)(0); }); }
+// !(x <= 0) rather than x > 0: NaN passes through, as in PyTorch.
+Tensor relu(const Tensor& a) { return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return !(x <= 0) ? x : decltype(x)(0); }); }
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   const bool dense = !cuda_ops::on_cuda(grad, x) && grad.dtype() == DType::Float32 && x.dtype() == DType::Float32 &&
                      grad.shape() == x.shape() && grad.is_contiguous() && x.is_contiguous();
-  if (!dense) return mul(grad, gt(x, zeros({}, x.dtype())));  // views, broadcasts, GPUs: the two-op form
+  // The gradient passes where !(x <= 0): at x > 0 and at NaN (PyTorch's threshold_backward).
+  if (!dense) return mul(grad, 1.0 - le(x, zeros({}, x.dtype())));  // views, broadcasts, GPUs: the two-op form
   Tensor out = empty(x.shape());
   const float* __restrict g = grad.data<float>();
   const float* __restrict px = x.data<float>();
   float* __restrict o = out.data<float>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) {
     const float gi = g[i];  // read unconditionally, so the select vectorises without branches
-    o[i] = px[i] > 0 ? gi : 0.0f;
+    o[i] = !(px[i] <= 0) ? gi : 0.0f;
   }
   return out;
 }

@@ -22,7 +22,7 @@ namespace engine {
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // int64: truncates; / 0 and INT64_MIN / -1 are errors
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
@@ -43,8 +43,8 @@ Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
-Tensor relu(const Tensor& a);
-// ReLU's backward: grad where x > 0, else 0 (one pass over dense CPU tensors).
+Tensor relu(const Tensor& a);  // NaN stays NaN, as in PyTorch
+// ReLU's backward: grad where x > 0 or x is NaN, else 0 (one pass over dense CPU tensors).
 Tensor relu_backward(const Tensor& grad, const Tensor& x);
 Tensor pow(const Tensor& a, double exponent);
 Tensor clamp(const Tensor& a, double lo, double hi);
@@ -55,6 +55,9 @@ Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// tensor op double: the double becomes a 0-d tensor of the tensor's dtype. For an int64
+// tensor it must be a whole number in int64's range (3 * 1.5 is refused, not truncated to
+// 3 * 1; PyTorch would promote to float): convert first with t.to(DType::Float32).
 Tensor operator+(const Tensor& a, double s);
 Tensor operator-(const Tensor& a, double s);
 Tensor operator*(const Tensor& a, double s);

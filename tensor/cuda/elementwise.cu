@@ -74,7 +74,7 @@ __device__ __forceinline__ T unary_op(UnaryOp op, T x, double p0, double p1) {
   switch (op) {
     case UnaryOp::Neg: return -x;
     case UnaryOp::Abs: return x < T(0) ? -x : x;
-    case UnaryOp::Relu: return x > T(0) ? x : T(0);
+    case UnaryOp::Relu: return !(x <= T(0)) ? x : T(0);  // NaN passes, as on the CPU
     case UnaryOp::Clamp: return x < T(p0) ? T(p0) : (x > T(p1) ? T(p1) : x);
     case UnaryOp::Scale: return x * T(p0);
     case UnaryOp::Square: return x * x;

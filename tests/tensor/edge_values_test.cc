@@ -1,0 +1,83 @@
+// NaN, Inf and integer edge values, op by op, against what PyTorch 1.13 returns for the
+// same inputs (the values in the comments were printed by torch on this machine).
+#include <climits>
+#include <cmath>
+#include <limits>
+
+#include "catch2/catch.hpp"
+#include "tensor/ops.h"
+
+using namespace engine;
+using V = std::vector<float>;
+using I = std::vector<int64_t>;
+
+namespace {
+const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+
+// Equal element by element, NaN matching NaN.
+void require_same(const Tensor& t, const V& expect) {
+  const V got = t.to_vector<float>();
+  REQUIRE(got.size() == expect.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
+    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
+    else REQUIRE(got[i] == expect[i]);
+  }
+}
+}  // namespace
+
+TEST_CASE("relu and clamp keep NaN, as PyTorch does") {
+  const Tensor x = tensor({kNaN, -1, 2, kInf, -kInf});
+  require_same(relu(x), {kNaN, 0, 2, kInf, 0});                   // torch.relu
+  require_same(relu(x.narrow(0, 0, 4)), {kNaN, 0, 2, kInf});      // the strided path too
+  require_same(clamp(x, -0.5, 0.5), {kNaN, -0.5, 0.5, 0.5, -0.5});  // torch.clamp
+  require_same(maximum(x, zeros({5})), {kNaN, 0, 2, kInf, 0});     // torch.maximum
+  require_same(minimum(x, zeros({5})), {kNaN, -1, 0, 0, -kInf});
+}
+
+TEST_CASE("relu's backward lets the gradient through at NaN, not at 0, as PyTorch's threshold_backward") {
+  const Tensor x = tensor({kNaN, -1, 2, 0}), g = tensor({1, 1, 1, 1});
+  require_same(relu_backward(g, x), {1, 0, 1, 0});  // dense path
+  require_same(relu_backward(g.expand({2, 4}), x.expand({2, 4})).reshape({8}), {1, 0, 1, 0, 1, 0, 1, 0});  // views
+}
+
+TEST_CASE("reductions: NaN propagates through max and min, argmax points at the first NaN") {
+  const Tensor x = tensor({kNaN, -1, 2, kInf, -kInf});
+  require_same(max(x), {kNaN});
+  require_same(min(x), {kNaN});
+  REQUIRE(argmax(x).item() == 0);
+  const Tensor m = tensor({1, kNaN, 2, 3}).reshape({2, 2});
+  require_same(max(m, {1}), {kNaN, 3});  // torch amax(1): [nan, 3]
+  REQUIRE(argmax(m, 1).to_vector<int64_t>() == I{1, 1});
+  require_same(sum(x.narrow(0, 1, 4)), {kNaN});  // inf + -inf
+}
+
+TEST_CASE("comparisons with NaN: only ne is true") {
+  const Tensor x = tensor({kNaN, 1}), y = tensor({kNaN, 1});
+  require_same(eq(x, y), {0, 1});
+  require_same(ne(x, y), {1, 0});
+  require_same(gt(x, zeros({})), {0, 1});
+  require_same(lt(x, zeros({})), {0, 0});
+  require_same(ge(x, x), {0, 1});
+}
+
+TEST_CASE("int64 division: INT64_MIN / -1 and / 0 are errors, not a crash; empty tensors divide") {
+  const Tensor lo = from_vector(I{INT64_MIN, 7}), minus1 = from_vector(I{-1, -1});
+  REQUIRE_THROWS_WITH(div(lo, minus1), Catch::Contains("[div]") && Catch::Contains("overflows"));
+  REQUIRE_THROWS_WITH(div(lo, from_vector(I{1, 0})), Catch::Contains("division by zero"));
+  REQUIRE(div(from_vector(I{7, -7}), from_vector(I{2, 2})).to_vector<int64_t>() == I{3, -3});  // truncates, as C++
+  const Tensor empty_i = from_vector(I{});
+  const Tensor q = div(empty_i, empty_i);
+  REQUIRE(q.numel() == 0);
+  REQUIRE(q.dtype() == DType::Int64);
+}
+
+TEST_CASE("int64 tensor op double: whole numbers only, never a silent truncation") {
+  const Tensor t = from_vector(I{3, -4});
+  REQUIRE((t * 2.0).to_vector<int64_t>() == I{6, -8});
+  REQUIRE((t + -1.0).to_vector<int64_t>() == I{2, -5});
+  REQUIRE_THROWS_WITH(t * 1.5, Catch::Contains("int64 tensor op 1.5") && Catch::Contains("t.to(DType::Float32)"));
+  REQUIRE_THROWS_AS(t + 1e19, Error);
+  REQUIRE_THROWS_AS(1.0 / t + 0.5, Error);
+  require_same(t.to(DType::Float32) * 1.5, {4.5, -6});  // the conversion the error asks for
+}
