@@ -29,10 +29,18 @@ std::string require_file(const std::string& root, const std::string& name) {
 std::shared_ptr<TensorDataset> fashion_mnist(bool train, const FashionMnistOptions& options) {
   const std::string root = options.root.empty() ? fashion_mnist_root() : options.root;
   const std::string prefix = train ? "train" : "t10k";
-  Tensor images = read_idx_images(require_file(root, prefix + "-images-idx3-ubyte.gz"));
-  Tensor labels = read_idx_labels(require_file(root, prefix + "-labels-idx1-ubyte.gz"));
+  const std::string images_path = require_file(root, prefix + "-images-idx3-ubyte.gz");
+  const std::string labels_path = require_file(root, prefix + "-labels-idx1-ubyte.gz");
+  Tensor images = read_idx_images(images_path);
+  Tensor labels = read_idx_labels(labels_path);
+  ENGINE_REQUIRE(images.size(1) == 28 && images.size(2) == 28, "[FashionMNIST] ", images_path, " holds ",
+                 images.size(1), "x", images.size(2), " images; Fashion-MNIST's are 28x28");
   ENGINE_REQUIRE(images.size(0) == labels.size(0), "[FashionMNIST] ", root, " has ", images.size(0), " ", prefix,
                  " images but ", labels.size(0), " labels");
+  const int64_t* label = labels.data<int64_t>();
+  for (int64_t i = 0; i < labels.numel(); ++i)
+    ENGINE_REQUIRE(label[i] >= 0 && label[i] < 10, "[FashionMNIST] ", labels_path, ": label ", label[i], " at index ",
+                   i, " is not a class (0 to 9)");
   if (options.normalize) images = (images - double(kFashionMnistMean)) / double(kFashionMnistStd);
   images = options.flatten ? images.reshape({images.size(0), -1})
                            : images.reshape({images.size(0), 1, images.size(1), images.size(2)});

@@ -25,8 +25,10 @@ struct IdxArray {
 // Parses IDX bytes (already decompressed). `name` is used in error messages.
 IdxArray parse_idx(const std::vector<uint8_t>& bytes, const std::string& name);
 
-// Reads a whole file, gunzipping it when it starts with the gzip magic bytes.
-std::vector<uint8_t> read_maybe_gzipped(const std::string& path);
+// Reads an IDX file's bytes, gunzipping it when it starts with the gzip magic bytes. Reads
+// no further than the size its header declares (plus one byte to notice more): a file
+// that holds more is an error, so a gzip bomb is never inflated whole.
+std::vector<uint8_t> read_idx_bytes(const std::string& path);
 
 Tensor read_idx_images(const std::string& path);  // float32 (N, H, W), values / 255
 Tensor read_idx_labels(const std::string& path);  // int64 (N,)

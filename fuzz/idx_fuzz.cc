@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string path = fuzz::write_scratch(data, size, ".idx");
   try {
-    (void)engine::data::parse_idx(engine::data::read_maybe_gzipped(path), path);
+    (void)engine::data::parse_idx(engine::data::read_idx_bytes(path), path);
   } catch (const engine::Error&) {
   }
   return 0;

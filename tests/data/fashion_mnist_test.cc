@@ -1,9 +1,13 @@
 // Fashion-MNIST as installed by tools/setup.sh (Debian's dataset-fashion-mnist).
+#include <zlib.h>
+
 #include <cstdlib>
+#include <filesystem>
 
 #include "catch2/catch.hpp"
 #include "data/fashion_mnist.h"
 #include "tensor/ops.h"
+#include "tests/testing/tmp_path.h"
 
 using namespace engine;
 using namespace engine::data;
@@ -31,4 +35,34 @@ TEST_CASE("a missing Fashion-MNIST folder says how to get it") {
   REQUIRE_THROWS_WITH(fashion_mnist(true, {.root = "/nonexistent/fmnist"}),
                       Catch::Contains("train-images-idx3-ubyte.gz not found in /nonexistent/fmnist") &&
                           Catch::Contains("dataset-fashion-mnist"));
+}
+
+namespace {
+// A folder with t10k files: `n` images of h x w, and the given labels, gzipped as shipped.
+std::string fake_fashion_mnist(const std::string& name, int h, int w, const std::vector<uint8_t>& labels) {
+  const std::string dir = engine::testing::tmp_path(name);
+  std::filesystem::create_directories(dir);
+  const uint8_t n = uint8_t(labels.size());
+  std::vector<uint8_t> img = {0, 0, 8, 3, 0, 0, 0, n, 0, 0, 0, uint8_t(h), 0, 0, 0, uint8_t(w)};
+  img.resize(img.size() + size_t(n) * h * w, 1);
+  std::vector<uint8_t> lab = {0, 0, 8, 1, 0, 0, 0, n};
+  lab.insert(lab.end(), labels.begin(), labels.end());
+  for (auto [file, bytes] : {std::pair{"/t10k-images-idx3-ubyte.gz", img}, std::pair{"/t10k-labels-idx1-ubyte.gz", lab}}) {
+    gzFile f = gzopen((dir + file).c_str(), "wb");
+    gzwrite(f, bytes.data(), unsigned(bytes.size()));
+    gzclose(f);
+  }
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("an out-of-range label or a wrong image size names the file and the index") {
+  const std::string ok = fake_fashion_mnist("fm_ok", 28, 28, {3, 9, 0});
+  REQUIRE(fashion_mnist(false, {.root = ok})->size() == 3);
+  const std::string bad_label = fake_fashion_mnist("fm_label", 28, 28, {3, 12, 0});
+  REQUIRE_THROWS_WITH(fashion_mnist(false, {.root = bad_label}),
+                      "[FashionMNIST] " + bad_label + "/t10k-labels-idx1-ubyte.gz: label 12 at index 1 is not a class (0 to 9)");
+  const std::string bad_size = fake_fashion_mnist("fm_size", 27, 28, {3, 1});
+  REQUIRE_THROWS_WITH(fashion_mnist(false, {.root = bad_size}),
+                      Catch::Contains(bad_size + "/t10k-images-idx3-ubyte.gz holds 27x28 images; Fashion-MNIST's are 28x28"));
 }

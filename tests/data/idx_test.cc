@@ -1,5 +1,8 @@
 // The IDX reader: plain and gzipped files, and every malformed input named in its error.
+#include <sys/resource.h>
 #include <zlib.h>
+
+#include <chrono>
 
 #include <cstdlib>
 #include <fstream>
@@ -33,6 +36,24 @@ std::vector<uint8_t> images_idx() {
 }
 }  // namespace
 
+TEST_CASE("a gzip bomb is refused after the bytes its header declares, not inflated whole") {
+  // 12 declared values, then 256 MB of zeros: a 250 KB file.
+  const std::string path = tmp_path("bomb.idx.gz");
+  gzFile f = gzopen(path.c_str(), "wb9");
+  const std::vector<uint8_t> head = images_idx(), zeros(1 << 20, 0);
+  gzwrite(f, head.data(), unsigned(head.size()));
+  for (int i = 0; i < 256; ++i) gzwrite(f, zeros.data(), unsigned(zeros.size()));
+  gzclose(f);
+  struct rusage before {}, after {};
+  getrusage(RUSAGE_SELF, &before);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(read_idx_images(path), Catch::Contains("bomb.idx.gz holds more than the 28 bytes its header declares"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  getrusage(RUSAGE_SELF, &after);
+  INFO("peak RSS grew by " << (after.ru_maxrss - before.ru_maxrss) << " KB; took " << seconds << " s");
+  REQUIRE(after.ru_maxrss - before.ru_maxrss < 64 * 1024);  // inflating it whole takes 256 MB (and seconds)
+}
+
 TEST_CASE("reads images and labels, plain or gzipped") {
   write_file(tmp_path("img.idx"), images_idx());
   write_gz(tmp_path("img.idx.gz"), images_idx());
@@ -62,10 +83,12 @@ TEST_CASE("malformed IDX input is an error naming the file and the problem") {
   REQUIRE_THROWS_WITH(read_idx_labels(tmp_path("img.idx")), Catch::Contains("should hold labels (N,), got shape (2,2,3)"));
   REQUIRE_THROWS_WITH(read_idx_images(tmp_path("missing.idx")), Catch::Contains("cannot open") && Catch::Contains("missing.idx"));
   // A gzip file cut in half.
-  write_gz(tmp_path("full.gz"), std::vector<uint8_t>(100000, 7));
+  std::vector<uint8_t> labels = {0, 0, 8, 1, 0, 1, 0x86, 0xA0};  // 100000 labels
+  labels.resize(labels.size() + 100000, 7);
+  write_gz(tmp_path("full.gz"), labels);
   std::ifstream in(tmp_path("full.gz"), std::ios::binary);
   std::vector<uint8_t> gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   gz.resize(gz.size() / 2);
   write_file(tmp_path("cut.gz"), gz);
-  REQUIRE_THROWS_WITH(read_idx_images(tmp_path("cut.gz")), Catch::Contains("cut.gz is corrupt or truncated"));
+  REQUIRE_THROWS_WITH(read_idx_labels(tmp_path("cut.gz")), Catch::Contains("cut.gz is corrupt or truncated"));
 }
