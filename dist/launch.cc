@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,11 +22,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "dist/launch_args.h"
+#include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
 
@@ -63,6 +67,26 @@ std::string resolve_program(const std::string& p) {
     if (access(q.c_str(), X_OK) == 0) return q;
   }
   return p;
+}
+
+// True when the process is stopped (SIGSTOP, SIGTSTP, or held by a debugger): it is alive
+// but will never answer, and the others will time out waiting for it.
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'T' || line[close + 2] == 't');
+}
+
+// Removes the shared-memory names this job left in /dev/shm. The ranks remove each name
+// once all have mapped it, on every path they control; only a rank killed in the middle
+// of a setup leaves one, and the names start with the job's tag (shm_job_tag).
+void remove_job_segments(const std::string& token) {
+  const std::string prefix = "engine-" + engine::dist::shm_job_tag(token) + "-";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/dev/shm", ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(prefix, 0) == 0) shm_unlink(("/" + it->path().filename().string()).c_str());
 }
 
 struct Child {
@@ -222,10 +246,15 @@ int main(int argc, char** argv) {
         if (failed && !stopping) {
           exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
           reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+          // A rank that times out is often not the culprit: the one it waited for is.
+          for (auto& other : children)
+            if (other.running && is_stopped(other.pid))
+              reason = "rank " + std::to_string(other.rank) + " (pid " + std::to_string(other.pid) +
+                       ") is stopped (SIGSTOP, or held by a debugger), and " + reason + " waiting for it";
           stopping = true;
           stopping_since = std::chrono::steady_clock::now();
           for (auto& other : children)
-            if (other.running) kill(other.pid, SIGTERM);
+            if (other.running) kill(other.pid, SIGTERM), kill(other.pid, SIGCONT);  // a stopped rank, too
         }
       }
     }
@@ -236,7 +265,7 @@ int main(int argc, char** argv) {
       stopping = true;
       stopping_since = std::chrono::steady_clock::now();
       for (auto& c : children)
-        if (c.running) kill(c.pid, SIGTERM);
+        if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);
     }
     // Ranks that ignore SIGTERM for 5 s are killed.
     if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
@@ -253,6 +282,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  remove_job_segments(o.token);
   if (!reason.empty()) {
     std::fprintf(stderr, "launch: %s; the other ranks were stopped\n", reason.c_str());
     return exit_code ? exit_code : 1;

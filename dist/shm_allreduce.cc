@@ -104,65 +104,113 @@ void reduce_bytes(DType dtype, const std::vector<const char*>& in, const std::ve
 }
 
 // A name no other job uses: the pid alone is not enough, because processes in different
-// PID namespaces (containers, sandboxes) can share /dev/shm and the same small pids.
-std::string unique_shm_name(const char* prefix) {
+// PID namespaces (containers, sandboxes) can share /dev/shm and the same small pids. The
+// job's tag comes first, so the launcher can sweep what a killed job left (shm_job_tag).
+std::string unique_shm_name(const std::string& tag, const char* kind) {
   unsigned char r[8] = {};
   if (FILE* f = std::fopen("/dev/urandom", "rb")) {
     if (std::fread(r, 1, sizeof r, f) != sizeof r) std::memset(r, 0, sizeof r);
     std::fclose(f);
   }
   static std::atomic<unsigned> counter{0};
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%s-%d-%u-%02x%02x%02x%02x%02x%02x%02x%02x", prefix, int(getpid()), counter++, r[0], r[1],
-                r[2], r[3], r[4], r[5], r[6], r[7]);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "/engine-%s-%s-%d-%u-%02x%02x%02x%02x%02x%02x%02x%02x", tag.c_str(), kind, int(getpid()),
+                counter++, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
   return buf;
+}
+
+// Removes a segment's name when it goes out of scope: on success after every rank has
+// mapped it (the memory lives on until the last unmap), and on every failure path, so no
+// error, timeout or exception leaves a name in /dev/shm. Every rank that learned the name
+// unlinks it; all but the first find it gone, which is fine.
+struct UnlinkOnExit {
+  std::string name;
+  ~UnlinkOnExit() {
+    if (!name.empty()) shm_unlink(name.c_str());
+  }
+};
+
+// Polls the store until `key` exists, checking meanwhile that rank 0 (who sets it) lives.
+std::string wait_for_key(TCPStore& store, const std::string& key, pid_t rank0_pid, Deadline deadline,
+                         const char* what) {
+  std::string value;
+  while (!store.try_get(key, &value)) {
+    if (!alive(rank0_pid))
+      throw Error(std::string("[dist] rank 0 (pid ") + std::to_string(rank0_pid) + ") died while setting up " + what);
+    if (Clock::now() > deadline)
+      throw Error(std::string("[dist] timed out setting up ") + what + ": rank 0 never published its name");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return value;
 }
 
 }  // namespace
 
-std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout) {
+std::string shm_job_tag(const std::string& token) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: a short tag that does not reveal the token
+  for (unsigned char c : token) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return std::string(buf, 8);
+}
+
+void ShmAllReduce::wait_for_ranks(TCPStore& store, const std::string& prefix, const std::vector<pid_t>& pids,
+                                  Deadline deadline, const char* what) {
+  for (int r = 0; r < size_; ++r) {
+    std::string value;
+    while (!store.try_get(prefix + std::to_string(r), &value)) {
+      if (!alive(pids[size_t(r)]))
+        throw Error("[dist] rank " + std::to_string(r) + " (pid " + std::to_string(pids[size_t(r)]) +
+                    ") died while the ranks were setting up " + what);
+      if (Clock::now() > deadline)
+        throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s setting up " + what +
+                    " on rank " + std::to_string(rank_) + ": rank " + std::to_string(r) +
+                    " never attached (stuck, or not calling the same setup)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout,
+                                                   const std::string& job_tag) {
   if (size < 2) return nullptr;
   if (const char* e = std::getenv("ENGINE_SHM"); e && std::string(e) == "0") return nullptr;
-  // All on one machine? Every rank posts its host and boot id; all must match.
+  // All on one machine? Every rank posts its host and boot id; all must match. The pids
+  // let the waits below notice a rank that dies.
   store.set("shm/host/" + std::to_string(rank), machine_id());
+  store.set("shm/pid/" + std::to_string(rank), std::to_string(getpid()));
   for (int r = 0; r < size; ++r)
     if (store.get("shm/host/" + std::to_string(r)) != machine_id()) return nullptr;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < size; ++r) pids.push_back(pid_t(std::strtol(store.get("shm/pid/" + std::to_string(r)).c_str(), nullptr, 10)));
+  const Deadline d = deadline_in(timeout);
   const size_t bytes = sizeof(Header) + size_t(size) * sizeof(Control) + size_t(size) * 2 * kChunk;
-  std::string name;
+  UnlinkOnExit unlink;
   int fd = -1;
   if (rank == 0) {
-    name = unique_shm_name("/engine");
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) {
-      if (fd >= 0) close(fd), shm_unlink(name.c_str());
+    unlink.name = unique_shm_name(job_tag, "ring");
+    fd = shm_open(unlink.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0 && ftruncate(fd, off_t(bytes)) != 0) close(fd), fd = -1;
+    if (fd < 0) {
       store.set("shm/name", "");  // tell the others to stay on TCP
       return nullptr;
     }
-    store.set("shm/name", name);
+    store.set("shm/name", unlink.name);
   } else {
-    name = store.get("shm/name");
-    if (name.empty()) return nullptr;
-    fd = shm_open(name.c_str(), O_RDWR, 0600);
+    unlink.name = wait_for_key(store, "shm/name", pids[0], d, "shared memory");
+    if (unlink.name.empty()) return nullptr;
+    fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
   }
   // Everyone reports whether it attached; all use shared memory only if all did.
   void* base = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (fd >= 0) close(fd);
-  store.add("shm/attached", base != MAP_FAILED ? 1 : 1000);
-  // Wait until every rank has reported, then decide together.
-  const Deadline d = deadline_in(timeout);
-  // Each rank added 1 (attached) or 1000 (failed): total % 1000 + total / 1000 ranks reported.
-  int64_t total = store.add("shm/attached", 0);
-  while (total % 1000 + total / 1000 < size) {
-    if (Clock::now() > d) throw Error("[init_process_group] timed out setting up shared memory between the ranks");
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    total = store.add("shm/attached", 0);
-  }
-  if (rank == 0) shm_unlink(name.c_str());  // the segment lives on until the last rank unmaps it
-  if (total != size) {
-    if (base != MAP_FAILED) munmap(base, bytes);
-    return nullptr;
-  }
   std::unique_ptr<ShmAllReduce> s(new ShmAllReduce(base, bytes, rank, size, kChunk, timeout));
+  if (base == MAP_FAILED) s->base_ = nullptr;
+  s->job_tag_ = job_tag;
+  store.set("shm/attached/" + std::to_string(rank), base != MAP_FAILED ? "1" : "0");
+  s->wait_for_ranks(store, "shm/attached/", pids, d, "shared memory");
+  for (int r = 0; r < size; ++r)
+    if (store.get("shm/attached/" + std::to_string(r)) != "1") return nullptr;
   s->control(rank)->pid = getpid();
   s->barrier(d);  // every control block filled in before anyone checks pids
   return s;
@@ -171,7 +219,9 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
 ShmAllReduce::ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout)
     : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_(chunk), timeout_(timeout) {}
 
-ShmAllReduce::~ShmAllReduce() { munmap(base_, bytes_); }
+ShmAllReduce::~ShmAllReduce() {
+  if (base_) munmap(base_, bytes_);
+}
 
 ShmAllReduce::Header* ShmAllReduce::header() const { return static_cast<Header*>(base_); }
 ShmAllReduce::Control* ShmAllReduce::control(int r) const {
@@ -240,21 +290,24 @@ void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline, std::str
 Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
   const size_t per_rank = (size_t(numel) * 4 + 63) / 64 * 64;
   const std::string key = "shm/buffer/" + std::to_string(shared_buffers_++);
+  const Deadline d = deadline_in(timeout_);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < size_; ++r) pids.push_back(control(r)->pid);
+  UnlinkOnExit unlink;
   int fd = -1;
   if (rank_ == 0) {
-    const std::string name = unique_shm_name("/engine-buf");
-    fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    ENGINE_REQUIRE(fd >= 0 && ftruncate(fd, off_t(per_rank * size_t(size_))) == 0,
-                   "[dist] cannot create a shared buffer of ", per_rank * size_t(size_), " bytes: ", std::strerror(errno));
-    store.set(key, name);
-    store.add(key + "/attached", 1);
-    while (store.add(key + "/attached", 0) < size_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    shm_unlink(name.c_str());  // everyone has it open; the memory lives until the last unmap
+    unlink.name = unique_shm_name(job_tag_, "buf");
+    fd = shm_open(unlink.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0 && ftruncate(fd, off_t(per_rank * size_t(size_))) != 0) close(fd), fd = -1;
+    const int err = errno;
+    store.set(key, fd >= 0 ? unlink.name : "");  // "": the others fail too, pointing here
+    ENGINE_REQUIRE(fd >= 0, "[dist] cannot create a shared buffer of ", per_rank * size_t(size_), " bytes: ",
+                   std::strerror(err));
   } else {
-    const std::string name = store.get(key);
-    fd = shm_open(name.c_str(), O_RDWR, 0600);
-    ENGINE_REQUIRE(fd >= 0, "[dist] cannot open the shared buffer ", name, ": ", std::strerror(errno));
-    store.add(key + "/attached", 1);
+    unlink.name = wait_for_key(store, key, pids[0], d, "a shared buffer");
+    ENGINE_REQUIRE(!unlink.name.empty(), "[dist] rank 0 could not create a shared buffer (its error says why)");
+    fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
+    ENGINE_REQUIRE(fd >= 0, "[dist] cannot open the shared buffer ", unlink.name, ": ", std::strerror(errno));
   }
   void* base = mmap(nullptr, per_rank * size_t(size_), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
@@ -264,6 +317,9 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
     munmap(s->base, total);
     delete s;
   });
+  // Every rank waits until all have mapped it: only then may the name go (UnlinkOnExit).
+  store.set(key + "/attached/" + std::to_string(rank_), "1");
+  wait_for_ranks(store, key + "/attached/", pids, d, "a shared buffer");
   segments_.push_back(seg);
   char* mine = seg->base + per_rank * size_t(rank_);
   auto storage = std::make_shared<Storage>(mine, size_t(numel) * 4, Device::cpu(), seg);

@@ -48,7 +48,10 @@ class ShmAllReduce {
  public:
   // Creates (rank 0) or attaches (others) the segment named through `store`. Returns
   // nullptr when the ranks are not all on this machine or shared memory is unavailable.
-  static std::unique_ptr<ShmAllReduce> create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout);
+  // Every wait is bounded by `timeout` and watches the other ranks' pids; no path, failed
+  // or not, leaves the segment's name in /dev/shm. `job_tag` (shm_job_tag) starts the name.
+  static std::unique_ptr<ShmAllReduce> create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout,
+                                              const std::string& job_tag);
   ~ShmAllReduce();
 
   // Posts this rank's call and checks that all ranks made the same one; throws naming both.
@@ -59,7 +62,7 @@ class ShmAllReduce {
   // Tells every waiting rank that this one failed, with why.
   void abort(const std::string& why);
 
-  // A buffer of `bytes` in a new segment that every rank maps, one slice per rank
+  // A buffer of `numel` floats in a new segment that every rank maps, one slice per rank
   // (collective). all_reduce on memory inside this rank's slice works in place: each rank
   // reduces its segment straight from every rank's slice and writes the result into all
   // of them, with no staging and no copying out.
@@ -68,6 +71,10 @@ class ShmAllReduce {
  private:
   ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout);
   void barrier(Deadline deadline);
+  // Polls the store until every rank r has set prefix + r; names a rank that died (by pid)
+  // or, at the deadline, the first rank missing.
+  void wait_for_ranks(TCPStore& store, const std::string& prefix, const std::vector<pid_t>& pids, Deadline deadline,
+                      const char* what);
   // The registered slices that hold [data, data + bytes) in this rank's slice, if any:
   // returns the matching addresses in every rank's slice.
   bool find_slices(const char* data, size_t bytes, std::vector<char*>* peers) const;
@@ -92,6 +99,11 @@ class ShmAllReduce {
   uint32_t half_ = 0;
   uint64_t posted_ = 0;       // how many calls this rank has posted
   std::string current_call_;  // the call in progress, in words, for error messages
+  std::string job_tag_;
 };
+
+// The tag every shared-memory name of the job with this token starts with
+// (/dev/shm/engine-<tag>-...): the launcher removes what a killed job left behind.
+std::string shm_job_tag(const std::string& token);
 
 }  // namespace engine::dist

@@ -22,7 +22,7 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
                  " (RANK must be less than WORLD_SIZE)");
   connect_mesh();
-  if (options_.shared_memory) shm_ = ShmAllReduce::create(*store_, rank_, size_, options_.timeout);
+  if (options_.shared_memory) shm_ = ShmAllReduce::create(*store_, rank_, size_, options_.timeout, shm_job_tag(options_.token));
   worker_ = std::thread([this] { worker_loop(); });
 }
 

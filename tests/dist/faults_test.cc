@@ -2,6 +2,7 @@
 // a rank that stops answering, a stranger on the port. Every survivor must raise an error
 // naming the problem, within a bounded time, and never hang.
 #include <cstring>
+#include <filesystem>
 
 #include "catch2/catch.hpp"
 #include "tensor/ops.h"
@@ -164,4 +165,67 @@ TEST_CASE("a process with another job's token cannot join the mesh") {
     named = named || r.output.find("another job's token") != std::string::npos;
   }
   RANK_REQUIRE(named);
+}
+
+namespace {
+// The /dev/shm names a process with this pid made (the pid is part of every name).
+std::vector<std::string> shm_names_of(pid_t pid) {
+  std::vector<std::string> names;
+  const std::string mark = "-" + std::to_string(pid) + "-";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/dev/shm", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind("engine-", 0) == 0 && n.find(mark) != std::string::npos) names.push_back(n);
+  }
+  return names;
+}
+}  // namespace
+
+TEST_CASE("a rank that never joins a shared buffer's setup is named at the timeout, and no segment is left") {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
+    if (g.rank() == 1) {
+      g.barrier().wait();                   // the barrier shared_buffer starts with...
+      std::this_thread::sleep_for(2500ms);  // ...but not the setup itself
+      return;
+    }
+    (void)g.shared_buffer(1024);
+  }, 1s);
+  RANK_REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s setting up a shared buffer on rank 0") &&
+                                 Catch::Contains("rank 1 never attached"));
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
+  RANK_REQUIRE(shm_names_of(getpid()).empty());
+}
+
+TEST_CASE("a rank killed before a shared buffer's setup is named within seconds, and no segment is left") {
+  int port = 0;
+  { port = Listener::bind("127.0.0.1", 0).port(); }
+  auto results = run_processes(2, [port](int rank, int fd) {
+    StoreOptions so;
+    so.timeout = 30s;
+    auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
+    TCPGroupOptions go;
+    go.timeout = 30s;  // far longer than the bound below: the error must come from seeing the death
+    ProcessGroupTCP g(store, rank, 2, go);
+    if (rank == 1) {
+      g.barrier().wait();
+      raise(SIGKILL);
+    }
+    const std::string pid = "pid " + std::to_string(getpid()) + ": ";
+    (void)!write(fd, pid.data(), pid.size());
+    try {
+      (void)g.shared_buffer(1 << 20);
+    } catch (const Error& e) {
+      (void)!write(fd, e.what(), std::strlen(e.what()));
+      return 3;
+    }
+    return 0;
+  });
+  INFO("rank 0: " << results[0].output);
+  RANK_REQUIRE(results[1].exit_code == -SIGKILL);
+  RANK_REQUIRE(results[0].exit_code == 3);
+  RANK_REQUIRE_THAT(results[0].output, Catch::Contains("rank 1 (pid") && Catch::Contains("died while the ranks were setting up a shared buffer"));
+  RANK_REQUIRE(results[0].seconds < 10);
+  const pid_t rank0 = pid_t(std::atol(results[0].output.c_str() + 4));
+  RANK_REQUIRE(shm_names_of(rank0).empty());
 }

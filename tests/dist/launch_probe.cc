@@ -2,8 +2,18 @@
 // the ranks with all_reduce, and fails or hangs on request.
 //   PROBE_FAIL_RANK=r : rank r exits with status 3 before the all-reduce
 //   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
+//   PROBE_STOP_RANK=r : rank r stops itself (SIGSTOP) before the all-reduce
+//   PROBE_LEAK_SHM=1 : rank 0 creates a shared-memory name of the job's, then kill -9s itself
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include "dist/shm_allreduce.h"
 
 #include "dist/dist.h"
 #include "tensor/ops.h"
@@ -20,6 +30,17 @@ int main() try {
   if (fail && std::atoi(fail) == rank) {
     std::fprintf(stderr, "failing on purpose\n");
     return 3;
+  }
+  const char* stop = std::getenv("PROBE_STOP_RANK");
+  if (stop && std::atoi(stop) == rank) raise(SIGSTOP);
+  if (std::getenv("PROBE_LEAK_SHM") && rank == 0) {
+    // What a rank killed in the middle of a shared-memory setup leaves behind.
+    const std::string name = "/engine-" + dist::shm_job_tag(std::getenv("ENGINE_JOB_TOKEN")) + "-buf-" +
+                             std::to_string(getpid()) + "-0-probe";
+    const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    std::printf("left /dev/shm%s (fd %d)\n", name.c_str(), fd);
+    std::fflush(stdout);
+    raise(SIGKILL);
   }
   Tensor t = full({1}, double(rank));
   dist::all_reduce(t);

@@ -1,6 +1,7 @@
 // The launcher: environment per rank, output labelled by rank, and on a failure the other
 // ranks stopped with the failing rank's status and a one-line reason.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -76,4 +77,25 @@ TEST_CASE("node ranks and multi-node arguments") {
   const Run missing = run(kLaunch + " --nproc_per_node=1 /nonexistent/program");
   REQUIRE(missing.status == 127);
   REQUIRE_THAT(missing.output, Catch::Contains("cannot run /nonexistent/program"));
+}
+
+TEST_CASE("a stopped rank is named by the launcher, not the survivor that timed out waiting for it") {
+  const Run r = run("PROBE_STOP_RANK=1 ENGINE_DIST_TIMEOUT=2 " + kLaunch + " --nproc_per_node=2 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 1);
+  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
+                             Catch::Contains("is stopped (SIGSTOP, or held by a debugger), and rank 0 (pid") &&
+                             Catch::Contains("exited with status 1 waiting for it"));
+  REQUIRE(r.seconds < 15);
+}
+
+TEST_CASE("shared-memory names a killed rank left are removed when the job ends") {
+  const Run r = run("PROBE_LEAK_SHM=1 " + kLaunch + " --nproc_per_node=2 --job_token=leak-test " + kProbe);
+  INFO(r.output);
+  const size_t at = r.output.find("left /dev/shm/");
+  REQUIRE(at != std::string::npos);
+  const std::string path = r.output.substr(at + 5, r.output.find(' ', at + 5) - at - 5);
+  REQUIRE(path.rfind("/dev/shm/engine-", 0) == 0);
+  REQUIRE(r.status == 128 + 9);
+  REQUIRE(access(path.c_str(), F_OK) != 0);  // gone
 }
