@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "dist/nccl_group.h"
@@ -101,6 +102,100 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, Sto
   throw Error("[init_process_group] timed out waiting for rank 0's address in " + path + " (" + last_error + ")");
 }
 
+// ---- The rendezvous check. Before any connection between ranks, each rank claims its
+// RANK in the store and compares its view of the job with every other rank's, so that a
+// misconfigured job fails within seconds, naming the cause and the ranks, instead of
+// waiting out the timeout: two processes with one RANK, ranks that disagree on
+// WORLD_SIZE, or a rank of another job that found this port (same token, another launcher).
+
+struct Claim {
+  int world = 0, group_rank = -1;
+  std::string launch_id, who;  // who: "pid P on HOST"
+};
+
+std::string encode(const Claim& c) {
+  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " + (c.launch_id.empty() ? "-" : c.launch_id) +
+         " " + c.who;
+}
+
+Claim decode(const std::string& s) {
+  Claim c;
+  std::istringstream in(s);
+  in >> c.world >> c.group_rank >> c.launch_id;
+  std::getline(in >> std::ws, c.who);
+  if (c.launch_id == "-") c.launch_id.clear();
+  return c;
+}
+
+// Rank 0 serves the store: leaving at once would cut the others off before they read
+// why, and they would report a lost connection instead. So it waits, a few seconds at
+// most, until every rank that claimed a RANK has read the error.
+void linger_until_read(TCPStore& store, int rank, int world) {
+  if (rank != 0) return;
+  const Deadline d = deadline_in(std::chrono::seconds(3));
+  while (Clock::now() < d) {
+    int claimed = 0;
+    std::string unused;
+    for (int r = 1; r < world; ++r) claimed += store.try_get("rdzv/rank/" + std::to_string(r), &unused);
+    if (store.add("rdzv/error_read", 0) >= claimed) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+[[noreturn]] void rendezvous_failed(TCPStore& store, int rank, int world, const std::string& why) {
+  if (rank != 0) store.add("rdzv/error_read", 1);
+  linger_until_read(store, rank, world);
+  throw Error(why);
+}
+
+[[noreturn]] void fail_rendezvous(TCPStore& store, int rank, int world, const std::string& why) {
+  store.compare_set("rdzv/error", "", why);  // the first problem found is what every rank reports
+  rendezvous_failed(store, rank, world, why);
+}
+
+void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::milliseconds timeout) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  Claim mine{info.world_size, env_int("GROUP_RANK", -1), env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
+             "pid " + std::to_string(getpid()) + " on " + host};
+  const std::string me = "rank " + std::to_string(info.rank);
+  auto fail = [&](const std::string& why) { fail_rendezvous(store, info.rank, info.world_size, why); };
+  auto give_up = [&](const std::string& why) { rendezvous_failed(store, info.rank, info.world_size, why); };
+  const std::string held = store.compare_set("rdzv/rank/" + std::to_string(info.rank), "", encode(mine));
+  if (held != encode(mine))
+    fail("[init_process_group] two processes claim RANK=" + std::to_string(info.rank) + ": " + decode(held).who +
+         " and " + mine.who + "; every process needs its own RANK");
+  const Deadline d = deadline_in(timeout);
+  std::string error, missing;
+  for (int r = 0; r < info.world_size; ++r) {
+    std::string value;
+    while (!store.try_get("rdzv/rank/" + std::to_string(r), &value)) {
+      if (store.try_get("rdzv/error", &error)) give_up(error);
+      if (Clock::now() > d) {
+        for (int k = r; k < info.world_size; ++k)
+          if (!store.try_get("rdzv/rank/" + std::to_string(k), &value))
+            missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+        throw Error("[init_process_group] " + me + " timed out waiting for rank(s) " + missing +
+                    " to connect: they have not started, failed, or were refused");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const Claim other = decode(value);
+    if (other.world != mine.world)
+      fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who +
+           ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who + ") has " +
+           std::to_string(mine.world) + "; start every rank with the same WORLD_SIZE");
+    // Two launchers on one node are two jobs: same token and port, but not one job.
+    if (other.group_rank == mine.group_rank && other.group_rank >= 0 && !other.launch_id.empty() &&
+        !mine.launch_id.empty() && other.launch_id != mine.launch_id)
+      fail("[init_process_group] another job is using MASTER_PORT " + std::to_string(store.port()) +
+           " with the same token: rank " + std::to_string(r) + " (" + other.who + ") was started by another "
+           "launcher than " + me + " (" + mine.who + "); give each job its own --master_port (or let the launcher "
+           "pick one)");
+  }
+  if (store.try_get("rdzv/error", &error)) give_up(error);
+}
+
 DefaultGroup& current(const char* op) {
   ENGINE_REQUIRE(g_default != nullptr, "[", op, "] the default process group is not initialized: call "
                  "dist::init_process_group() first (or it was already destroyed)");
@@ -121,18 +216,21 @@ LaunchInfo parse_launch_env() {
   if (env("RANK") || env("WORLD_SIZE")) {
     info.source = "torchrun-style";
     info.rank = env_int("RANK", -1);
+    info.rank_given = env("RANK") != nullptr;
     info.world_size = env_int("WORLD_SIZE", -1);
     info.local_rank = env_int("LOCAL_RANK", 0);
     info.local_world_size = env_int("LOCAL_WORLD_SIZE", 1);
   } else if (env("SLURM_PROCID")) {
     info.source = "slurm";
     info.rank = env_int("SLURM_PROCID", -1);
+    info.rank_given = true;
     info.world_size = env_int("SLURM_NTASKS", -1);
     info.local_rank = env_int("SLURM_LOCALID", 0);
     info.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1);
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     info.source = "openmpi";
     info.rank = env_int("OMPI_COMM_WORLD_RANK", -1);
+    info.rank_given = true;
     info.world_size = env_int("OMPI_COMM_WORLD_SIZE", -1);
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
     info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
@@ -143,6 +241,11 @@ LaunchInfo parse_launch_env() {
 }
 
 void check_rank(const LaunchInfo& info) {
+  // Set but out of range is a different mistake from not set at all.
+  ENGINE_REQUIRE(info.world_size == -1 || info.world_size >= 1, "[init_process_group] WORLD_SIZE=", info.world_size,
+                 " is invalid: it is the number of processes, at least 1");
+  ENGINE_REQUIRE(info.rank >= -1 && !(info.rank == -1 && info.rank_given), "[init_process_group] RANK=", info.rank,
+                 " is invalid: ranks run from 0 to WORLD_SIZE - 1");
   ENGINE_REQUIRE(info.rank >= 0 && info.world_size >= 1,
                  "[init_process_group] RANK and WORLD_SIZE are not set: start the processes with the launcher "
                  "(bazel run //dist:launch -- --nproc_per_node=2 ...), srun or mpirun, export RANK and WORLD_SIZE, "
@@ -152,6 +255,9 @@ void check_rank(const LaunchInfo& info) {
 }
 
 void check_master(const LaunchInfo& info) {
+  ENGINE_REQUIRE(info.master_port != 0 || info.world_size == 1, "[init_process_group] MASTER_PORT=0 with WORLD_SIZE=",
+                 info.world_size, ": rank 0 would listen on a port of its choosing that the other ranks cannot know; "
+                 "export a fixed free port such as 29500, or use the launcher (it picks one and tells every rank)");
   ENGINE_REQUIRE(!info.master_addr.empty(), "[init_process_group] MASTER_ADDR is not set: export the address of "
                  "rank 0's machine (127.0.0.1 on one machine), or use the launcher");
   ENGINE_REQUIRE(info.master_port >= 0 && info.master_port <= 65535, "[init_process_group] MASTER_PORT is ",
@@ -193,6 +299,8 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     std::string host;
     int port = 0;
     parse_host_port(m.substr(6), "init_method", &host, &port);
+    ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m, " has port 0 with world "
+                   "size ", info.world_size, ": the other ranks cannot know which port rank 0 picks; give a fixed port");
     g->store = std::make_shared<TCPStore>(host, port, info.rank == 0, so);
   } else if (m.rfind("file://", 0) == 0) {
     g->store = file_rendezvous(m.substr(7), info.rank, so, &g->file_to_remove);
@@ -200,6 +308,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
   }
 
+  check_rendezvous(*g->store, info, so.timeout);
   if (cpu) {
     TCPGroupOptions to;
     to.timeout = so.timeout;

@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.token.empty()) o.token = random_token();
+  const std::string launch_id = random_token().substr(0, 16);
   const std::string program = resolve_program(o.command[0]);
   const int world = o.nproc_per_node * o.nnodes;
 
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
       set("MASTER_PORT", std::to_string(o.master_port));
       set("TORCHELASTIC_RESTART_COUNT", "0");
       set("ENGINE_JOB_TOKEN", o.token);
+      set("ENGINE_LAUNCH_ID", launch_id);  // this launcher's: ranks on one node compare it at rendezvous
       std::vector<char*> args;
       for (auto& s : o.command) args.push_back(const_cast<char*>(s.c_str()));
       args[0] = const_cast<char*>(program.c_str());

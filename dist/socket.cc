@@ -158,13 +158,16 @@ Listener Listener::bind(const std::string& host, int port) {
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in addr = resolve(host, port);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  // With SO_REUSEADDR two processes can both bind one port; the second then fails in
+  // listen(). Either way it is the same mistake, and gets the same words.
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (!bound || ::listen(fd, 128) != 0) {
     const int err = errno;
     throw Error("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) +
-                (err == EADDRINUSE ? " (another process holds this port: pick another MASTER_PORT, or 0 for a free one)"
+                (err == EADDRINUSE ? " (another process, perhaps another job, holds this port: give this job another "
+                                     "MASTER_PORT, or omit --master_port and the launcher picks a free one)"
                                    : ""));
   }
-  ENGINE_REQUIRE(::listen(fd, 128) == 0, "[dist] listen() failed: ", std::strerror(errno));
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   l.port_ = ntohs(addr.sin_port);

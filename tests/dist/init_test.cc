@@ -144,13 +144,94 @@ TEST_CASE("bad configuration says what to fix") {
   // A port that another process holds.
   dist::Listener holder = dist::Listener::bind("127.0.0.1", 0);
   setenv("MASTER_PORT", std::to_string(holder.port()).c_str(), 1);
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("another process holds this port"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("another process, perhaps another job, holds this port"));
   // nccl without a GPU (or without CUDA in the build) says so and points to gloo.
   setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
   REQUIRE_THROWS_WITH(dist::init_process_group("nccl"), Catch::Contains("nccl") && Catch::Contains("gloo"));
   REQUIRE_FALSE(dist::is_initialized());
   REQUIRE_THROWS_WITH(dist::get_rank(), Catch::Contains("not initialized"));
   clear_launch_env();
+}
+
+TEST_CASE("set but invalid RANK and WORLD_SIZE, and MASTER_PORT=0 for several ranks, are named as such") {
+  clear_launch_env();
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("RANK", "-1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("RANK=-1 is invalid"));
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "0", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("WORLD_SIZE=0 is invalid"));
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_PORT", "0", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("MASTER_PORT=0 with WORLD_SIZE=2"));
+  dist::InitOptions tcp;
+  tcp.init_method = "tcp://127.0.0.1:0";
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo", tcp), Catch::Contains("has port 0 with world size 2"));
+  REQUIRE_FALSE(dist::is_initialized());
+  clear_launch_env();
+}
+
+namespace {
+// Runs `world` processes whose environment `setup` gives, each timing out only after 60 s,
+// and returns what each said (its error, or its sum).
+std::vector<ChildResult> run_misconfigured(int world, const std::function<void(int child)>& setup,
+                                           std::chrono::milliseconds hold = 0ms) {
+  return run_processes(world, [&](int child, int fd) {
+    clear_launch_env();
+    setenv("ENGINE_DIST_TIMEOUT", "60", 1);
+    setup(child);
+    try {
+      dist::init_process_group("gloo");
+      std::this_thread::sleep_for(hold);  // a job that is still running
+      Tensor t = full({1}, 1.0);
+      dist::all_reduce(t);
+      report(fd, "sum=" + std::to_string(int(t.item())));
+      dist::destroy_process_group();
+    } catch (const std::exception& e) {
+      report(fd, e.what());
+      return 1;
+    }
+    return 0;
+  });
+}
+}  // namespace
+
+TEST_CASE("ranks that disagree on WORLD_SIZE fail within seconds, naming both sizes and the ranks") {
+  const int port = free_port();
+  auto res = run_misconfigured(3, [port](int child) {
+    setenv("RANK", std::to_string(child).c_str(), 1);
+    setenv("WORLD_SIZE", child == 1 ? "2" : "3", 1);  // rank 1 thinks the job has 2 ranks
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  });
+  for (auto& r : res) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 1);
+    REQUIRE_THAT(r.output, Catch::Contains("ranks disagree on WORLD_SIZE") && Catch::Contains("has 3") &&
+                               Catch::Contains("has 2"));
+    REQUIRE(r.seconds < 10);  // the timeout is 60 s
+  }
+}
+
+TEST_CASE("two processes with the same RANK: the second claimant is refused within seconds, naming both") {
+  const int port = free_port();
+  auto res = run_misconfigured(3, [port](int child) {
+    setenv("RANK", child == 0 ? "0" : "1", 1);  // children 1 and 2 both say RANK=1
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    if (child == 2) std::this_thread::sleep_for(300ms);  // the late one: the job has passed its rendezvous
+  }, /*hold=*/1500ms);
+  for (auto& r : res) {
+    INFO(r.output);
+    REQUIRE(r.seconds < 10);  // the timeout is 60 s
+  }
+  INFO(res[2].output);
+  REQUIRE(res[2].exit_code == 1);
+  REQUIRE_THAT(res[2].output, Catch::Contains("two processes claim RANK=1: pid " + std::to_string(res[1].pid)) &&
+                                  Catch::Contains("every process needs its own RANK"));
 }
 
 TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {

@@ -99,3 +99,20 @@ TEST_CASE("shared-memory names a killed rank left are removed when the job ends"
   REQUIRE(r.status == 128 + 9);
   REQUIRE(access(path.c_str(), F_OK) != 0);  // gone
 }
+
+TEST_CASE("two jobs started together on one port with one token: each ends within seconds, the loser told why") {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  for (int round = 0; round < 3; ++round) {
+    const std::string job = "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nproc_per_node=2 --master_port=" +
+                            std::to_string(29650 + round) + " --job_token=same " + kProbe;
+    const Run r = run("sh -c '" + job + " >" + dir + "/a.log 2>&1 & " + job + " >" + dir + "/b.log 2>&1 & wait; cat " +
+                      dir + "/a.log " + dir + "/b.log'");
+    INFO("round " << round << ":\n" << r.output);
+    REQUIRE(r.seconds < 20);  // the timeout is 60 s
+    const bool someone_failed = r.output.find("launch: rank") != std::string::npos;
+    REQUIRE(someone_failed);  // one port cannot serve two jobs
+    REQUIRE_THAT(r.output, Catch::Contains("perhaps another job, holds this port") ||
+                               Catch::Contains("another job is using MASTER_PORT") ||
+                               Catch::Contains("two processes claim RANK"));
+  }
+}

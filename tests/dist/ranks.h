@@ -64,6 +64,7 @@ struct ChildResult {
   int exit_code = -1;   // -signal when killed
   std::string output;   // what the child wrote to its report pipe
   double seconds = 0;   // from start until it exited
+  pid_t pid = 0;
 };
 
 // Forks `world` children running fn(rank) (its return value is the exit code; it can write
@@ -103,6 +104,7 @@ inline std::vector<ChildResult> run_processes(int world, const std::function<int
     waitpid(pids[size_t(r)], &status, 0);
     out[size_t(r)].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out[size_t(r)].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    out[size_t(r)].pid = pids[size_t(r)];
     char buf[4096];
     ssize_t n;
     while ((n = read(fds[size_t(r)], buf, sizeof buf)) > 0) out[size_t(r)].output.append(buf, size_t(n));
