@@ -6,16 +6,14 @@
 
 #include <cstring>
 
+#include "dist/store_server.h"
 #include "tensor/check.h"
 
 namespace engine::dist {
 
 namespace {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCompareSet = 4, kDelete = 5, kNumKeys = 6 };
-constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
-constexpr uint32_t kMaxKey = 4096;
-constexpr uint32_t kMaxValue = 64u << 20;
+using namespace store_wire;
 
 void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 
@@ -32,144 +30,6 @@ std::string read_blob(const Socket& s, uint32_t limit, Deadline d, const std::st
 
 }  // namespace
 
-// The server: one thread accepts, one thread per client serves its requests in order.
-class TCPStore::Server {
- public:
-  Server(Listener listener, std::string token) : listener_(std::move(listener)), token_(std::move(token)) {
-    accept_thread_ = std::thread([this] { accept_loop(); });
-  }
-
-  ~Server() {
-    stop_ = true;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& c : clients_) c->socket.shutdown();
-    }
-    accept_thread_.join();
-    for (auto& c : clients_) c->thread.join();
-  }
-
- private:
-  void accept_loop() {
-    while (!stop_) {
-      Socket s;
-      try {
-        s = listener_.accept(deadline_in(std::chrono::milliseconds(100)));
-      } catch (const Error&) {
-        continue;  // timeout: check stop_ and keep accepting
-      }
-      auto client = std::make_shared<Client>();
-      client->socket = std::move(s);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-      reap_finished_clients();
-      client->thread = std::thread([this, client] {
-        serve(client->socket);
-        client->socket.shutdown();  // the client sees the connection end, not a silent stall
-        client->finished = true;
-      });
-      clients_.push_back(client);
-    }
-  }
-
-  // Joins the threads of clients that have gone, so that a server that sees many
-  // connections over a long job (or a stream of strangers) does not accumulate them.
-  // Called with mu_ held.
-  void reap_finished_clients() {
-    for (auto it = clients_.begin(); it != clients_.end();) {
-      if ((*it)->finished) {
-        (*it)->thread.join();
-        it = clients_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  void serve(const Socket& s) {
-    try {
-      // Handshake: magic and the job's token, within a short deadline.
-      const Deadline hello = deadline_in(std::chrono::seconds(10));
-      uint32_t magic = 0;
-      s.recv_all(&magic, 4, hello, "a store client");
-      if (magic != kMagic) return;  // not one of ours: drop it
-      if (read_blob(s, kMaxKey, hello, "a store client") != token_) return;
-      const uint8_t ok = 1;
-      s.send_all(&ok, 1, hello, "a store client");
-      while (!stop_) {
-        if (!wait_fd(s.fd(), false, deadline_in(std::chrono::milliseconds(100)))) continue;
-        uint8_t cmd = 0;
-        const Deadline d = deadline_in(std::chrono::seconds(30));
-        s.recv_all(&cmd, 1, d, "a store client");
-        const std::string key = read_blob(s, kMaxKey, d, "a store client");
-        const std::string value = read_blob(s, kMaxValue, d, "a store client");
-        std::string reply = handle(cmd, key, value);
-        std::string msg;
-        put_u32(msg, uint32_t(reply.size()));
-        msg += reply;
-        s.send_all(msg.data(), msg.size(), d, "a store client");
-      }
-    } catch (const Error&) {
-      // A client that disconnects (or misbehaves) only ends its own connection.
-    }
-  }
-
-  std::string handle(uint8_t cmd, const std::string& key, const std::string& value) {
-    std::lock_guard<std::mutex> lock(mu_);
-    switch (cmd) {
-      case kSet:
-        data_[key] = value;
-        return "";
-      case kGet: {
-        auto it = data_.find(key);
-        return it == data_.end() ? std::string("\0", 1) : "\1" + it->second;  // found flag + value
-      }
-      case kAdd: {
-        int64_t delta = 0, current = 0;
-        if (value.size() == 8) std::memcpy(&delta, value.data(), 8);
-        auto it = data_.find(key);
-        if (it != data_.end() && it->second.size() == 8) std::memcpy(&current, it->second.data(), 8);
-        current = int64_t(uint64_t(current) + uint64_t(delta));  // wraps, as the client's int64 would
-        data_[key] = std::string(reinterpret_cast<const char*>(&current), 8);
-        return data_[key];
-      }
-      case kCompareSet: {
-        // value = [u32 expected length][expected][desired]
-        uint32_t n = 0;
-        if (value.size() < 4) return "";
-        std::memcpy(&n, value.data(), 4);
-        if (n > value.size() - 4) return "";
-        const std::string expected = value.substr(4, n), desired = value.substr(4 + n);
-        auto it = data_.find(key);
-        const std::string current = it == data_.end() ? "" : it->second;
-        if (current == expected) data_[key] = desired;
-        return data_.count(key) ? data_[key] : "";
-      }
-      case kDelete:
-        return data_.erase(key) ? "\1" : std::string("\0", 1);
-      case kNumKeys: {
-        const int64_t n = int64_t(data_.size());
-        return std::string(reinterpret_cast<const char*>(&n), 8);
-      }
-      default:
-        throw Error("[store] unknown command");
-    }
-  }
-
-  Listener listener_;
-  std::string token_;
-  std::atomic<bool> stop_{false};
-  std::thread accept_thread_;
-  std::mutex mu_;
-  struct Client {
-    Socket socket;
-    std::thread thread;
-    std::atomic<bool> finished{false};
-  };
-  std::vector<std::shared_ptr<Client>> clients_;
-  std::map<std::string, std::string> data_;
-};
-
 TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptions options)
     : host_(host), port_(port), options_(std::move(options)) {
   if (is_server) {
@@ -179,18 +39,28 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
   }
   const Deadline d = deadline_in(options_.timeout);
   const std::string peer = "the rendezvous store (rank 0)";
-  sock_ = Socket::connect(host_, port_, d, peer);
-  std::string hello;
-  put_u32(hello, kMagic);
-  put_u32(hello, uint32_t(options_.token.size()));
-  hello += options_.token;
-  sock_.send_all(hello.data(), hello.size(), d, peer);
-  uint8_t ok = 0;
-  try {
-    sock_.recv_all(&ok, 1, d, peer);
-  } catch (const Error&) {
-    throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) +
-                " refused this process: its job token differs (is another job using this MASTER_PORT?)");
+  while (true) {
+    sock_ = Socket::connect(host_, port_, d, peer);
+    std::string hello;
+    put_u32(hello, kMagic);
+    put_u32(hello, uint32_t(options_.token.size()));
+    hello += options_.token;
+    sock_.send_all(hello.data(), hello.size(), d, peer);
+    uint8_t answer = 0;
+    try {
+      sock_.recv_all(&answer, 1, d, peer);
+    } catch (const Error& e) {
+      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) + " closed the connection during the "
+                  "handshake: rank 0 has probably failed or is stopping (look for its error); " + e.what());
+    }
+    if (answer == kAccepted) return;
+    if (answer == kRefused)
+      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) +
+                  " refused this process: its job token differs (is another job using this MASTER_PORT?)");
+    // kBusy: the store is at its connection limit; try again until the deadline.
+    if (Clock::now() > d)
+      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) + " stayed at its connection limit");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

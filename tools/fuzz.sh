@@ -25,7 +25,7 @@ flags=(-std=c++17 -O1 -g -I. -fno-omit-frame-pointer -fsanitize=address,undefine
 
 # The engine, once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 sources=(tensor/*.cc tensor/cuda/runtime_none.cc autograd/*.cc nn/*.cc data/*.cc
-         dist/allreduce_ring.cc dist/process_group.cc dist/shm_allreduce.cc dist/socket.cc dist/store.cc
+         dist/allreduce_ring.cc dist/process_group.cc dist/shm_allreduce.cc dist/socket.cc dist/store.cc dist/store_server.cc
          dist/tcp_collectives.cc dist/tcp_group.cc dist/dist.cc dist/nccl_group_none.cc dist/launch_args.cc
          tools/flags/flags.cc lessons/fashion_mnist/trainer.cc)
 objects=()

@@ -1,9 +1,14 @@
 // The rendezvous store: its operations, waiting, timeouts, and refusing strangers.
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "catch2/catch.hpp"
 #include "tests/rank_assert.h"
 #include "dist/store.h"
+#include "tensor/check.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -111,4 +116,111 @@ TEST_CASE("oversized lengths from the network are refused before allocating") {
   TCPStore client("127.0.0.1", server.port(), false, opts());
   client.set("still", "here");
   RANK_REQUIRE(server.get("still") == "here");
+}
+
+namespace {
+int threads_now() {
+  int n = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+long rss_kb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return 0;
+}
+
+// A raw connection that has passed the handshake with `token`.
+Socket handshaken(int port, const std::string& token) {
+  Socket raw = Socket::connect("127.0.0.1", port, deadline_in(2s), "store");
+  const uint32_t hello[2] = {0x44445053, uint32_t(token.size())};
+  raw.send_all(hello, sizeof hello, deadline_in(2s), "store");
+  raw.send_all(token.data(), token.size(), deadline_in(2s), "store");
+  uint8_t ok = 0;
+  raw.recv_all(&ok, 1, deadline_in(2s), "store");
+  return raw;
+}
+}  // namespace
+
+TEST_CASE("hundreds of idle connections cost the store no threads, and the job's clients are served at once") {
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
+  TCPStore server("127.0.0.1", 0, true, opts(5s, "secret"));
+  const int before = threads_now();
+  std::vector<Socket> idle;
+  for (int i = 0; i < 600; ++i) idle.push_back(Socket::connect("127.0.0.1", server.port(), deadline_in(2s), "store"));
+  std::this_thread::sleep_for(200ms);  // the server has seen them all
+  RANK_REQUIRE(threads_now() - before <= 2);  // one thread handshakes them all
+  const auto t0 = std::chrono::steady_clock::now();
+  TCPStore client("127.0.0.1", server.port(), false, opts(5s, "secret"));
+  client.set("k", "v");
+  RANK_REQUIRE(server.get("k") == "v");
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 1s);
+}
+
+TEST_CASE("clients announcing huge values cannot make the store hold more than its limit") {
+  TCPStore server("127.0.0.1", 0, true, opts(5s, "secret"));
+  const long rss0 = rss_kb();
+  // 24 clients with the token each announce a 16 MB value (the most one value may be)
+  // and send 64 KB of it: the store may count 256 MB against its limit, but holds only
+  // what arrived, and refuses the clients past the limit.
+  std::vector<Socket> greedy;
+  const std::string chunk(64 << 10, 'x');
+  for (int i = 0; i < 24; ++i) {
+    Socket s = handshaken(server.port(), "secret");
+    const uint8_t cmd = 1;
+    const uint32_t key_len = 1, value_len = 16u << 20;
+    s.send_all(&cmd, 1, deadline_in(2s), "store");
+    s.send_all(&key_len, 4, deadline_in(2s), "store");
+    s.send_all("k", 1, deadline_in(2s), "store");
+    s.send_all(&value_len, 4, deadline_in(2s), "store");
+    try {
+      s.send_all(chunk.data(), chunk.size(), deadline_in(2s), "store");
+    } catch (const Error&) {  // refused already
+    }
+    greedy.push_back(std::move(s));
+  }
+  std::this_thread::sleep_for(300ms);
+  int dropped = 0;
+  for (auto& s : greedy) {
+    char byte;
+    try {
+      if (wait_fd(s.fd(), false, deadline_in(10ms))) s.recv_all(&byte, 1, deadline_in(10ms), "store");
+    } catch (const Error&) {
+      ++dropped;
+    }
+  }
+  RANK_REQUIRE(dropped >= 8);                  // 16 x 16 MB reach the limit
+  RANK_REQUIRE(rss_kb() - rss0 < 64 * 1024);  // not 24 x 16 MB = 384 MB
+  TCPStore client("127.0.0.1", server.port(), false, opts(5s, "secret"));
+  client.set("small", "fits");
+  RANK_REQUIRE(server.get("small") == "fits");
+  // One value over the limit for a single value is refused outright.
+  Socket big = handshaken(server.port(), "secret");
+  const uint8_t cmd = 1;
+  const uint32_t key_len = 1, value_len = 64u << 20;
+  big.send_all(&cmd, 1, deadline_in(2s), "store");
+  big.send_all(&key_len, 4, deadline_in(2s), "store");
+  big.send_all("k", 1, deadline_in(2s), "store");
+  big.send_all(&value_len, 4, deadline_in(2s), "store");
+  char byte;
+  RANK_REQUIRE_THROWS_WITH(big.recv_all(&byte, 1, deadline_in(2s), "store"), Catch::Contains("closed"));
+}
+
+TEST_CASE("a store that closes during the handshake is reported as such, not as another job's token") {
+  Listener l = Listener::bind("127.0.0.1", 0);
+  std::thread closer([&] {
+    Socket s = l.accept(deadline_in(5s));
+    char buf[16];
+    s.recv_all(buf, 8, deadline_in(5s), "client");  // magic and an empty token's length
+  });                                               // then closes, as a rank 0 that failed would
+  RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", l.port(), false, opts(5s)),
+                           Catch::Contains("closed the connection during the handshake") &&
+                               !Catch::Contains("token differs"));
+  closer.join();
 }

@@ -1,0 +1,267 @@
+#include "dist/store_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "tensor/check.h"
+
+namespace engine::dist {
+
+using namespace store_wire;
+
+struct TCPStore::Server::Pending {
+  Socket socket;
+  std::string got;  // the handshake bytes so far: magic, token length, token
+  Deadline until;
+};
+
+TCPStore::Server::Server(Listener listener, std::string token) : listener_(std::move(listener)), token_(std::move(token)) {
+  accept_thread_ = std::thread([this] { accept_loop(); });
+}
+
+TCPStore::Server::~Server() {
+  stop_ = true;
+  accept_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : clients_) c->socket.shutdown();
+  }
+  for (auto& c : clients_) c->thread.join();
+}
+
+void TCPStore::Server::log(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& [when, suppressed] = last_logged_[reason];
+  if (Clock::now() - when < std::chrono::seconds(1)) {
+    ++suppressed;
+    return;
+  }
+  std::fprintf(stderr, "[store] %s%s\n", reason.c_str(),
+               suppressed ? (" (and " + std::to_string(suppressed) + " more in the last second)").c_str() : "");
+  when = Clock::now();
+  suppressed = 0;
+}
+
+// One thread, poll(): new connections, and every pending handshake. Nothing here blocks.
+void TCPStore::Server::accept_loop() {
+  std::vector<Pending> pending;
+  while (!stop_) {
+    std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
+    for (auto& p : pending) fds.push_back({p.socket.fd(), POLLIN, 0});
+    ::poll(fds.data(), nfds_t(fds.size()), 100);
+    if (fds[0].revents & POLLIN) accept_new(pending);
+    std::vector<Pending> still;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Pending& p = pending[i];
+      const bool readable = i + 1 < fds.size() && (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR));
+      if (readable && !advance(p)) continue;
+      if (Clock::now() > p.until) {
+        log("refused a connection: no handshake within " + std::to_string(kHandshakeTime.count()) + " s");
+        continue;
+      }
+      still.push_back(std::move(p));
+    }
+    pending = std::move(still);
+  }
+}
+
+void TCPStore::Server::accept_new(std::vector<Pending>& pending) {
+  for (int i = 0; i < 64; ++i) {  // whatever is waiting, a bounded batch at a time
+    Socket s;
+    try {
+      s = listener_.accept(Clock::now());
+    } catch (const Error&) {
+      return;  // nothing more to accept now
+    }
+    if (pending.size() >= kMaxHandshaking) {
+      // Full of connections that have not said who they are: the oldest is the likeliest
+      // to be idle, and dropping it lets a real rank in.
+      pending.erase(pending.begin());
+      log("refused a connection: more than " + std::to_string(kMaxHandshaking) + " connections waiting for their handshake; "
+                  "dropped the oldest");
+    }
+    pending.push_back({std::move(s), "", deadline_in(kHandshakeTime)});
+  }
+}
+
+bool TCPStore::Server::advance(Pending& p) {
+  // Exactly the handshake's bytes, never more: what follows belongs to the client's thread.
+  uint32_t magic = 0, len = 0;
+  if (p.got.size() >= 8) std::memcpy(&magic, p.got.data(), 4), std::memcpy(&len, p.got.data() + 4, 4);
+  const size_t need = p.got.size() < 8 ? 8 - p.got.size() : 8 + len - p.got.size();
+  char buf[kMaxKey];
+  const ssize_t n = ::recv(p.socket.fd(), buf, need, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;  // gone
+  if (n > 0) p.got.append(buf, size_t(n));
+  if (p.got.size() < 8) return true;
+  std::memcpy(&magic, p.got.data(), 4);
+  std::memcpy(&len, p.got.data() + 4, 4);
+  if (magic != kMagic || len > kMaxKey) {
+    log("refused a connection: not a store client (bad magic or length)");
+    return false;
+  }
+  if (p.got.size() < 8 + len) return true;
+  const bool token_ok = p.got.compare(8, len, token_) == 0;
+  uint8_t answer = token_ok ? kAccepted : kRefused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reap_finished_clients();
+    if (token_ok && clients_.size() >= kMaxClients) answer = kBusy;
+  }
+  try {
+    p.socket.send_all(&answer, 1, deadline_in(std::chrono::seconds(1)), "a store client");
+  } catch (const Error&) {
+    return false;
+  }
+  if (answer == kRefused) log("refused a connection: wrong job token (another job on this port?)");
+  if (answer == kBusy) log("refused a connection: " + std::to_string(kMaxClients) + " clients connected already");
+  if (answer == kAccepted) admit(std::move(p.socket));
+  return false;
+}
+
+void TCPStore::Server::admit(Socket s) {
+  auto client = std::make_shared<Client>();
+  client->socket = std::move(s);
+  std::lock_guard<std::mutex> lock(mu_);
+  client->thread = std::thread([this, client] {
+    serve(client->socket);
+    client->socket.shutdown();  // the client sees the connection end, not a silent stall
+    client->finished = true;
+  });
+  clients_.push_back(client);
+}
+
+// Joins the threads of clients that have gone, so that a server that sees many
+// connections over a long job does not accumulate them. Called with mu_ held.
+void TCPStore::Server::reap_finished_clients() {
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    if ((*it)->finished) {
+      (*it)->thread.join();
+      it = clients_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// A value's bytes are counted against kMaxHeldBytes before they are read, and memory
+// grows only as they arrive: announcing 16 MB and sending nothing holds nothing.
+std::string TCPStore::Server::read_value(const Socket& s, Deadline d) {
+  uint32_t n = 0;
+  s.recv_all(&n, 4, d, "a store client");
+  if (n > kMaxValue)
+    throw Error("[store] a client sent a " + std::to_string(n) + "-byte value (limit " + std::to_string(kMaxValue) + ")");
+  // Small values (rendezvous keys, addresses) are never held up by others' big ones.
+  const int64_t counted = n > kSmallValue ? n : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (receiving_bytes_ + counted > kMaxHeldBytes)
+      throw Error("[store] a client's " + std::to_string(n) + "-byte value would take the values being received past " +
+                  std::to_string(kMaxHeldBytes >> 20) + " MB");
+    receiving_bytes_ += counted;
+  }
+  std::string v;
+  try {
+    while (v.size() < n) {
+      const size_t was = v.size(), step = std::min<size_t>(n - was, 1 << 20);
+      v.resize(was + step);
+      s.recv_all(v.data() + was, step, d, "a store client");
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    receiving_bytes_ -= counted;
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  receiving_bytes_ -= counted;  // handle() counts what it keeps
+  return v;
+}
+
+void TCPStore::Server::serve(const Socket& s) {
+  try {
+    while (!stop_) {
+      if (!wait_fd(s.fd(), false, deadline_in(std::chrono::milliseconds(100)))) continue;
+      uint8_t cmd = 0;
+      const Deadline d = deadline_in(std::chrono::seconds(30));
+      s.recv_all(&cmd, 1, d, "a store client");
+      uint32_t key_len = 0;
+      s.recv_all(&key_len, 4, d, "a store client");
+      if (key_len > kMaxKey) throw Error("[store] a client sent a " + std::to_string(key_len) + "-byte key");
+      std::string key(key_len, '\0');
+      s.recv_all(key.data(), key_len, d, "a store client");
+      const std::string value = read_value(s, d);
+      const std::string reply = handle(cmd, key, value);
+      const uint32_t len = uint32_t(reply.size());
+      std::string msg(reinterpret_cast<const char*>(&len), 4);
+      msg += reply;
+      s.send_all(msg.data(), msg.size(), d, "a store client");
+    }
+  } catch (const Error& e) {
+    // A client that disconnects only ends its own connection; one that misbehaves is logged.
+    if (std::strstr(e.what(), "closed") == nullptr && std::strstr(e.what(), "reset") == nullptr)
+      log(std::string("dropped a client: ") + e.what());
+  }
+}
+
+std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Keeps stored_bytes_ equal to the bytes of every key and value stored.
+  auto store = [&](const std::string& k, const std::string& v) {
+    auto it = data_.find(k);
+    const int64_t before = it == data_.end() ? 0 : int64_t(k.size() + it->second.size());
+    const int64_t after = int64_t(k.size() + v.size());
+    if (stored_bytes_ - before + after > kMaxHeldBytes)
+      throw Error("[store] the store is full (" + std::to_string(kMaxHeldBytes >> 20) + " MB)");
+    stored_bytes_ += after - before;
+    data_[k] = v;
+  };
+  switch (cmd) {
+    case kSet:
+      store(key, value);
+      return "";
+    case kGet: {
+      auto it = data_.find(key);
+      return it == data_.end() ? std::string("\0", 1) : "\1" + it->second;  // found flag + value
+    }
+    case kAdd: {
+      int64_t delta = 0, current = 0;
+      if (value.size() == 8) std::memcpy(&delta, value.data(), 8);
+      auto it = data_.find(key);
+      if (it != data_.end() && it->second.size() == 8) std::memcpy(&current, it->second.data(), 8);
+      current = int64_t(uint64_t(current) + uint64_t(delta));  // wraps, as the client's int64 would
+      store(key, std::string(reinterpret_cast<const char*>(&current), 8));
+      return data_[key];
+    }
+    case kCompareSet: {
+      // value = [u32 expected length][expected][desired]
+      uint32_t n = 0;
+      if (value.size() < 4) return "";
+      std::memcpy(&n, value.data(), 4);
+      if (n > value.size() - 4) return "";
+      const std::string expected = value.substr(4, n), desired = value.substr(4 + n);
+      auto it = data_.find(key);
+      const std::string current = it == data_.end() ? "" : it->second;
+      if (current == expected) store(key, desired);
+      return data_.count(key) ? data_[key] : "";
+    }
+    case kDelete: {
+      auto it = data_.find(key);
+      if (it == data_.end()) return std::string("\0", 1);
+      stored_bytes_ -= int64_t(key.size() + it->second.size());
+      data_.erase(it);
+      return "\1";
+    }
+    case kNumKeys: {
+      const int64_t n = int64_t(data_.size());
+      return std::string(reinterpret_cast<const char*>(&n), 8);
+    }
+    default:
+      throw Error("[store] unknown command");
+  }
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,81 @@
+// Internal to the store (store.cc, store_server.cc): the server rank 0 runs, and the wire
+// format both sides share. Not part of the public API.
+//
+// The server is built to stay up under abuse as well as under load: one thread takes
+// every connection through its handshake (magic, then the job's token) with poll(), so
+// idle or slow strangers cost no thread; only clients with the token get a thread of their
+// own. What a client may make it hold is bounded: connections waiting for their handshake
+// (the oldest is dropped when a new one would exceed the limit), connections with the
+// token, bytes of one value, bytes stored, and bytes of big values being received.
+// Whatever is refused is logged to stderr, at most once a second per reason.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/socket.h"
+#include "dist/store.h"
+
+namespace engine::dist::store_wire {
+
+enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCompareSet = 4, kDelete = 5, kNumKeys = 6 };
+constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
+// The handshake's answer: the token matched; it did not; or the store is at its limit.
+enum Hello : uint8_t { kRefused = 0, kAccepted = 1, kBusy = 2 };
+
+constexpr uint32_t kMaxKey = 4096;
+constexpr uint32_t kMaxValue = 16u << 20;          // one value: addresses and names are bytes, not megabytes
+constexpr int64_t kMaxHeldBytes = int64_t(256) << 20;  // stored; and, apart, big values being received
+constexpr uint32_t kSmallValue = 64u << 10;        // values this small are read at once, not reserved
+constexpr size_t kMaxHandshaking = 256;            // connections that have not yet shown the token
+constexpr size_t kMaxClients = 4096;               // connections with the token (each has a thread)
+constexpr std::chrono::seconds kHandshakeTime{5};  // to send magic and token
+
+}  // namespace engine::dist::store_wire
+
+namespace engine::dist {
+
+class TCPStore::Server {
+ public:
+  Server(Listener listener, std::string token);
+  ~Server();
+
+ private:
+  struct Pending;  // a connection in its handshake
+  struct Client {  // a connection that showed the token, served by its own thread
+    Socket socket;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+
+  void accept_loop();
+  void accept_new(std::vector<Pending>& pending);
+  // Reads what a pending connection sent; returns false when it is done (admitted or dropped).
+  bool advance(Pending& p);
+  void admit(Socket s);
+  void reap_finished_clients();  // with mu_ held
+  void serve(const Socket& s);
+  std::string read_value(const Socket& s, Deadline d);
+  std::string handle(uint8_t cmd, const std::string& key, const std::string& value);
+  void log(const std::string& what);  // "[store] what", at most once a second per message
+
+  Listener listener_;
+  std::string token_;
+  std::atomic<bool> stop_{false};
+  std::thread accept_thread_;
+  std::mutex mu_;  // guards clients_, data_, the byte counts and the log's clock
+  std::vector<std::shared_ptr<Client>> clients_;
+  std::map<std::string, std::string> data_;
+  int64_t stored_bytes_ = 0;     // keys and values stored (at most kMaxHeldBytes)
+  int64_t receiving_bytes_ = 0;  // big values being received (at most kMaxHeldBytes)
+  std::map<std::string, std::pair<Clock::time_point, int>> last_logged_;  // reason -> (when, suppressed since)
+};
+
+}  // namespace engine::dist
