@@ -33,15 +33,21 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
   return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root), [this, t, root](const MessageHeader& desc, Deadline d) {
     // The root sends its tensor to every other rank directly (fine for the world sizes of
     // one machine; a ring or tree would spread the root's sending over all ranks).
-    MessageHeader h = desc;
+    // Each receiver then acknowledges with its own description of the call: without
+    // that, a root would return normally whatever the others had called.
+    MessageHeader h = desc, ack = desc;
     const size_t nbytes = t.nbytes();
     h.bytes = nbytes;
+    ack.step = 1;
     char* data = t.bytes();
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r)
         if (r != root) exchange(r, &h, data, nbytes, -1, nullptr, nullptr, 0, d);
+      for (int r = 0; r < size_; ++r)
+        if (r != root) exchange(-1, nullptr, nullptr, 0, r, &ack, nullptr, 0, d);
     } else {
       exchange(-1, nullptr, nullptr, 0, root, &h, data, nbytes, d);
+      exchange(root, &ack, nullptr, 0, -1, nullptr, nullptr, 0, d);
     }
   });
 }

@@ -69,6 +69,31 @@ TEST_CASE("a different collective, op or dtype on one rank is reported, not a ha
   for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("8 x int64") && Catch::Contains("8 x float32"));
 }
 
+TEST_CASE("a broadcast whose root disagrees, or that meets another collective, fails on the root too") {
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
+  // Every rank thinks it is the root: each only sends, and without a reply each would return.
+  auto errs = errors_of(3, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({16});
+    g.broadcast(t, g.rank()).wait();
+  }, 5s, shm);
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << errs[size_t(r)]);
+    RANK_REQUIRE_THAT(errs[size_t(r)], Catch::Contains("mismatched collectives") && Catch::Contains("broadcast(root "));
+  }
+  // A root other than 0 against an all_reduce.
+  errs = errors_of(2, [](ProcessGroupTCP& g) {
+    Tensor t = zeros({16});
+    if (g.rank() == 1) g.broadcast(t, 1).wait();
+    else g.all_reduce(t).wait();
+  }, 5s, shm);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errs[size_t(r)]);
+    RANK_REQUIRE_THAT(errs[size_t(r)], Catch::Contains("broadcast(root 1, 16 x float32) #0") &&
+                                           Catch::Contains("all_reduce(SUM, 16 x float32) #0"));
+  }
+}
+
 TEST_CASE("after a failure the group refuses further work with the original reason") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
