@@ -2,11 +2,16 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/nccl_group.h"
+#include "dist/watchdog.h"
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda/shared_library.h"
@@ -40,7 +45,9 @@ struct Nccl {
   cuda::SharedLibrary lib{"libnccl.so." + std::to_string(NCCL_MAJOR), "NCCL, for the \"nccl\" backend"};
   decltype(&ncclGetErrorString) GetErrorString = lib.function("ncclGetErrorString");
   decltype(&ncclGetUniqueId) GetUniqueId = lib.function("ncclGetUniqueId");
-  decltype(&ncclCommInitRank) CommInitRank = lib.function("ncclCommInitRank");
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig = lib.function("ncclCommInitRankConfig");
+  decltype(&ncclCommGetAsyncError) CommGetAsyncError = lib.function("ncclCommGetAsyncError");
+  decltype(&ncclCommAbort) CommAbort = lib.function("ncclCommAbort");
   decltype(&ncclCommDestroy) CommDestroy = lib.function("ncclCommDestroy");
   decltype(&ncclAllReduce) AllReduce = lib.function("ncclAllReduce");
   decltype(&ncclBroadcast) Broadcast = lib.function("ncclBroadcast");
@@ -57,8 +64,10 @@ const Nccl& nccl() {
   return api;
 }
 
+// ncclInProgress is not a failure: a non-blocking communicator is still taking the call
+// (ProcessGroupNCCL::wait_ready waits for it before the next one).
 void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + nccl().GetErrorString(r));
+  if (r != ncclSuccess && r != ncclInProgress) throw Error(std::string("[nccl] ") + what + " failed: " + nccl().GetErrorString(r));
 }
 void cuda_check(cudaError_t r, const char* what) {
   if (r != cudaSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + cudaGetErrorString(r));
@@ -76,10 +85,12 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+const char* op_name(ReduceOp op) { return reduce_op_name(op); }
+
 class ProcessGroupNCCL : public ProcessGroup {
  public:
-  ProcessGroupNCCL(std::shared_ptr<TCPStore> store, int rank, int size, int device)
-      : ProcessGroup(rank, size), store_(std::move(store)), device_(device) {
+  ProcessGroupNCCL(std::shared_ptr<TCPStore> store, int rank, int size, int device, std::chrono::milliseconds timeout)
+      : ProcessGroup(rank, size), store_(std::move(store)), device_(device), timeout_(timeout) {
     cuda::set_device(device_);
     // Rank 0 creates the communicator's id; everyone else reads it from the store.
     ncclUniqueId id;
@@ -91,17 +102,26 @@ class ProcessGroupNCCL : public ProcessGroup {
       ENGINE_REQUIRE(s.size() == sizeof id, "[nccl] malformed communicator id in the store");
       std::memcpy(&id, s.data(), sizeof id);
     }
-    nccl_check(nccl().CommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
+    // A non-blocking communicator: no NCCL call can hang the host, and ncclCommAbort can
+    // end whatever is stuck (the watchdog below uses it).
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = nccl().CommInitRankConfig(&comm_, size, id, rank, &config);
+    if (r != ncclInProgress) nccl_check(r, "ncclCommInitRankConfig");
+    wait_ready("ncclCommInitRankConfig", "creating the NCCL communicator: another rank has not joined");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     compute_ = static_cast<cudaStream_t>(cuda::current_stream(device_));
     cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
     const char* algo = std::getenv("ENGINE_NCCL_ALLREDUCE");
     ring_ = algo && std::string(algo) == "ring";
+    dog_ = std::make_unique<Watchdog>(
+        rank, timeout_, [this](const std::string&) { aborted_ = true, nccl().CommAbort(comm_); },
+        [this] { return async_error(); });
   }
   ~ProcessGroupNCCL() override {
-    cudaStreamSynchronize(stream_);
-    nccl().CommDestroy(comm_);
+    dog_.reset();
+    if (!aborted_) cudaStreamSynchronize(stream_), nccl().CommDestroy(comm_);
     cudaEventDestroy(ready_);
     cudaEventDestroy(done_);
     cudaStreamDestroy(stream_);
@@ -111,7 +131,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   Tensor shared_buffer(int64_t numel) override { return zeros({numel}, DType::Float32, Device::cuda(device_)); }
 
   Work all_reduce(Tensor t, ReduceOp op) override {
-    return run(t, "all_reduce", [&](Tensor& d) {
+    return run(t, std::string("all_reduce(") + op_name(op) + ", " + shape_of(t) + ")", [&](Tensor& d) {
       if (ring_) ring_all_reduce(d, op);
       else nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op),
                                        comm_, stream_),
@@ -119,7 +139,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     });
   }
   Work broadcast(Tensor t, int root) override {
-    return run(t, "broadcast", [&](Tensor& d) {
+    return run(t, "broadcast(root " + std::to_string(root) + ", " + shape_of(t) + ")", [&](Tensor& d) {
       nccl_check(nccl().Broadcast(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), root, comm_, stream_),
                  "ncclBroadcast");
     });
@@ -131,7 +151,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     nccl_check(nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
                                 stream_),
                "ncclAllGather");
-    Work w = end();
+    Work w = end("all_gather(" + shape_of(input) + ")");
     outputs->clear();
     for (int r = 0; r < size_; ++r) outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
     return w;
@@ -143,25 +163,27 @@ class ProcessGroupNCCL : public ProcessGroup {
     nccl_check(nccl().ReduceScatter(input.bytes(), output.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
                                     nccl_op(op), comm_, stream_),
                "ncclReduceScatter");
-    return end();
+    return end(std::string("reduce_scatter(") + op_name(op) + ", " + shape_of(input) + ")");
   }
   Work barrier() override {
     Tensor one = ones({1}, DType::Float32, Device::cuda(device_));
     Work w = all_reduce(one, ReduceOp::Sum);
-    cuda_check(cudaStreamSynchronize(compute_), "barrier");  // a barrier is a host-side wait
+    // A barrier is a host-side wait, bounded by the watchdog: an aborted collective ends.
+    cuda_check(cudaStreamSynchronize(compute_), "barrier");
+    if (std::string e = dog_->error(); !e.empty()) throw Error(e);
     return w;
   }
   Work send(Tensor t, int dst) override {
     check(t, "send");
     begin();
     nccl_check(nccl().Send(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_), "ncclSend");
-    return end();
+    return end("send(to " + std::to_string(dst) + ", " + shape_of(t) + ")");
   }
   Work recv(Tensor t, int src) override {
     check(t, "recv");
     begin();
     nccl_check(nccl().Recv(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
-    return end();
+    return end("recv(from " + std::to_string(src) + ", " + shape_of(t) + ")");
   }
 
  private:
@@ -178,34 +200,71 @@ class ProcessGroupNCCL : public ProcessGroup {
   // the host, so Work is complete at once from the host's side, as PyTorch's NCCL work
   // after wait(): ordering is the streams' job.
   void begin() {
+    if (std::string e = dog_->error(); !e.empty()) throw Error(e);  // the group was aborted: say why, every time
     cuda_check(cudaEventRecord(ready_, compute_), "cudaEventRecord");
     cuda_check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
   }
-  Work end() {
+  // `what`: the call in the CPU backend's words, for the watchdog's message.
+  Work end(const std::string& what) {
+    wait_ready(what.c_str(), nullptr);
     cuda_check(cudaEventRecord(done_, stream_), "cudaEventRecord");
     cuda_check(cudaStreamWaitEvent(compute_, done_, 0), "cudaStreamWaitEvent");
+    // The watchdog asks an event of its own whether the collective has finished.
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    cuda_check(cudaEventRecord(e, stream_), "cudaEventRecord");
+    auto event = std::shared_ptr<CUevent_st>(e, [](cudaEvent_t ev) { cudaEventDestroy(ev); });
+    dog_->watch(what + " #" + std::to_string(calls_++), [event] { return cudaEventQuery(event.get()) != cudaErrorNotReady; });
     Work w;
     w.finish();
     return w;
   }
 
+  // With a non-blocking communicator a call may return before NCCL has finished taking it
+  // (ncclInProgress): wait for that, within the timeout. `stuck`: what to say if it never
+  // ends (nullptr: leave it to the watchdog).
+  void wait_ready(const char* what, const char* stuck) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    ncclResult_t r = ncclInProgress;
+    while (true) {
+      nccl_check(nccl().CommGetAsyncError(comm_, &r), "ncclCommGetAsyncError");
+      if (r != ncclInProgress) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborted_ = true;
+        nccl().CommAbort(comm_);
+        throw Error(std::string("[dist] timed out after ") + std::to_string(timeout_.count() / 1000) + " s " +
+                    (stuck ? stuck : what) + " on rank " + std::to_string(rank_) + " (nccl)");
+      }
+      std::this_thread::yield();
+    }
+    nccl_check(r, what);
+  }
+
+  // "" while the communicator is healthy; NCCL's words for what went wrong otherwise.
+  std::string async_error() {
+    ncclResult_t r = ncclSuccess;
+    if (nccl().CommGetAsyncError(comm_, &r) != ncclSuccess || r == ncclSuccess || r == ncclInProgress) return "";
+    return std::string("NCCL reported: ") + nccl().GetErrorString(r);
+  }
+
   // A collective on `t` in place. A CPU tensor (the small metadata DDP exchanges) goes to
   // the GPU and back, which waits for the result.
   template <class F>
-  Work run(Tensor& t, const char* op, F collective) {
+  Work run(Tensor& t, const std::string& what, F collective) {
     if (t.defined() && t.device().is_cpu()) {
       Tensor d = t.contiguous().to(Device::cuda(device_));
       begin();
       collective(d);
-      Work w = end();
+      Work w = end(what);
       t.copy_(d.to(Device::cpu()));
       return w;
     }
-    check(t, op);
+    check(t, what.substr(0, what.find('(')).c_str());
     begin();
     collective(t);
-    return end();
+    return end(what);
   }
+  static std::string shape_of(const Tensor& t) { return std::to_string(t.numel()) + " x " + dtype_name(t.dtype()); }
 
   // The teaching ring (same schedule as allreduce_ring.cc), with NCCL point-to-point.
   void ring_all_reduce(const Tensor& t, ReduceOp op) {
@@ -233,6 +292,7 @@ class ProcessGroupNCCL : public ProcessGroup {
                              stream_),
                  "ncclRecv");
       nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
+      wait_ready("ncclGroupEnd", nullptr);
     };
     for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
       const int send_seg = ((rank_ - s) % n + n) % n, recv_seg = ((rank_ - s - 1) % n + n) % n;
@@ -268,6 +328,10 @@ class ProcessGroupNCCL : public ProcessGroup {
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   Tensor scratch_;  // the teaching ring's receive buffer
   bool ring_ = false;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Watchdog> dog_;  // bounds every collective (see watchdog.h)
+  std::atomic<bool> aborted_{false};
+  uint64_t calls_ = 0;
 };
 
 }  // namespace
@@ -275,13 +339,13 @@ class ProcessGroupNCCL : public ProcessGroup {
 std::string nccl_path() { return nccl().lib.path(); }
 
 std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore> store, int rank, int size, int local_rank,
-                                              std::chrono::milliseconds) {
+                                              std::chrono::milliseconds timeout) {
   const int gpus = cuda::device_count();
   ENGINE_REQUIRE(gpus > 0, "[init_process_group] backend \"nccl\" needs a CUDA GPU, but this machine has none (",
                  cuda::unavailable_reason(), "). Use \"gloo\" to train on the CPU.");
   ENGINE_REQUIRE(local_rank < gpus, "[init_process_group] LOCAL_RANK=", local_rank, " but this machine has only ", gpus,
                  " GPU(s): start at most one process per GPU (--nproc_per_node=", gpus, ")");
-  return std::make_unique<ProcessGroupNCCL>(std::move(store), rank, size, local_rank);
+  return std::make_unique<ProcessGroupNCCL>(std::move(store), rank, size, local_rank, timeout);
 }
 
 }  // namespace engine::dist

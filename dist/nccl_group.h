@@ -6,6 +6,12 @@
 //   "ring": the same ring as the CPU backend (allreduce_ring.cc), written with ncclSend /
 //           ncclRecv and a reduction kernel of ours: the teaching version.
 //
+// The communicator is non-blocking, so no NCCL call can hang the host: its creation waits
+// at most the group's timeout (ENGINE_DIST_TIMEOUT), and a watchdog thread (watchdog.h)
+// aborts the communicator (ncclCommAbort) when a collective is still running at the
+// timeout or NCCL reports a failed peer. The next call on the group, and barrier(), then
+// throw the CPU backend's kind of error: "[dist] timed out after 300 s in all_reduce(...)".
+//
 // Built with nvcc when the CUDA toolkit is found; otherwise make_nccl_group() explains
 // that this build has no CUDA. On a machine without a GPU it says so and suggests "gloo".
 #pragma once

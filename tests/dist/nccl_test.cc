@@ -136,3 +136,16 @@ TEST_CASE("NCCL is opened only for a nccl group, and every function the backend 
   if (path.empty()) return;
   REQUIRE(path.find("libnccl") != std::string::npos);
 }
+
+TEST_CASE("nccl: a communicator whose peer never joins fails at the timeout, not a hang") {
+  if (!testing::gpu_or_skip("nccl communicator timeout")) return;
+  dist::StoreOptions so;
+  so.timeout = std::chrono::seconds(30);
+  auto store = std::make_shared<dist::TCPStore>("127.0.0.1", 0, true, so);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Rank 0 of 2; rank 1 never starts. The non-blocking communicator lets the wait end.
+  RANK_REQUIRE_THROWS_WITH(dist::make_nccl_group(store, 0, 2, 0, std::chrono::seconds(3)),
+                           Catch::Contains("timed out after 3 s creating the NCCL communicator") &&
+                               Catch::Contains("rank 0 (nccl)"));
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
+}
