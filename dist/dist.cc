@@ -19,6 +19,8 @@ namespace engine::dist {
 
 namespace {
 
+constexpr int kMaxWorldSize = 1 << 20;
+
 struct DefaultGroup {
   std::shared_ptr<TCPStore> store;
   std::unique_ptr<ProcessGroup> group;
@@ -40,15 +42,18 @@ int env_int(const char* name, int fallback) {
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v, &end, 10);
-  ENGINE_REQUIRE(*end == '\0' && errno == 0 && x >= INT_MIN && x <= INT_MAX, "[init_process_group] environment variable ",
-                 name, "=\"", v, "\" is not an integer");
+  ENGINE_REQUIRE(end != v && *end == '\0', "[init_process_group] environment variable ", name, "=\"", v,
+                 "\" is not an integer");
+  ENGINE_REQUIRE(errno == 0 && x >= INT_MIN && x <= INT_MAX, "[init_process_group] environment variable ", name, "=",
+                 v, " is out of range");
   return int(x);
 }
 
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
   if (given.count() > 0) return given;
   const int s = env_int("ENGINE_DIST_TIMEOUT", 300);
-  ENGINE_REQUIRE(s > 0, "[init_process_group] ENGINE_DIST_TIMEOUT must be a positive number of seconds, got ", s);
+  ENGINE_REQUIRE(s > 0 && s <= 7 * 86400, "[init_process_group] ENGINE_DIST_TIMEOUT must be a number of seconds from "
+                 "1 to 604800 (a week), got ", s);
   return std::chrono::seconds(s);
 }
 
@@ -172,9 +177,10 @@ void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::mill
     while (!store.try_get("rdzv/rank/" + std::to_string(r), &value)) {
       if (store.try_get("rdzv/error", &error)) give_up(error);
       if (Clock::now() > d) {
-        for (int k = r; k < info.world_size; ++k)
+        for (int k = r, named = 0; k < info.world_size && named < 16; ++k)  // the first few are enough
           if (!store.try_get("rdzv/rank/" + std::to_string(k), &value))
-            missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+            missing += (named++ ? ", " : "") + std::to_string(k);
+        if (info.world_size - r > 16) missing += ", ...";
         throw Error("[init_process_group] " + me + " timed out waiting for rank(s) " + missing +
                     " to connect: they have not started, failed, or were refused");
       }
@@ -220,6 +226,7 @@ LaunchInfo parse_launch_env() {
     info.world_size = env_int("WORLD_SIZE", -1);
     info.local_rank = env_int("LOCAL_RANK", 0);
     info.local_world_size = env_int("LOCAL_WORLD_SIZE", 1);
+    info.local_world_given = env("LOCAL_WORLD_SIZE") != nullptr;
   } else if (env("SLURM_PROCID")) {
     info.source = "slurm";
     info.rank = env_int("SLURM_PROCID", -1);
@@ -227,6 +234,7 @@ LaunchInfo parse_launch_env() {
     info.world_size = env_int("SLURM_NTASKS", -1);
     info.local_rank = env_int("SLURM_LOCALID", 0);
     info.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1);
+    info.local_world_given = env("SLURM_NTASKS_PER_NODE") != nullptr;
   } else if (env("OMPI_COMM_WORLD_RANK")) {
     info.source = "openmpi";
     info.rank = env_int("OMPI_COMM_WORLD_RANK", -1);
@@ -234,6 +242,7 @@ LaunchInfo parse_launch_env() {
     info.world_size = env_int("OMPI_COMM_WORLD_SIZE", -1);
     info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
     info.local_world_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    info.local_world_given = env("OMPI_COMM_WORLD_LOCAL_SIZE") != nullptr;
   }
   if (const char* a = env("MASTER_ADDR")) info.master_addr = a;
   info.master_port = env_int("MASTER_PORT", -1);
@@ -252,6 +261,15 @@ void check_rank(const LaunchInfo& info) {
                  "or pass rank and world_size in InitOptions");
   ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] RANK=", info.rank, " must be less than WORLD_SIZE=",
                  info.world_size);
+  ENGINE_REQUIRE(info.world_size <= kMaxWorldSize, "[init_process_group] WORLD_SIZE=", info.world_size,
+                 " is more ranks than this engine supports (", kMaxWorldSize, ")");
+  ENGINE_REQUIRE(info.local_rank >= 0, "[init_process_group] LOCAL_RANK=", info.local_rank,
+                 " is invalid: local ranks run from 0 to LOCAL_WORLD_SIZE - 1");
+  ENGINE_REQUIRE(!info.local_world_given || (info.local_world_size >= 1 && info.local_world_size <= info.world_size &&
+                                             info.local_rank < info.local_world_size),
+                 "[init_process_group] LOCAL_RANK=", info.local_rank, " and LOCAL_WORLD_SIZE=", info.local_world_size,
+                 " do not fit: the node has LOCAL_WORLD_SIZE ranks (1 to WORLD_SIZE=", info.world_size,
+                 "), numbered from 0");
 }
 
 void check_master(const LaunchInfo& info) {

@@ -40,7 +40,8 @@ struct LaunchInfo {
   int rank = -1, world_size = -1, local_rank = 0, local_world_size = 1;
   std::string master_addr, source;  // source: "torchrun-style", "slurm" or "openmpi"
   int master_port = -1;
-  bool rank_given = false;  // RANK (or its Slurm / Open MPI name) was set, whatever its value
+  bool rank_given = false;         // RANK (or its Slurm / Open MPI name) was set, whatever its value
+  bool local_world_given = false;  // likewise LOCAL_WORLD_SIZE
 };
 // Reads the launch environment. Throws naming the variable that is missing or malformed.
 LaunchInfo read_launch_env(bool need_master = true);

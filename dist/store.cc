@@ -32,6 +32,8 @@ std::string read_blob(const Socket& s, uint32_t limit, Deadline d, const std::st
 
 TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptions options)
     : host_(host), port_(port), options_(std::move(options)) {
+  ENGINE_REQUIRE(options_.token.size() <= kMaxKey, "[store] the job token (ENGINE_JOB_TOKEN or --job_token) is ",
+                 options_.token.size(), " bytes; at most ", kMaxKey, " are allowed");
   if (is_server) {
     Listener l = Listener::bind(options_.listen_host.empty() ? host : options_.listen_host, port);
     port_ = l.port();
