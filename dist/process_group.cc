@@ -27,7 +27,7 @@ void Work::wait() const {
   // runtime, so ThreadSanitizer cannot see that it orders the two).
   try {
     std::rethrow_exception(state_->error);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // out of memory in a collective, too, reaches the caller as an Error
     throw Error(e.what());
   }
 }

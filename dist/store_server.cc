@@ -200,7 +200,7 @@ void TCPStore::Server::serve(const Socket& s) {
       msg += reply;
       s.send_all(msg.data(), msg.size(), d, "a store client");
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     // A client that disconnects only ends its own connection; one that misbehaves is logged.
     if (std::strstr(e.what(), "closed") == nullptr && std::strstr(e.what(), "reset") == nullptr)
       log(std::string("dropped a client: ") + e.what());

@@ -165,7 +165,7 @@ void ProcessGroupTCP::worker_loop() {
       if (shm_ && task.desc.coll != kPointToPoint) shm_->agree(to_call(task.desc), d, describe_call);
       task.run(task.desc, d);
       task.work.finish();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // any failure (out of memory too) goes to the caller, never terminate()
       broken_ = e.what();
       abort_peers(broken_);
       task.work.fail(std::current_exception());

@@ -24,9 +24,9 @@ mkdir -p "$out/obj"
 flags=(-std=c++17 -O1 -g -I. -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
 # The engine, once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
-sources=(tensor/*.cc tensor/cuda/runtime_none.cc autograd/*.cc nn/*.cc data/*.cc
+sources=(tensor/*.cc tensor/cuda/runtime_none.cc tensor/cuda/kernels_none.cc tensor/cuda/shared_library.cc tensor/cuda/size_class.cc autograd/*.cc nn/*.cc data/*.cc
          dist/allreduce_ring.cc dist/process_group.cc dist/shm_allreduce.cc dist/socket.cc dist/store.cc dist/store_server.cc
-         dist/tcp_collectives.cc dist/tcp_group.cc dist/dist.cc dist/nccl_group_none.cc dist/launch_args.cc
+         dist/tcp_collectives.cc dist/tcp_group.cc dist/watchdog.cc dist/dist.cc dist/nccl_group_none.cc dist/launch_args.cc
          tools/flags/flags.cc lessons/fashion_mnist/trainer.cc)
 objects=()
 for src in "${sources[@]}"; do

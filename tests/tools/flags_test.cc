@@ -116,4 +116,8 @@ TEST_CASE("flags: positional arguments are required, in order") {
   g.add_positional("PER_CLASS", &count, "how many");
   const char* short_[] = {"export", "/tmp/x"};
   CHECK_THROWS_WITH(g.parse(2, short_), "missing argument PER_CLASS");
+  Flags h("export", "");
+  h.add_positional("OUT_DIR", &out, "where");
+  const char* empty[] = {"export", ""};
+  CHECK_THROWS_WITH(h.parse(2, empty), "OUT_DIR: expected a value, got an empty string");
 }

@@ -82,7 +82,10 @@ void Flags::add_list(const std::string& name, std::vector<int64_t>* out, int64_t
 }
 
 void Flags::add_positional(const std::string& name, std::string* out, const std::string& help) {
-  positionals_.push_back({name, help, "", Flag::Value, [=](const std::string& v) { *out = v; }});
+  positionals_.push_back({name, help, "", Flag::Value, [=](const std::string& v) {
+                            ENGINE_REQUIRE(!v.empty(), name, ": expected a value, got an empty string");
+                            *out = v;
+                          }});
 }
 
 bool Flags::given(const std::string& name) const {
