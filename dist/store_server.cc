@@ -167,7 +167,7 @@ std::string TCPStore::Server::read_value(const Socket& s, Deadline d) {
   std::string v;
   try {
     while (v.size() < n) {
-      const size_t was = v.size(), step = std::min<size_t>(n - was, 1 << 20);
+      const size_t was = v.size(), step = std::min<size_t>(n - was, 64 << 10);
       v.resize(was + step);
       s.recv_all(v.data() + was, step, d, "a store client");
     }

@@ -1,0 +1,45 @@
+// NaN and Inf through the layers' own kernels (pooling, log-softmax, cross-entropy),
+// against what PyTorch 1.13 returns for the same inputs (printed by torch on this machine).
+#include <cmath>
+#include <limits>
+
+#include "catch2/catch.hpp"
+#include "nn/functional.h"
+#include "nn/loss.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using namespace engine::nn;
+using V = std::vector<float>;
+
+namespace {
+const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+
+void require_same(const Tensor& t, const V& expect) {
+  const V got = t.to_vector<float>();
+  REQUIRE(got.size() == expect.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
+    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
+    else REQUIRE(got[i] == expect[i]);
+  }
+}
+}  // namespace
+
+TEST_CASE("max_pool2d: a NaN in the window wins, and takes the gradient") {
+  Variable x(tensor({1, kNaN, 5, 2, 2, 3, kInf, 0}).reshape({1, 1, 2, 4}), true);
+  Variable y = max_pool2d(x, 2, 2);
+  require_same(y.data(), {kNaN, kInf});  // torch: [nan, inf]
+  sum(y).backward();
+  require_same(x.grad(), {0, 1, 0, 0, 0, 0, 1, 0});
+}
+
+TEST_CASE("log_softmax and cross_entropy: Inf and NaN logits as in PyTorch") {
+  require_same(log_softmax(Variable(tensor({kInf, 1}).reshape({1, 2}))).data(), {kNaN, kNaN});   // torch: [nan, nan]
+  require_same(log_softmax(Variable(tensor({-kInf, 1}).reshape({1, 2}))).data(), {-kInf, 0});  // torch: [-inf, 0]
+  require_same(log_softmax(Variable(tensor({kNaN, 1}).reshape({1, 2}))).data(), {kNaN, kNaN});
+  const Tensor zero = from_vector(std::vector<int64_t>{0}), one = from_vector(std::vector<int64_t>{1});
+  require_same(cross_entropy(Variable(tensor({kNaN, 1}).reshape({1, 2})), one).data(), {kNaN});   // torch: nan
+  require_same(cross_entropy(Variable(tensor({kInf, 1}).reshape({1, 2})), zero).data(), {kNaN});  // torch: nan
+  require_same(cross_entropy(Variable(tensor({-kInf, 1}).reshape({1, 2})), one).data(), {0});     // torch: 0
+}
