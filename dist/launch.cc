@@ -7,9 +7,13 @@
 // Flags (torchrun's names): --nproc_per_node N, --nnodes N, --node_rank R, --master_addr A,
 // --master_port P (0 or omitted: a free port, single node only), --standalone,
 // --job_token T (the secret every connection must present; generated when omitted on a
-// single node). Each process gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-// GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-// TORCHELASTIC_RESTART_COUNT and ENGINE_JOB_TOKEN.
+// single node), --max_restarts N (start the whole group again after a failure, N times
+// at most), --run_id ID, --log_dir D with --redirects M / --tee M (M: 1 stdout, 2 stderr,
+// 3 both, into D/attempt_N/LOCAL_RANK/stdout.log and stderr.log; --redirects: only there,
+// --tee: there and on the console). Each process gets RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
+// OMP_NUM_THREADS=1 (unless set), ENGINE_JOB_TOKEN and ENGINE_LAUNCH_ID.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -41,7 +46,8 @@ using engine::Error;
   std::fprintf(stderr,
                "launch: %s\n"
                "usage: launch [--nproc_per_node=N] [--nnodes=N --node_rank=R] [--master_addr=A] [--master_port=P]\n"
-               "              [--standalone] [--job_token=T] PROGRAM [ARGS...]\n",
+               "              [--standalone] [--job_token=T] [--max_restarts=N] [--run_id=ID]\n"
+               "              [--log_dir=D [--redirects=M] [--tee=M]] PROGRAM [ARGS...]\n",
                why.c_str());
   std::exit(2);
 }
@@ -90,10 +96,13 @@ void remove_job_segments(const std::string& token) {
 }
 
 struct Child {
-  int rank = 0;
+  int rank = 0, local_rank = 0;
   pid_t pid = -1;
   int out = -1, err = -1;          // read ends of its stdout and stderr pipes
   std::string out_buf, err_buf;    // a partial last line waiting for its newline
+  FILE* out_log = nullptr;         // --log_dir: where this rank's streams are also (or only) written
+  FILE* err_log = nullptr;
+  bool out_console = true, err_console = true;
   bool running = true;
   int status = 0;
 };
@@ -116,32 +125,38 @@ void on_child(int) {
   errno = saved;
 }
 
-// Writes each complete line of `buf` to `to`, prefixed with the rank.
-void flush_lines(std::string& buf, FILE* to, int rank, bool all) {
+// Writes each complete line of `buf` to the console (prefixed with the rank) and/or to
+// the rank's log file (as the rank wrote it).
+void flush_lines(std::string& buf, FILE* console, FILE* log, int rank, bool all) {
   size_t start = 0, nl;
+  auto emit = [&](const char* line, size_t n) {
+    if (console) std::fprintf(console, "[rank %d] %.*s\n", rank, int(n), line);
+    if (log) std::fprintf(log, "%.*s\n", int(n), line);
+  };
   while ((nl = buf.find('\n', start)) != std::string::npos) {
-    std::fprintf(to, "[rank %d] %.*s\n", rank, int(nl - start), buf.data() + start);
+    emit(buf.data() + start, nl - start);
     start = nl + 1;
   }
   buf.erase(0, start);
   if (all && !buf.empty()) {
-    std::fprintf(to, "[rank %d] %s\n", rank, buf.c_str());
+    emit(buf.data(), buf.size());
     buf.clear();
   }
-  std::fflush(to);
+  if (console) std::fflush(console);
+  if (log) std::fflush(log);
 }
 
-bool drain(int& fd, std::string& buf, FILE* to, int rank) {
+bool drain(int& fd, std::string& buf, FILE* console, FILE* log, int rank) {
   if (fd < 0) return false;
   char tmp[4096];
   const ssize_t n = read(fd, tmp, sizeof tmp);
   if (n > 0) {
     buf.append(tmp, size_t(n));
-    flush_lines(buf, to, rank, false);
+    flush_lines(buf, console, log, rank, false);
     return true;
   }
   if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-    flush_lines(buf, to, rank, true);
+    flush_lines(buf, console, log, rank, true);
     close(fd);
     fd = -1;
   }
@@ -155,75 +170,129 @@ std::string describe_status(int status) {
   return "stopped";
 }
 
-}  // namespace
+// ---- One attempt: start the node's ranks, watch them, stop them all at the first failure.
 
-int main(int argc, char** argv) {
-  engine::dist::LaunchArgs o;
-  try {
-    o = engine::dist::parse_launch_args(std::vector<std::string>(argv + 1, argv + argc), std::getenv("ENGINE_JOB_TOKEN"));
-  } catch (const Error& e) {
-    usage(e.what());
-  }
-  if (o.master_port == 0) {
-    try {  // a free port on the rendezvous address; rank 0 will listen on it
-      o.master_port = engine::dist::Listener::bind(o.master_addr, 0).port();
-    } catch (const Error& e) {
-      usage(std::string("cannot find a free port on ") + o.master_addr + ": " + e.what());
-    }
-  }
-  if (o.token.empty()) o.token = random_token();
-  const std::string launch_id = random_token().substr(0, 16);
-  const std::string program = resolve_program(o.command[0]);
-  const int world = o.nproc_per_node * o.nnodes;
+struct Job {
+  engine::dist::LaunchArgs args;
+  std::string program, launch_id;
+  int world = 0;
+};
 
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
-  signal(SIGPIPE, SIG_IGN);
-  if (pipe(g_reaped) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
-  fcntl(g_reaped[0], F_SETFL, O_NONBLOCK);
-  struct sigaction sa {};
-  sa.sa_handler = on_child;
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  sigaction(SIGCHLD, &sa, nullptr);
+struct Outcome {
+  int exit_code = 0;   // 0: every rank succeeded
+  std::string reason;  // the first failure, in words
+  bool signalled = false;  // the launcher itself was told to stop: no restart
+};
+
+FILE* open_log(const std::string& dir, const char* name) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  FILE* f = std::fopen((dir + "/" + name).c_str(), "w");
+  if (!f) usage("cannot write the log file " + dir + "/" + name + ": " + std::strerror(errno));
+  return f;
+}
+
+// The environment torchrun gives each worker, plus the engine's job token and launch id.
+void set_worker_env(const Job& job, const Child& c, int attempt) {
+  const auto& o = job.args;
+  auto set = [](const char* k, const std::string& v) { setenv(k, v.c_str(), 1); };
+  set("RANK", std::to_string(c.rank));
+  set("LOCAL_RANK", std::to_string(c.local_rank));
+  set("WORLD_SIZE", std::to_string(job.world));
+  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+  set("GROUP_RANK", std::to_string(o.node_rank));
+  set("GROUP_WORLD_SIZE", std::to_string(o.nnodes));
+  set("ROLE_RANK", std::to_string(c.rank));
+  set("ROLE_WORLD_SIZE", std::to_string(job.world));
+  set("MASTER_ADDR", o.master_addr);
+  set("MASTER_PORT", std::to_string(o.master_port));
+  set("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
+  set("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
+  set("TORCHELASTIC_RUN_ID", o.run_id);
+  set("ENGINE_JOB_TOKEN", o.token);
+  set("ENGINE_LAUNCH_ID", job.launch_id);  // this launcher's: ranks on one node compare it at rendezvous
+  setenv("OMP_NUM_THREADS", "1", 0);       // as torchrun: one thread per process unless told otherwise
+}
+
+std::vector<Child> spawn(const Job& job, int attempt) {
+  const auto& o = job.args;
   std::vector<Child> children(size_t(o.nproc_per_node));
   for (int local = 0; local < o.nproc_per_node; ++local) {
     Child& c = children[size_t(local)];
     c.rank = o.node_rank * o.nproc_per_node + local;
+    c.local_rank = local;
+    if (!o.log_dir.empty() && (o.redirects | o.tee)) {
+      const std::string dir = o.log_dir + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local);
+      const int logged = o.redirects | o.tee;
+      if (logged & 1) c.out_log = open_log(dir, "stdout.log");
+      if (logged & 2) c.err_log = open_log(dir, "stderr.log");
+      c.out_console = !(o.redirects & 1);
+      c.err_console = !(o.redirects & 2);
+    }
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
     c.pid = fork();
     if (c.pid == 0) {
       dup2(out[1], 1), dup2(err[1], 2);
       close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-      auto set = [](const char* k, const std::string& v) { setenv(k, v.c_str(), 1); };
-      set("RANK", std::to_string(c.rank));
-      set("LOCAL_RANK", std::to_string(local));
-      set("WORLD_SIZE", std::to_string(world));
-      set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
-      set("GROUP_RANK", std::to_string(o.node_rank));
-      set("ROLE_RANK", std::to_string(c.rank));
-      set("ROLE_WORLD_SIZE", std::to_string(world));
-      set("MASTER_ADDR", o.master_addr);
-      set("MASTER_PORT", std::to_string(o.master_port));
-      set("TORCHELASTIC_RESTART_COUNT", "0");
-      set("ENGINE_JOB_TOKEN", o.token);
-      set("ENGINE_LAUNCH_ID", launch_id);  // this launcher's: ranks on one node compare it at rendezvous
+      set_worker_env(job, c, attempt);
       std::vector<char*> args;
-      for (auto& s : o.command) args.push_back(const_cast<char*>(s.c_str()));
-      args[0] = const_cast<char*>(program.c_str());
+      for (auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+      args[0] = const_cast<char*>(job.program.c_str());
       args.push_back(nullptr);
       execvp(args[0], args.data());
-      std::fprintf(stderr, "launch: cannot run %s: %s\n", program.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "launch: cannot run %s: %s\n", job.program.c_str(), std::strerror(errno));
       _exit(127);
     }
     close(out[1]), close(err[1]);
     c.out = out[0], c.err = err[0];
     fcntl(c.out, F_SETFL, O_NONBLOCK), fcntl(c.err, F_SETFL, O_NONBLOCK);
   }
+  return children;
+}
 
-  // Watch: forward output line by line; on the first failure stop everyone else.
-  int exit_code = 0;
-  std::string reason;
+std::string describe_failure(const Child& c, const std::vector<Child>& children) {
+  std::string reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+  // A rank that times out is often not the culprit: the one it waited for is.
+  for (auto& other : children)
+    if (other.running && is_stopped(other.pid))
+      reason = "rank " + std::to_string(other.rank) + " (pid " + std::to_string(other.pid) +
+               ") is stopped (SIGSTOP, or held by a debugger), and " + reason + " waiting for it";
+  return reason;
+}
+
+void stop_all(std::vector<Child>& children) {
+  for (auto& c : children)
+    if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
+}
+
+// Reaps what exited since the last call. Ranks that died together are reaped in one batch,
+// in no particular order: a rank killed by a signal is then taken as the first failure
+// over ranks that exited with an error (most likely because their peer had gone).
+void reap(std::vector<Child>& children, Outcome& out, bool& stopping) {
+  int rec[2];
+  std::vector<Child*> failed;
+  while (read(g_reaped[0], rec, sizeof rec) == sizeof rec) {
+    for (auto& c : children) {
+      if (c.pid != rec[0] || !c.running) continue;
+      c.status = rec[1];
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) failed.push_back(&c);
+      else c.running = false;
+    }
+  }
+  std::stable_sort(failed.begin(), failed.end(),
+                   [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) > WIFSIGNALED(b->status); });
+  if (!failed.empty() && !stopping) {
+    const Child& first = *failed.front();
+    out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
+    out.reason = describe_failure(first, children);
+    stopping = true;
+  }
+  for (Child* c : failed) c->running = false;
+}
+
+Outcome watch(std::vector<Child>& children) {
+  Outcome out;
   auto stopping_since = std::chrono::steady_clock::time_point{};
   bool stopping = false;
   while (true) {
@@ -234,60 +303,93 @@ int main(int argc, char** argv) {
     }
     poll(fds.data(), nfds_t(fds.size()), 50);
     for (auto& c : children) {
-      while (drain(c.out, c.out_buf, stdout, c.rank)) {}
-      while (drain(c.err, c.err_buf, stderr, c.rank)) {}
+      while (drain(c.out, c.out_buf, c.out_console ? stdout : nullptr, c.out_log, c.rank)) {}
+      while (drain(c.err, c.err_buf, c.err_console ? stderr : nullptr, c.err_log, c.rank)) {}
     }
-    bool any_running = false;
-    int rec[2];
-    while (read(g_reaped[0], rec, sizeof rec) == sizeof rec) {  // exits, in the order they happened
-      for (auto& c : children) {
-        if (c.pid != rec[0] || !c.running) continue;
-        c.running = false;
-        c.status = rec[1];
-        const bool failed = !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
-        if (failed && !stopping) {
-          exit_code = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
-          reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
-          // A rank that times out is often not the culprit: the one it waited for is.
-          for (auto& other : children)
-            if (other.running && is_stopped(other.pid))
-              reason = "rank " + std::to_string(other.rank) + " (pid " + std::to_string(other.pid) +
-                       ") is stopped (SIGSTOP, or held by a debugger), and " + reason + " waiting for it";
-          stopping = true;
-          stopping_since = std::chrono::steady_clock::now();
-          for (auto& other : children)
-            if (other.running) kill(other.pid, SIGTERM), kill(other.pid, SIGCONT);  // a stopped rank, too
-        }
-      }
-    }
-    for (auto& c : children) any_running = any_running || c.running;
+    const bool was_stopping = stopping;
+    reap(children, out, stopping);
     if (g_signal && !stopping) {
-      reason = std::string("the launcher got signal ") + strsignal(g_signal);
-      exit_code = 128 + g_signal;
-      stopping = true;
-      stopping_since = std::chrono::steady_clock::now();
-      for (auto& c : children)
-        if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);
+      out.reason = std::string("the launcher got signal ") + strsignal(g_signal);
+      out.exit_code = 128 + g_signal;
+      out.signalled = stopping = true;
     }
+    if (stopping && !was_stopping) stopping_since = std::chrono::steady_clock::now(), stop_all(children);
     // Ranks that ignore SIGTERM for 5 s are killed.
     if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
       for (auto& c : children)
         if (c.running) kill(c.pid, SIGKILL);
-    bool pipes_open = false;
-    for (auto& c : children) pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
-    if (!any_running && !pipes_open) break;
-    if (!any_running && stopping) {  // the failed rank's children may still hold the pipes
-      for (auto& c : children) {
-        if (c.out >= 0) close(c.out), c.out = -1;
-        if (c.err >= 0) close(c.err), c.err = -1;
-      }
-      break;
+    bool any_running = false, pipes_open = false;
+    for (auto& c : children) any_running = any_running || c.running, pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
+    if (!any_running && (!pipes_open || stopping)) break;  // a failed rank's children may still hold the pipes
+  }
+  for (auto& c : children) {
+    if (c.out >= 0) close(c.out);
+    if (c.err >= 0) close(c.err);
+    if (c.out_log) std::fclose(c.out_log);
+    if (c.err_log) std::fclose(c.err_log);
+  }
+  return out;
+}
+
+Job prepare(int argc, char** argv) {
+  Job job;
+  try {
+    job.args = engine::dist::parse_launch_args(std::vector<std::string>(argv + 1, argv + argc), std::getenv("ENGINE_JOB_TOKEN"));
+  } catch (const Error& e) {
+    usage(e.what());
+  }
+  auto& o = job.args;
+  if (o.master_port == 0) {
+    try {  // a free port on the rendezvous address; rank 0 will listen on it (in every attempt)
+      o.master_port = engine::dist::Listener::bind(o.master_addr, 0).port();
+    } catch (const Error& e) {
+      usage(std::string("cannot find a free port on ") + o.master_addr + ": " + e.what());
     }
   }
-  remove_job_segments(o.token);
-  if (!reason.empty()) {
-    std::fprintf(stderr, "launch: %s; the other ranks were stopped\n", reason.c_str());
-    return exit_code ? exit_code : 1;
+  if (o.token.empty()) o.token = random_token();
+  job.launch_id = random_token().substr(0, 16);
+  job.program = resolve_program(o.command[0]);
+  job.world = o.nproc_per_node * o.nnodes;
+  return job;
+}
+
+void install_handlers() {
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGPIPE, SIG_IGN);
+  if (pipe(g_reaped) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
+  fcntl(g_reaped[0], F_SETFL, O_NONBLOCK);
+  struct sigaction sa {};
+  sa.sa_handler = on_child;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, nullptr);
+}
+
+}  // namespace
+
+// Runs the group; after a failure, stops it and (--max_restarts) starts it again whole,
+// with TORCHELASTIC_RESTART_COUNT one higher, as torchrun does. Resuming is the program's
+// part: it finds its checkpoint and continues from it.
+int main(int argc, char** argv) {
+  const Job job = prepare(argc, argv);
+  install_handlers();
+  std::string first_failure;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<Child> children = spawn(job, attempt);
+    const Outcome out = watch(children);
+    remove_job_segments(job.args.token);
+    if (out.reason.empty()) return 0;
+    if (first_failure.empty()) first_failure = out.reason;
+    if (out.signalled || attempt >= job.args.max_restarts) {
+      if (attempt == 0 || out.signalled) {
+        std::fprintf(stderr, "launch: %s; the other ranks were stopped\n", out.reason.c_str());
+      } else {
+        std::fprintf(stderr, "launch: %s; giving up after %d restart%s (the first failure: %s)\n", out.reason.c_str(),
+                     attempt, attempt == 1 ? "" : "s", first_failure.c_str());
+      }
+      return out.exit_code ? out.exit_code : 1;
+    }
+    std::fprintf(stderr, "launch: %s; the other ranks were stopped; restarting the group (restart %d of %d)\n",
+                 out.reason.c_str(), attempt + 1, job.args.max_restarts);
   }
-  return 0;
 }

@@ -40,6 +40,11 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     else if (key == "--master_addr" || key == "--master-addr") o.master_addr = need();
     else if (key == "--master_port" || key == "--master-port") o.master_port = parse_int(key, need(), 0, 65535);
     else if (key == "--job_token" || key == "--job-token") o.token = need();
+    else if (key == "--max_restarts" || key == "--max-restarts") o.max_restarts = parse_int(key, need(), 0, 1000);
+    else if (key == "--run_id" || key == "--run-id" || key == "--rdzv_id" || key == "--rdzv-id") o.run_id = need();
+    else if (key == "--log_dir" || key == "--log-dir") o.log_dir = need();
+    else if (key == "--redirects" || key == "-r") o.redirects = parse_int(key, need(), 0, 3);
+    else if (key == "--tee" || key == "-t") o.tee = parse_int(key, need(), 0, 3);
     else if (key == "--standalone") o.nnodes = 1, o.node_rank = 0, o.master_addr = "127.0.0.1", o.master_port = 0;
     else if (key == "--") {
       ++i;
@@ -56,6 +61,11 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     throw Error("--nproc_per_node x --nnodes = " + std::to_string(int64_t(o.nproc_per_node) * o.nnodes) +
                 " processes is more than a job can have (1048576)");
   if (o.nnodes > 1 && o.master_port == 0) throw Error("with --nnodes > 1 give every node the same --master_port");
+  if ((o.redirects || o.tee) && o.log_dir.empty())
+    throw Error("--redirects and --tee write per-rank log files: give --log_dir too");
+  if (o.redirects & o.tee) throw Error("a stream cannot be both redirected (--redirects) and teed (--tee)");
+  if (o.run_id.empty() || o.run_id.find_first_of("/ \t\n") != std::string::npos)
+    throw Error("--run_id must be a non-empty word, got \"" + o.run_id + "\"");
   if (o.token.empty() && env_token) o.token = env_token;
   if (o.token.empty() && o.nnodes > 1) throw Error("with --nnodes > 1 give every node the same --job_token (or ENGINE_JOB_TOKEN)");
   return o;

@@ -13,6 +13,11 @@ namespace engine::dist {
 struct LaunchArgs {
   int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 0;  // port 0: pick a free one
   std::string master_addr = "127.0.0.1", token;
+  int max_restarts = 0;       // restarts of the whole group after a failure (torchrun's --max_restarts)
+  std::string run_id = "none";  // TORCHELASTIC_RUN_ID (torchrun's --rdzv_id / --run_id)
+  std::string log_dir;        // per-rank log files under log_dir/attempt_N/LOCAL_RANK/
+  int redirects = 0, tee = 0;  // which streams go to the log files: 1 stdout, 2 stderr, 3 both;
+                               // redirects: only there; tee: there and to the console
   std::vector<std::string> command;  // the program and its arguments
 };
 

@@ -2,6 +2,8 @@
 // the ranks with all_reduce, and fails or hangs on request.
 //   PROBE_FAIL_RANK=r : rank r exits with status 3 before the all-reduce
 //   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
+//   PROBE_FAIL_ATTEMPTS=n : with PROBE_FAIL_RANK, fail only in the first n attempts (restarts)
+//   PROBE_KILL_RANK=r : rank r kill -9s itself after the rendezvous
 //   PROBE_STOP_RANK=r : rank r stops itself (SIGSTOP) before the all-reduce
 //   PROBE_LEAK_SHM=1 : rank 0 creates a shared-memory name of the job's, then kill -9s itself
 #include <fcntl.h>
@@ -26,8 +28,15 @@ int main() try {
   std::printf("rank %d of %d local %d/%d token %s\n", rank, dist::get_world_size(), dist::get_local_rank(),
               dist::get_local_world_size(), std::getenv("ENGINE_JOB_TOKEN") ? "set" : "unset");
   std::fflush(stdout);
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const int attempt = restart ? std::atoi(restart) : 0;
+  std::printf("attempt %d\n", attempt);
+  std::fflush(stdout);
   const char* fail = std::getenv("PROBE_FAIL_RANK");
-  if (fail && std::atoi(fail) == rank) {
+  const char* fail_attempts = std::getenv("PROBE_FAIL_ATTEMPTS");
+  const bool fail_now = !fail_attempts || attempt < std::atoi(fail_attempts);
+  if (const char* k = std::getenv("PROBE_KILL_RANK"); k && std::atoi(k) == rank) raise(SIGKILL);
+  if (fail && std::atoi(fail) == rank && fail_now) {
     std::fprintf(stderr, "failing on purpose\n");
     return 3;
   }

@@ -116,3 +116,57 @@ TEST_CASE("two jobs started together on one port with one token: each ends withi
                                Catch::Contains("two processes claim RANK"));
   }
 }
+
+TEST_CASE("--max_restarts: the whole group starts again with TORCHELASTIC_RESTART_COUNT one higher") {
+  const Run r = run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch + " --nproc_per_node=2 --max_restarts=2 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
+                             Catch::Contains("exited with status 3; the other ranks were stopped; restarting the group "
+                                             "(restart 1 of 2)"));
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 0] attempt 1") && Catch::Contains("[rank 1] attempt 1") &&
+                             Catch::Contains("[rank 1] sum 1"));
+}
+
+TEST_CASE("--max_restarts: after N restarts the launcher gives up, naming the first failure") {
+  const Run r = run("PROBE_FAIL_RANK=1 " + kLaunch + " --nproc_per_node=2 --max_restarts=2 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 3);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 1] attempt 2") && Catch::Contains("restart 2 of 2") &&
+                             Catch::Contains("giving up after 2 restarts (the first failure: rank 1 (pid"));
+}
+
+TEST_CASE("a rank killed by a signal is named first, not the peer that failed because of it") {
+  for (int round = 0; round < 3; ++round) {
+    const Run r = run("PROBE_KILL_RANK=1 " + kLaunch + " --nproc_per_node=3 " + kProbe);
+    INFO("round " << round << ": " << r.output);
+    REQUIRE(r.status == 128 + 9);
+    REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") && Catch::Contains("was killed by signal 9"));
+  }
+}
+
+TEST_CASE("--log_dir with --redirects and --tee: per-rank log files, per attempt") {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/logs";
+  const Run r = run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch + " --nproc_per_node=2 --max_restarts=1 --log_dir " +
+                    dir + " --redirects 1 --tee 2 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, !Catch::Contains("[rank 0] attempt"));      // stdout: only in the files
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 1] failing on purpose"));  // stderr: teed
+  const Run files = run("cat " + dir + "/attempt_0/1/stdout.log " + dir + "/attempt_0/1/stderr.log " + dir +
+                        "/attempt_1/0/stdout.log");
+  REQUIRE_THAT(files.output, Catch::Contains("attempt 0\nfailing on purpose\n") &&
+                                 Catch::Contains("attempt 1\nsum 1\n"));
+}
+
+TEST_CASE("torchrun's other variables: GROUP_WORLD_SIZE, TORCHELASTIC_RUN_ID, OMP_NUM_THREADS") {
+  const Run r = run("env -u OMP_NUM_THREADS " + kLaunch + " --nproc_per_node=1 --run_id=job7 /bin/sh -c "
+                    "'echo $GROUP_WORLD_SIZE/$TORCHELASTIC_RUN_ID/$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS/$OMP_NUM_THREADS'");
+  INFO(r.output);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 0] 1/job7/0/0/1"));
+  const Run kept = run("OMP_NUM_THREADS=4 " + kLaunch + " --nproc_per_node=1 /bin/sh -c 'echo threads $OMP_NUM_THREADS'");
+  REQUIRE_THAT(kept.output, Catch::Contains("[rank 0] threads 4"));
+  const Run bad = run(kLaunch + " --tee 3 /bin/true");
+  REQUIRE(bad.status == 2);
+  REQUIRE_THAT(bad.output, Catch::Contains("give --log_dir too"));
+}
