@@ -3,12 +3,20 @@
 // marked block below; the PyTorch line it mirrors is in the comment. Rank 0 also draws the
 // loss and accuracy curves (curves.png, with the numbers in curves.csv).
 //
+// Rank 0 also saves the whole training state every --save-every steps and at each epoch's
+// end (training_state.h); with --resume, or when the launcher restarts the job after a
+// failure (`launch --max_restarts`), training continues from it and ends bit-identical to
+// a run that was never interrupted (lesson 4, step 5).
+//
 //   bazel run //lessons/02_ddp_basics:train                 # the same as :13_recap: 2 processes
 //   bazel run //lessons/02_ddp_basics:train -- --epochs 3 --model cnn
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 
 #include "data/dataloader.h"
@@ -24,15 +32,17 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
 #include "tools/flags/flags.h"
+#include "lessons/02_ddp_basics/13_recap/training_state.h"
 
 using namespace engine;
 using namespace engine::nn;
 
 struct Args {
-  std::string model = "mlp", backend = "gloo", checkpoint;
+  std::string model = "mlp", backend = "gloo", checkpoint, state;
   int epochs = 10;
-  int64_t batch = 64, train_limit = 0, test_limit = 0;
+  int64_t batch = 64, train_limit = 0, test_limit = 0, save_every = 0;
   double lr = 0.1;
+  bool resume = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -46,6 +56,9 @@ Args parse(int argc, char** argv) {
   flags.add("--train-limit", &a.train_limit, 0, 60000, "train on the first N images (0: all)");
   flags.add("--test-limit", &a.test_limit, 0, 10000, "evaluate on the first N test images (0: all)");
   flags.add("--checkpoint", &a.checkpoint, "where rank 0 saves the model (default: out/02_ddp_basics/ddp_MODEL.safetensors)");
+  flags.add("--state", &a.state, "the whole training state, for resuming (default: out/02_ddp_basics/state_MODEL.safetensors)");
+  flags.add("--save-every", &a.save_every, 0, int64_t(1) << 40, "steps between saves of the training state (0: epoch ends only)");
+  flags.add("--resume", &a.resume, "continue from the training state (automatic when the launcher restarts the job)");
   flags.parse_or_exit(argc, argv);
   return a;
 }
@@ -79,14 +92,51 @@ int main(int argc, char** argv) try {
     std::printf("Fashion-MNIST, %s, DDP over %d processes (%s), batch %lld per rank (%lld in all), %d epochs\n",
                 args.model.c_str(), world, args.backend.c_str(), (long long)args.batch, (long long)(args.batch * world),
                 args.epochs);
-  std::vector<lessons::EpochPoint> curves;
-  for (int epoch = 0; epoch < args.epochs; ++epoch) {
+
+  // ---- Resume: the whole training state, if there is one to continue.   (torchrun leaves this to you)
+  const std::string dir = lessons::output_dir("02_ddp_basics");
+  const std::string state_path = args.state.empty() ? dir + "/state_" + args.model + ".safetensors" : args.state;
+  const recap::Settings settings{args.model, args.epochs, args.batch, args.train_limit, args.lr};
+  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool restarted = restarts && std::string(restarts) != "0";
+  recap::TrainingState state;
+  if ((args.resume || restarted) && std::ifstream(state_path).good()) {
+    state = recap::load_training_state(state_path, settings, world, rank);
+    ddp.module().load_state_dict(state.model);
+    opt.load_state_dict(state.optimizer);
+    if (rank == 0)
+      std::printf("resumed from %s: epoch %d, after batch %lld (step %lld)%s\n", state_path.c_str(), state.epoch + 1,
+                  (long long)state.batch, (long long)state.step, restarted ? ", after a restart by the launcher" : "");
+  }
+  // Every rank calls it (the loss sums are gathered); rank 0 writes, and times the writes.
+  std::vector<double> save_ms;
+  auto save_state = [&] {
+    int64_t bits;  // the double's own bits: the tensors hold float32 or int64
+    std::memcpy(&bits, &state.loss_sum, sizeof bits);
+    std::vector<Tensor> gathered;
+    dist::all_gather(gathered, from_vector(std::vector<int64_t>{bits}));
+    std::vector<double> sums(gathered.size());
+    for (size_t r = 0; r < sums.size(); ++r) {
+      const int64_t b = gathered[r].to_vector<int64_t>()[0];
+      std::memcpy(&sums[r], &b, sizeof b);
+    }
+    if (rank != 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    recap::save_training_state(state_path, state, sums, ddp.module().state_dict(), opt.state_dict(), settings);
+    save_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  };
+  std::vector<lessons::EpochPoint>& curves = state.curves;
+  for (int epoch = state.epoch; epoch < args.epochs; ++epoch) {
     // ---- Reshuffle every epoch.            sampler.set_epoch(epoch)
     sampler->set_epoch(epoch);
     const auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    int64_t batches = 0;
-    for (const data::Example& b : loader) {
+    double& loss_sum = state.loss_sum;
+    int64_t& batches = state.batch;
+    const int64_t resumed_at = batches;
+    auto it = loader.begin();
+    for (int64_t skip = 0; skip < resumed_at; ++skip) ++it;  // the batches done before the restart
+    for (; it != loader.end(); ++it) {
+      const data::Example b = *it;
       const double progress = double(epoch * loader.size() + batches) / double(args.epochs * loader.size());
       opt.set_lr(args.lr * 0.5 * (1 + std::cos(M_PI * progress)));  // cosine decay, as the one-process trainer
       opt.zero_grad();
@@ -96,24 +146,28 @@ int main(int argc, char** argv) try {
       opt.step();
       loss_sum += loss.item();
       ++batches;
+      if (++state.step % std::max<int64_t>(args.save_every, 1) == 0 && args.save_every > 0) save_state();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t trained = batches - resumed_at;  // in this run, for the throughput
     // The epoch's mean loss over all ranks (each rank saw different data).
     Tensor stats = from_vector(std::vector<float>{float(loss_sum / double(std::max<int64_t>(batches, 1)))});
     dist::all_reduce(stats, dist::ReduceOp::Avg);
     // ---- Rank 0 logs (all replicas are identical, so one evaluation says it all).
+    double acc = 0;
     if (rank == 0) {
-      const double acc = fmnist::test_accuracy(ddp.module(), args.test_limit);
+      acc = fmnist::test_accuracy(ddp.module(), args.test_limit);
       std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, stats.item(),
-                  100 * acc, double(batches * args.batch * world) / seconds);
-      curves.push_back({epoch + 1, stats.item(), 100 * acc});
+                  100 * acc, double(trained * args.batch * world) / seconds);
       std::fflush(stdout);
     }
-    dist::barrier();  // the others wait while rank 0 evaluates
+    curves.push_back({epoch + 1, stats.item(), 100 * acc});
+    state.epoch = epoch + 1, state.batch = 0, state.loss_sum = 0;  // the next epoch, from its start
+    save_state();
+    dist::barrier();  // the others wait while rank 0 evaluates and saves
   }
 
   // ---- Save only on rank 0.               if rank == 0: torch.save(model.module.state_dict(), ...)
-  const std::string dir = lessons::output_dir("02_ddp_basics");
   const std::string path = args.checkpoint.empty() ? dir + "/ddp_" + args.model + ".safetensors" : args.checkpoint;
   dist::save_on_rank0(path, ddp.module().state_dict());
   if (rank == 0) {
@@ -121,6 +175,11 @@ int main(int argc, char** argv) try {
     lessons::write_curves_csv(dir + "/curves.csv", curves);
     lessons::save_curves_png(dir + "/curves.png", curves, "Fashion-MNIST " + args.model + ", DDP x" + std::to_string(world));
     std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)\n", dir.c_str());
+    if (!save_ms.empty()) {
+      std::sort(save_ms.begin(), save_ms.end());
+      std::printf("training state saved %zu times by rank 0 (%s), %.1f ms each (median)\n", save_ms.size(),
+                  state_path.c_str(), save_ms[save_ms.size() / 2]);
+    }
   }
 
   // ---- Clean up.                          dist.destroy_process_group()

@@ -1,0 +1,51 @@
+// The whole state of the recap's training, so that a job killed at any step and started
+// again (by hand with --resume, or by `launch --max_restarts`) ends exactly where an
+// uninterrupted one would: the model, the optimizer's momentum, where the data order is
+// (epoch, and batches done in it: the DistributedSampler's order is a function of the
+// seed and the epoch, so no generator state is needed), the step that sets the learning
+// rate, and the curves so far. Rank 0 writes it as one safetensors file, atomically (a
+// temporary, then a rename), whose metadata is the manifest: what was saved, by how many
+// ranks, with which settings.
+//
+//   TrainingState s = load_training_state(path, settings, world);   // if the file exists
+//   save_training_state(path, s, model.state_dict(), opt.state_dict(), settings, world);   // rank 0 only
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lessons/common/curves.h"
+#include "nn/safetensors.h"
+
+namespace recap {
+
+// What must match for a resume to continue the same run.
+struct Settings {
+  std::string model;
+  int epochs = 0;
+  int64_t batch = 0, train_limit = 0;
+  double lr = 0;
+};
+
+struct TrainingState {
+  int epoch = 0;            // the epoch in progress (0-based)
+  int64_t batch = 0;        // batches of it already done
+  int64_t step = 0;         // optimizer steps in all
+  double loss_sum = 0;      // this rank's summed loss of this epoch so far (for its printed mean)
+  std::vector<::lessons::EpochPoint> curves;  // the epochs finished
+  engine::nn::StateDict model, optimizer;
+};
+
+// Writes the state; call on rank 0 only (every rank holds the same replica). The ranks'
+// loss sums differ (each saw its own data): `loss_sums` holds every rank's, gathered.
+void save_training_state(const std::string& path, const TrainingState& s, const std::vector<double>& loss_sums,
+                         const engine::nn::StateDict& model, const engine::nn::StateDict& optimizer,
+                         const Settings& settings);
+
+// Reads a state saved by save_training_state, checking it against this run: another model,
+// batch, data or schedule is refused naming both values; another world size is refused in
+// the middle of an epoch (the ranks' slices of the data would not line up), and allowed
+// at an epoch's end.
+TrainingState load_training_state(const std::string& path, const Settings& settings, int world_size, int rank);
+
+}  // namespace recap
