@@ -46,7 +46,7 @@ using engine::Error;
   std::fprintf(stderr,
                "launch: %s\n"
                "usage: launch [--nproc_per_node=N] [--nnodes=N --node_rank=R] [--master_addr=A] [--master_port=P]\n"
-               "              [--standalone] [--job_token=T] [--max_restarts=N] [--run_id=ID]\n"
+               "              [--standalone] [--job_token=T] [--max_restarts=N] [--run_id=ID] [--stopped_timeout=S]\n"
                "              [--log_dir=D [--redirects=M] [--tee=M]] PROGRAM [ARGS...]\n",
                why.c_str());
   std::exit(2);
@@ -105,6 +105,7 @@ struct Child {
   bool out_console = true, err_console = true;
   bool running = true;
   int status = 0;
+  std::chrono::steady_clock::time_point stopped_since{};  // when it was first seen stopped
 };
 
 volatile sig_atomic_t g_signal = 0;
@@ -291,7 +292,29 @@ void reap(std::vector<Child>& children, Outcome& out, bool& stopping) {
   for (Child* c : failed) c->running = false;
 }
 
-Outcome watch(std::vector<Child>& children) {
+// A rank stopped (SIGSTOP, a debugger) is alive but will never answer: the others would
+// wait for it until their collective timeout. One stopped longer than `limit` seconds ends
+// the attempt at once, named.
+void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& stopping) {
+  if (limit <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& c : children) {
+    if (!c.running || !is_stopped(c.pid)) {
+      c.stopped_since = {};
+      continue;
+    }
+    if (c.stopped_since == std::chrono::steady_clock::time_point{}) c.stopped_since = now;
+    if (now - c.stopped_since < std::chrono::seconds(limit)) continue;
+    out.exit_code = 128 + SIGSTOP;
+    out.reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") has been stopped for " +
+                 std::to_string(limit) + " s (SIGSTOP, or held by a debugger): the others would wait for it until "
+                 "their timeout";
+    stopping = true;
+    return;
+  }
+}
+
+Outcome watch(std::vector<Child>& children, int stopped_timeout) {
   Outcome out;
   auto stopping_since = std::chrono::steady_clock::time_point{};
   bool stopping = false;
@@ -308,6 +331,7 @@ Outcome watch(std::vector<Child>& children) {
     }
     const bool was_stopping = stopping;
     reap(children, out, stopping);
+    if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
     if (g_signal && !stopping) {
       out.reason = std::string("the launcher got signal ") + strsignal(g_signal);
       out.exit_code = 128 + g_signal;
@@ -376,7 +400,7 @@ int main(int argc, char** argv) {
   std::string first_failure;
   for (int attempt = 0;; ++attempt) {
     std::vector<Child> children = spawn(job, attempt);
-    const Outcome out = watch(children);
+    const Outcome out = watch(children, job.args.stopped_timeout);
     remove_job_segments(job.args.token);
     if (out.reason.empty()) return 0;
     if (first_failure.empty()) first_failure = out.reason;

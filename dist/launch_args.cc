@@ -41,6 +41,7 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     else if (key == "--master_port" || key == "--master-port") o.master_port = parse_int(key, need(), 0, 65535);
     else if (key == "--job_token" || key == "--job-token") o.token = need();
     else if (key == "--max_restarts" || key == "--max-restarts") o.max_restarts = parse_int(key, need(), 0, 1000);
+    else if (key == "--stopped_timeout" || key == "--stopped-timeout") o.stopped_timeout = parse_int(key, need(), 0, 86400);
     else if (key == "--run_id" || key == "--run-id" || key == "--rdzv_id" || key == "--rdzv-id") o.run_id = need();
     else if (key == "--log_dir" || key == "--log-dir") o.log_dir = need();
     else if (key == "--redirects" || key == "-r") o.redirects = parse_int(key, need(), 0, 3);

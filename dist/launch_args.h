@@ -14,6 +14,7 @@ struct LaunchArgs {
   int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 0;  // port 0: pick a free one
   std::string master_addr = "127.0.0.1", token;
   int max_restarts = 0;       // restarts of the whole group after a failure (torchrun's --max_restarts)
+  int stopped_timeout = 3;    // seconds a rank may stay stopped (SIGSTOP) before the job is stopped; 0: never
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID (torchrun's --rdzv_id / --run_id)
   std::string log_dir;        // per-rank log files under log_dir/attempt_N/LOCAL_RANK/
   int redirects = 0, tee = 0;  // which streams go to the log files: 1 stdout, 2 stderr, 3 both;

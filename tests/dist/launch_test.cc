@@ -1,5 +1,6 @@
 // The launcher: environment per rank, output labelled by rank, and on a failure the other
 // ranks stopped with the failing rank's status and a one-line reason.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,4 +170,13 @@ TEST_CASE("torchrun's other variables: GROUP_WORLD_SIZE, TORCHELASTIC_RUN_ID, OM
   const Run bad = run(kLaunch + " --tee 3 /bin/true");
   REQUIRE(bad.status == 2);
   REQUIRE_THAT(bad.output, Catch::Contains("give --log_dir too"));
+}
+
+TEST_CASE("a rank stopped for longer than --stopped_timeout ends the job within seconds, not at the collective timeout") {
+  const Run r = run("PROBE_STOP_RANK=1 ENGINE_DIST_TIMEOUT=120 " + kLaunch + " --nproc_per_node=3 --stopped_timeout=2 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 128 + SIGSTOP);
+  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
+                             Catch::Contains("has been stopped for 2 s (SIGSTOP, or held by a debugger)"));
+  REQUIRE(r.seconds < 15);  // the collective timeout is 120 s
 }
