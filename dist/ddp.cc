@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "dist/dist.h"
+#include "dist/join.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
 
@@ -107,9 +108,26 @@ void DistributedDataParallel::reset_for_backward() {
   finalize_queued_ = false;
 }
 
-nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
+void DistributedDataParallel::broadcast_buffers_if_needed() {
   if (options_.broadcast_buffers && group_->size() > 1)
     for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0).wait();
+}
+
+void DistributedDataParallel::reduce_zero_buckets() {
+  for (auto& b : buckets_) {
+    b->buffer.zero_();
+    group_->all_reduce(b->buffer, ReduceOp::Avg).wait();
+  }
+}
+
+nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
+  // In a Join, each step starts by counting the ranks still training (join.h); a rank
+  // that has finished answers 0 and shadows the rest of the step.
+  if (join_ && autograd::is_grad_enabled()) {
+    ENGINE_REQUIRE(sync_, "[Join] no_sync() is not supported inside a Join");
+    join_->count_training(true);
+  }
+  broadcast_buffers_if_needed();
   nn::Variable out = (*module_)(x);
   if (options_.find_unused_parameters && sync_ && group_->size() > 1 && autograd::is_grad_enabled()) {
     // Parameters the output does not depend on will get no gradient: count them as ready

@@ -33,6 +33,8 @@
 
 namespace engine::dist {
 
+class Join;
+
 struct DDPOptions {
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
@@ -76,8 +78,11 @@ class DistributedDataParallel : public nn::Module {
   int buckets_launched() const { return launched_; }
 
  private:
+  friend class Join;  // join.h: shadows this DDP's collectives for a rank out of data
   struct Bucket;
   void build_buckets();
+  void broadcast_buffers_if_needed();
+  void reduce_zero_buckets();  // a step's all-reduces with nothing to add (Join's shadow)
   void on_grad_ready(size_t param);
   void mark_ready(size_t param, const Tensor* grad);
   Tensor slot(size_t param) const;  // the parameter's place in its bucket, shaped like it
@@ -98,6 +103,7 @@ class DistributedDataParallel : public nn::Module {
   int launched_ = 0;
   bool sync_ = true;
   bool finalize_queued_ = false;
+  Join* join_ = nullptr;  // the Join this DDP is in, if any
 };
 
 // Saves `state` to `path` from rank 0 only (atomically, as safetensors), then waits at a

@@ -1,0 +1,49 @@
+// Join: training with uneven inputs. When one rank runs out of data before the others,
+// the others' next all-reduces would wait for it forever. Under a Join, each forward
+// first counts the ranks still training (one small all-reduce), and a rank whose data has
+// run out calls finish(): it then shadows the others' collectives, step after step (the
+// same count, the same buffer broadcasts, an all-reduce of zeros for each bucket), until
+// every rank has finished. Gradients are averaged over the initial world size, as
+// PyTorch's default (divide_by_initial_world_size=True): a rank that has finished
+// contributes zeros. At the end the last rank to finish broadcasts its parameters and
+// buffers, so every replica ends the same.
+//
+//   dist::Join join(ddp);                        // with Join([model]):
+//   for (const auto& batch : my_batches) {       //     for batch in my_batches:
+//     opt.zero_grad();                           //         ...
+//     cross_entropy(ddp(x), y).backward();
+//     opt.step();
+//   }
+//   join.finish();                               // (the end of the with block)
+//
+// Every rank must construct its Join before its first forward and call finish() once.
+// no_sync() is not supported inside a Join (the shadowing rank could not know that a step
+// skipped its all-reduces).
+#pragma once
+
+#include "dist/ddp.h"
+
+namespace engine::dist {
+
+class Join {
+ public:
+  explicit Join(DistributedDataParallel& ddp);
+  ~Join();
+  Join(const Join&) = delete;
+  Join& operator=(const Join&) = delete;
+
+  // This rank has no more data: shadow the others until all have finished, then take the
+  // last finisher's model. Returns the number of steps this rank shadowed.
+  int finish();
+
+ private:
+  friend class DistributedDataParallel;
+  int64_t count_training(bool still_training);  // the all-reduce each step starts with
+  void shadow_step();
+  void sync_final_model(bool last_to_finish);
+
+  DistributedDataParallel& ddp_;
+  bool finished_ = false;
+};
+
+}  // namespace engine::dist
