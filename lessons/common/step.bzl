@@ -14,7 +14,7 @@ A step whose test is not one run and its check (several runs, a killed rank) giv
 own script as test_script; it is run with the program's path as its first argument.
 """
 
-def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None, run_script = None):
+def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None, run_script = None, test_size = "medium"):
     pkg = native.package_name()
     program = pkg + "/" + name + "_main"
     native.cc_binary(
@@ -45,6 +45,7 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
             srcs = [test_script],
             args = [program] + test_args,
             data = common,
+            size = test_size,
         )
     else:
         native.sh_test(
@@ -53,6 +54,7 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
             args = [pkg + "/" + run_script if run_script else str(test_nproc or nproc), program,
                     pkg + "/" + name + "/check.sh"] + test_args,
             data = common + [name + "/check.sh"] + ([run_script] if run_script else []),
+            size = test_size,
         )
 
 def quick_check(name = "quick_check", deps = [], test_srcs = []):

@@ -33,12 +33,13 @@
 #include "tensor/ops.h"
 #include "tools/flags/flags.h"
 #include "lessons/02_ddp_basics/13_recap/training_state.h"
+#include "lessons/02_ddp_basics/13_recap/twin.h"
 
 using namespace engine;
 using namespace engine::nn;
 
 struct Args {
-  std::string model = "mlp", backend = "gloo", checkpoint, state;
+  std::string model = "mlp", backend = "gloo", checkpoint, state, twin;
   int epochs = 10;
   int64_t batch = 64, train_limit = 0, test_limit = 0, save_every = 0;
   double lr = 0.1;
@@ -59,6 +60,7 @@ Args parse(int argc, char** argv) {
   flags.add("--state", &a.state, "the whole training state, for resuming (default: out/02_ddp_basics/state_MODEL.safetensors)");
   flags.add("--save-every", &a.save_every, 0, int64_t(1) << 40, "steps between saves of the training state (0: epoch ends only)");
   flags.add("--resume", &a.resume, "continue from the training state (automatic when the launcher restarts the job)");
+  flags.add("--twin", &a.twin, "also write what the PyTorch twin needs into this folder (lesson 2, step 14)");
   flags.parse_or_exit(argc, argv);
   return a;
 }
@@ -125,10 +127,21 @@ int main(int argc, char** argv) try {
     recap::save_training_state(state_path, state, sums, ddp.module().state_dict(), opt.state_dict(), settings);
     save_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   };
+  // ---- For the PyTorch twin (step 14): step-0 weights, each epoch's order, each step's loss.
+  recap::TwinRecorder twin(args.twin, rank, world);
+  ENGINE_REQUIRE(!twin.on() || state.step == 0, "[13_recap] --twin records a run from its start; it cannot resume one");
+  char settings_json[512];
+  std::snprintf(settings_json, sizeof settings_json,
+                "{\"model\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %.17g, \"momentum\": 0.9, "
+                "\"world\": %d, \"train_limit\": %lld, \"steps_per_epoch\": %lld, \"mean\": %.9g, \"std\": %.9g}",
+                args.model.c_str(), args.epochs, (long long)args.batch, args.lr, world, (long long)train->size(),
+                (long long)loader.size(), double(data::kFashionMnistMean), double(data::kFashionMnistStd));
+  twin.start(ddp.module(), settings_json);
   std::vector<lessons::EpochPoint>& curves = state.curves;
   for (int epoch = state.epoch; epoch < args.epochs; ++epoch) {
     // ---- Reshuffle every epoch.            sampler.set_epoch(epoch)
     sampler->set_epoch(epoch);
+    if (twin.on()) twin.epoch_order(sampler->indices());
     const auto t0 = std::chrono::steady_clock::now();
     double& loss_sum = state.loss_sum;
     int64_t& batches = state.batch;
@@ -145,6 +158,7 @@ int main(int argc, char** argv) try {
       loss.backward();
       opt.step();
       loss_sum += loss.item();
+      twin.step_loss(loss.item());
       ++batches;
       if (++state.step % std::max<int64_t>(args.save_every, 1) == 0 && args.save_every > 0) save_state();
     }
@@ -170,6 +184,7 @@ int main(int argc, char** argv) try {
   // ---- Save only on rank 0.               if rank == 0: torch.save(model.module.state_dict(), ...)
   const std::string path = args.checkpoint.empty() ? dir + "/ddp_" + args.model + ".safetensors" : args.checkpoint;
   dist::save_on_rank0(path, ddp.module().state_dict());
+  twin.finish(ddp.module());
   if (rank == 0) {
     std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
     lessons::write_curves_csv(dir + "/curves.csv", curves);

@@ -1,0 +1,189 @@
+"""The recap's PyTorch twin (lesson 2, step 14): the same training in PyTorch, step for step.
+
+Given the folder the recap wrote with --twin DIR (run.json, init.safetensors, each rank's
+sample order), it builds the same model in PyTorch with the same parameter names, loads
+the same step-0 weights, and trains with the same optimizer (SGD, momentum 0.9), the same
+cosine learning-rate schedule, and the same batches in the same order: in one process for
+a world size of 1, and with PyTorch's DistributedDataParallel over gloo, one process per
+rank, otherwise. It writes OUT/losses_rank{r}.txt and OUT/final.safetensors, then compares:
+the final weights, and the predicted class of every test image under both final models.
+
+    python3 lessons/common/torch_twin.py DIR OUT [--data /usr/share/datasets/fashion-mnist]
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import socket
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+
+# ---- safetensors, read and written by hand (the format: u64 header length, JSON, data)
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = {"F32": np.float32, "I64": np.int64}[e["dtype"]]
+        a, b = e["data_offsets"]
+        out[name] = torch.from_numpy(np.frombuffer(data[a:b], dtype=dtype).reshape(e["shape"]).copy())
+    return out
+
+
+def save_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        a = tensors[name].detach().contiguous().numpy()
+        kind = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}[a.dtype]
+        header[name] = {"dtype": kind, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        blobs.append(a.tobytes())
+        offset += a.nbytes
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+# ---- the data, normalised exactly as the engine does (float32: x * (1/255), then (x - mean) / std)
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw[4 + 4 * ndim:], dtype=np.uint8).reshape(dims)
+
+
+def fashion_mnist(root, train, mean, std):
+    prefix = "train" if train else "t10k"
+    x = read_idx(os.path.join(root, prefix + "-images-idx3-ubyte.gz")).astype(np.float32) * (np.float32(1) / np.float32(255))
+    x = (x - np.float32(mean)) / np.float32(std)
+    y = read_idx(os.path.join(root, prefix + "-labels-idx1-ubyte.gz")).astype(np.int64)
+    return torch.from_numpy(x.reshape(-1, 1, 28, 28).copy()), torch.from_numpy(y.copy())
+
+
+# ---- the models, with the engine's layer order (so the parameter names are the same)
+
+def make_model(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                             nn.Linear(256, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3, 1, 1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def load_engine_weights(model, path):
+    missing, unexpected = model.load_state_dict(load_safetensors(path), strict=False)
+    missing = [k for k in missing if not k.endswith("num_batches_tracked")]  # PyTorch's own counter
+    if missing or unexpected:
+        sys.exit(f"torch_twin: {path} does not fit the model: missing {missing}, unexpected {unexpected}")
+
+
+# ---- the training, per rank
+
+def train(rank, run, twin_dir, out_dir, port):
+    torch.set_num_threads(run.get("threads", 1))
+    world = run["world"]
+    if world > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    x, y = fashion_mnist(run["data"], True, run["mean"], run["std"])
+    x, y = x[:run["train_limit"]], y[:run["train_limit"]]
+    model = make_model(run["model"])
+    load_engine_weights(model, os.path.join(twin_dir, "init.safetensors"))
+    net = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    opt = torch.optim.SGD(net.parameters(), lr=run["lr"], momentum=run["momentum"])
+    with open(os.path.join(twin_dir, f"order_rank{rank}.txt")) as f:
+        orders = [[int(i) for i in line.split()] for line in f]
+    steps, total = run["steps_per_epoch"], run["epochs"] * run["steps_per_epoch"]
+    losses = []
+    t0 = time.perf_counter()
+    for epoch, order in enumerate(orders):
+        for b in range(steps):
+            idx = torch.tensor(order[b * run["batch"]:(b + 1) * run["batch"]])
+            for group in opt.param_groups:  # the engine's cosine schedule, step by step
+                group["lr"] = run["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch * steps + b) / total))
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    seconds = time.perf_counter() - t0
+    with open(os.path.join(out_dir, f"losses_rank{rank}.txt"), "w") as f:
+        f.writelines(f"{l:.9g}\n" for l in losses)
+    if rank == 0:
+        save_safetensors(os.path.join(out_dir, "final.safetensors"), model.state_dict())
+        with open(os.path.join(out_dir, "time.json"), "w") as f:
+            json.dump({"seconds": seconds}, f)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- the comparison of the two final models
+
+def compare(run, twin_dir, out_dir):
+    ours, theirs = make_model(run["model"]), make_model(run["model"])
+    load_engine_weights(ours, os.path.join(twin_dir, "final.safetensors"))
+    theirs.load_state_dict(load_safetensors(os.path.join(out_dir, "final.safetensors")), strict=False)
+    worst, scale = 0.0, 0.0
+    for (name, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
+        if a.dtype == torch.float32:
+            worst = max(worst, (a - b).abs().max().item())
+            scale = max(scale, b.abs().max().item())
+    x, y = fashion_mnist(run["data"], False, run["mean"], run["std"])
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        p, q = ours(x).argmax(1), theirs(x).argmax(1)
+    return {"max_abs_weight_difference": worst, "max_rel_weight_difference": worst / scale,
+            "same_prediction_fraction": (p == q).float().mean().item(), "test_images": len(y),
+            "accuracy_engine": (p == y).float().mean().item(), "accuracy_pytorch": (q == y).float().mean().item()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("twin_dir")
+    ap.add_argument("out_dir")
+    ap.add_argument("--data", default=os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+    ap.add_argument("--threads", type=int, default=1,
+                    help="PyTorch's threads per process: another value changes only the order of its sums")
+    a = ap.parse_args()
+    with open(os.path.join(a.twin_dir, "run.json")) as f:
+        run = json.load(f)
+    run["data"] = a.data
+    run["threads"] = a.threads
+    os.makedirs(a.out_dir, exist_ok=True)
+    port = free_port()
+    if run["world"] == 1:
+        train(0, run, a.twin_dir, a.out_dir, port)
+    else:
+        mp.spawn(train, args=(run, a.twin_dir, a.out_dir, port), nprocs=run["world"])
+    result = compare(run, a.twin_dir, a.out_dir)
+    with open(os.path.join(a.out_dir, "time.json")) as f:
+        result["pytorch_seconds"] = json.load(f)["seconds"]
+    result["pytorch"] = torch.__version__
+    with open(os.path.join(a.out_dir, "compare.json"), "w") as f:
+        json.dump(result, f)
+    print("torch_twin: " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
