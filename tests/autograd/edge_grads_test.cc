@@ -5,25 +5,16 @@
 
 #include "autograd/ops.h"
 #include "catch2/catch.hpp"
+#include "tests/testing/same_values.h"
 #include "tensor/ops.h"
 
 using namespace engine;
 using namespace engine::autograd;
 using V = std::vector<float>;
 
-namespace {
-const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
-
-void require_same(const Tensor& t, const V& expect) {
-  const V got = t.to_vector<float>();
-  REQUIRE(got.size() == expect.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
-    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
-    else REQUIRE(got[i] == expect[i]);
-  }
-}
-}  // namespace
+using engine::testing::kInf;
+using engine::testing::kNaN;
+using engine::testing::require_same;
 
 TEST_CASE("pow(x, 0) has gradient 0 everywhere, x = 0 included") {
   Variable x(tensor({0, 1}), true);

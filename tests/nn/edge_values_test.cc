@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/same_values.h"
 #include "nn/functional.h"
 #include "nn/loss.h"
 #include "tensor/ops.h"
@@ -12,19 +13,9 @@ using namespace engine;
 using namespace engine::nn;
 using V = std::vector<float>;
 
-namespace {
-const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
-
-void require_same(const Tensor& t, const V& expect) {
-  const V got = t.to_vector<float>();
-  REQUIRE(got.size() == expect.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
-    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
-    else REQUIRE(got[i] == expect[i]);
-  }
-}
-}  // namespace
+using engine::testing::kInf;
+using engine::testing::kNaN;
+using engine::testing::require_same;
 
 TEST_CASE("max_pool2d: a NaN in the window wins, and takes the gradient") {
   Variable x(tensor({1, kNaN, 5, 2, 2, 3, kInf, 0}).reshape({1, 1, 2, 4}), true);

@@ -5,26 +5,16 @@
 #include <limits>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/same_values.h"
 #include "tensor/ops.h"
 
 using namespace engine;
 using V = std::vector<float>;
 using I = std::vector<int64_t>;
 
-namespace {
-const float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
-
-// Equal element by element, NaN matching NaN.
-void require_same(const Tensor& t, const V& expect) {
-  const V got = t.to_vector<float>();
-  REQUIRE(got.size() == expect.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
-    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
-    else REQUIRE(got[i] == expect[i]);
-  }
-}
-}  // namespace
+using engine::testing::kInf;
+using engine::testing::kNaN;
+using engine::testing::require_same;
 
 TEST_CASE("relu and clamp keep NaN, as PyTorch does") {
   const Tensor x = tensor({kNaN, -1, 2, kInf, -kInf});
