@@ -130,15 +130,16 @@ struct UnlinkOnExit {
   }
 };
 
-// Polls the store until `key` exists, checking meanwhile that rank 0 (who sets it) lives.
-std::string wait_for_key(TCPStore& store, const std::string& key, pid_t rank0_pid, Deadline deadline,
-                         const char* what) {
+// Polls the store until `key` exists. Rank `owner` (process `pid`) is the one to set it:
+// its death is named at once; at the deadline the error is `late`.
+std::string wait_for_key(TCPStore& store, const std::string& key, int owner, pid_t pid, Deadline deadline,
+                         const char* what, const std::string& late) {
   std::string value;
   while (!store.try_get(key, &value)) {
-    if (!alive(rank0_pid))
-      throw Error(std::string("[dist] rank 0 (pid ") + std::to_string(rank0_pid) + ") died while setting up " + what);
-    if (Clock::now() > deadline)
-      throw Error(std::string("[dist] timed out setting up ") + what + ": rank 0 never published its name");
+    if (!alive(pid))
+      throw Error("[dist] rank " + std::to_string(owner) + " (pid " + std::to_string(pid) +
+                  ") died while the ranks were setting up " + what);
+    if (Clock::now() > deadline) throw Error(late);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return value;
@@ -156,19 +157,11 @@ std::string shm_job_tag(const std::string& token) {
 
 void ShmAllReduce::wait_for_ranks(TCPStore& store, const std::string& prefix, const std::vector<pid_t>& pids,
                                   Deadline deadline, const char* what) {
-  for (int r = 0; r < size_; ++r) {
-    std::string value;
-    while (!store.try_get(prefix + std::to_string(r), &value)) {
-      if (!alive(pids[size_t(r)]))
-        throw Error("[dist] rank " + std::to_string(r) + " (pid " + std::to_string(pids[size_t(r)]) +
-                    ") died while the ranks were setting up " + what);
-      if (Clock::now() > deadline)
-        throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s setting up " + what +
-                    " on rank " + std::to_string(rank_) + ": rank " + std::to_string(r) +
-                    " never attached (stuck, or not calling the same setup)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
+  for (int r = 0; r < size_; ++r)
+    wait_for_key(store, prefix + std::to_string(r), r, pids[size_t(r)], deadline, what,
+                 "[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s setting up " + what +
+                     " on rank " + std::to_string(rank_) + ": rank " + std::to_string(r) +
+                     " never attached (stuck, or not calling the same setup)");
 }
 
 std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout,
@@ -197,7 +190,8 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
     }
     store.set("shm/name", unlink.name);
   } else {
-    unlink.name = wait_for_key(store, "shm/name", pids[0], d, "shared memory");
+    unlink.name = wait_for_key(store, "shm/name", 0, pids[0], d, "shared memory",
+                               "[init_process_group] timed out setting up shared memory: rank 0 never published its name");
     if (unlink.name.empty()) return nullptr;
     fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
   }
@@ -304,7 +298,8 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
     ENGINE_REQUIRE(fd >= 0, "[dist] cannot create a shared buffer of ", per_rank * size_t(size_), " bytes: ",
                    std::strerror(err));
   } else {
-    unlink.name = wait_for_key(store, key, pids[0], d, "a shared buffer");
+    unlink.name = wait_for_key(store, key, 0, pids[0], d, "a shared buffer",
+                               "[dist] timed out setting up a shared buffer: rank 0 never published its name");
     ENGINE_REQUIRE(!unlink.name.empty(), "[dist] rank 0 could not create a shared buffer (its error says why)");
     fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
     ENGINE_REQUIRE(fd >= 0, "[dist] cannot open the shared buffer ", unlink.name, ": ", std::strerror(errno));

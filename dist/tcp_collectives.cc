@@ -33,8 +33,9 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
   return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root), [this, t, root](const MessageHeader& desc, Deadline d) {
     // The root sends its tensor to every other rank directly (fine for the world sizes of
     // one machine; a ring or tree would spread the root's sending over all ranks).
-    // Each receiver then acknowledges with its own description of the call: without
-    // that, a root would return normally whatever the others had called.
+    // Without shared memory (whose agree() has compared every rank's call already), each
+    // receiver then acknowledges with its own description of the call: without that, a
+    // root would return normally whatever the others had called.
     MessageHeader h = desc, ack = desc;
     const size_t nbytes = t.nbytes();
     h.bytes = nbytes;
@@ -43,11 +44,11 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r)
         if (r != root) exchange(r, &h, data, nbytes, -1, nullptr, nullptr, 0, d);
-      for (int r = 0; r < size_; ++r)
+      for (int r = 0; r < size_ && !shm_; ++r)
         if (r != root) exchange(-1, nullptr, nullptr, 0, r, &ack, nullptr, 0, d);
     } else {
       exchange(-1, nullptr, nullptr, 0, root, &h, data, nbytes, d);
-      exchange(root, &ack, nullptr, 0, -1, nullptr, nullptr, 0, d);
+      if (!shm_) exchange(root, &ack, nullptr, 0, -1, nullptr, nullptr, 0, d);
     }
   });
 }
