@@ -37,9 +37,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ENGINE_REQUIRE(lo.to_vector<int64_t>() == hi.to_vector<int64_t>(), "[DistributedDataParallel] the model differs "
                  "between ranks: parameter counts range over ", lo.at({0}), "..", hi.at({0}), " and sizes over ",
                  lo.at({1}), "..", hi.at({1}), " elements; every rank must build the same model");
-  // Start from rank 0's weights and buffers, so every replica is identical.
-  for (auto& p : params_) group_->broadcast(p.data(), 0).wait();
-  for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0).wait();
+  broadcast_state(0);  // start from rank 0's weights and buffers, so every replica is identical
   build_buckets();
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](nn::Variable&) { on_grad_ready(i); }));
@@ -106,6 +104,11 @@ void DistributedDataParallel::reset_for_backward() {
   ready_.assign(params_.size(), false);
   launched_ = 0;
   finalize_queued_ = false;
+}
+
+void DistributedDataParallel::broadcast_state(int root) {
+  for (auto& p : params_) group_->broadcast(p.data(), root).wait();
+  for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, root).wait();
 }
 
 void DistributedDataParallel::broadcast_buffers_if_needed() {

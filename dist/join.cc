@@ -35,9 +35,7 @@ void Join::shadow_step() {
 void Join::sync_final_model(bool last_to_finish) {
   Tensor who = from_vector(std::vector<int64_t>{last_to_finish ? int64_t(ddp_.group_->rank()) : -1});
   ddp_.group_->all_reduce(who, ReduceOp::Max).wait();
-  const int root = int(who.to_vector<int64_t>()[0]);
-  for (auto& p : ddp_.params_) ddp_.group_->broadcast(p.data(), root).wait();
-  for (auto& [name, b] : ddp_.module_->named_buffers()) ddp_.group_->broadcast(b, root).wait();
+  ddp_.broadcast_state(int(who.to_vector<int64_t>()[0]));
 }
 
 int Join::finish() {

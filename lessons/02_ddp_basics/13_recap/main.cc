@@ -160,7 +160,8 @@ int main(int argc, char** argv) try {
       loss_sum += loss.item();
       twin.step_loss(loss.item());
       ++batches;
-      if (++state.step % std::max<int64_t>(args.save_every, 1) == 0 && args.save_every > 0) save_state();
+      ++state.step;
+      if (args.save_every > 0 && state.step % args.save_every == 0) save_state();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t trained = batches - resumed_at;  // in this run, for the throughput
