@@ -17,17 +17,6 @@ using namespace store_wire;
 
 void put_u32(std::string& out, uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); }
 
-// Reads a u32 length and then that many bytes, refusing anything over `limit`.
-std::string read_blob(const Socket& s, uint32_t limit, Deadline d, const std::string& peer) {
-  uint32_t n = 0;
-  s.recv_all(&n, 4, d, peer);
-  if (n > limit) throw Error("[store] " + peer + " sent a " + std::to_string(n) + "-byte field (limit " +
-                             std::to_string(limit) + ")");
-  std::string v(n, '\0');
-  s.recv_all(v.data(), n, d, peer);
-  return v;
-}
-
 }  // namespace
 
 TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptions options)

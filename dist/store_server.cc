@@ -11,6 +11,16 @@
 
 namespace engine::dist {
 
+std::string store_wire::read_blob(const Socket& s, uint32_t limit, Deadline d, const std::string& peer) {
+  uint32_t n = 0;
+  s.recv_all(&n, 4, d, peer);
+  if (n > limit) throw Error("[store] " + peer + " sent a " + std::to_string(n) + "-byte field (limit " +
+                             std::to_string(limit) + ")");
+  std::string v(n, '\0');
+  s.recv_all(v.data(), n, d, peer);
+  return v;
+}
+
 using namespace store_wire;
 
 struct TCPStore::Server::Pending {
@@ -188,11 +198,7 @@ void TCPStore::Server::serve(const Socket& s) {
       uint8_t cmd = 0;
       const Deadline d = deadline_in(std::chrono::seconds(30));
       s.recv_all(&cmd, 1, d, "a store client");
-      uint32_t key_len = 0;
-      s.recv_all(&key_len, 4, d, "a store client");
-      if (key_len > kMaxKey) throw Error("[store] a client sent a " + std::to_string(key_len) + "-byte key");
-      std::string key(key_len, '\0');
-      s.recv_all(key.data(), key_len, d, "a store client");
+      const std::string key = read_blob(s, kMaxKey, d, "a store client");
       const std::string value = read_value(s, d);
       const std::string reply = handle(cmd, key, value);
       const uint32_t len = uint32_t(reply.size());

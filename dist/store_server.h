@@ -38,6 +38,10 @@ constexpr size_t kMaxHandshaking = 256;            // connections that have not 
 constexpr size_t kMaxClients = 4096;               // connections with the token (each has a thread)
 constexpr std::chrono::seconds kHandshakeTime{5};  // to send magic and token
 
+// Reads a u32 length and then that many bytes, refusing anything over `limit` before
+// allocating (both sides read keys and replies this way).
+std::string read_blob(const Socket& s, uint32_t limit, Deadline d, const std::string& peer);
+
 }  // namespace engine::dist::store_wire
 
 namespace engine::dist {
