@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -113,15 +112,7 @@ int main(int argc, char** argv) try {
   // Every rank calls it (the loss sums are gathered); rank 0 writes, and times the writes.
   std::vector<double> save_ms;
   auto save_state = [&] {
-    int64_t bits;  // the double's own bits: the tensors hold float32 or int64
-    std::memcpy(&bits, &state.loss_sum, sizeof bits);
-    std::vector<Tensor> gathered;
-    dist::all_gather(gathered, from_vector(std::vector<int64_t>{bits}));
-    std::vector<double> sums(gathered.size());
-    for (size_t r = 0; r < sums.size(); ++r) {
-      const int64_t b = gathered[r].to_vector<int64_t>()[0];
-      std::memcpy(&sums[r], &b, sizeof b);
-    }
+    const std::vector<double> sums = recap::gather_loss_sums(state.loss_sum);
     if (rank != 0) return;
     const auto t0 = std::chrono::steady_clock::now();
     recap::save_training_state(state_path, state, sums, ddp.module().state_dict(), opt.state_dict(), settings);
@@ -130,13 +121,7 @@ int main(int argc, char** argv) try {
   // ---- For the PyTorch twin (step 14): step-0 weights, each epoch's order, each step's loss.
   recap::TwinRecorder twin(args.twin, rank, world);
   ENGINE_REQUIRE(!twin.on() || state.step == 0, "[13_recap] --twin records a run from its start; it cannot resume one");
-  char settings_json[512];
-  std::snprintf(settings_json, sizeof settings_json,
-                "{\"model\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %.17g, \"momentum\": 0.9, "
-                "\"world\": %d, \"train_limit\": %lld, \"steps_per_epoch\": %lld, \"mean\": %.9g, \"std\": %.9g}",
-                args.model.c_str(), args.epochs, (long long)args.batch, args.lr, world, (long long)train->size(),
-                (long long)loader.size(), double(data::kFashionMnistMean), double(data::kFashionMnistStd));
-  twin.start(ddp.module(), settings_json);
+  twin.start(ddp.module(), settings, train->size(), loader.size());
   std::vector<lessons::EpochPoint>& curves = state.curves;
   for (int epoch = state.epoch; epoch < args.epochs; ++epoch) {
     // ---- Reshuffle every epoch.            sampler.set_epoch(epoch)

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "dist/dist.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
@@ -43,6 +44,19 @@ std::vector<::lessons::EpochPoint> decode_curves(const std::string& s, const std
 }
 
 }  // namespace
+
+std::vector<double> gather_loss_sums(double mine) {
+  int64_t bits;  // the double's own bits: the tensors hold float32 or int64
+  std::memcpy(&bits, &mine, sizeof bits);
+  std::vector<engine::Tensor> gathered;
+  engine::dist::all_gather(gathered, engine::from_vector(std::vector<int64_t>{bits}));
+  std::vector<double> sums(gathered.size());
+  for (size_t r = 0; r < sums.size(); ++r) {
+    const int64_t b = gathered[r].to_vector<int64_t>()[0];
+    std::memcpy(&sums[r], &b, sizeof b);
+  }
+  return sums;
+}
 
 void save_training_state(const std::string& path, const TrainingState& s, const std::vector<double>& loss_sums,
                          const StateDict& model, const StateDict& optimizer, const Settings& settings) {

@@ -42,6 +42,9 @@ void save_training_state(const std::string& path, const TrainingState& s, const 
                          const engine::nn::StateDict& model, const engine::nn::StateDict& optimizer,
                          const Settings& settings);
 
+// Collective: every rank's loss sum, in rank order, bit for bit (each rank saw its own data).
+std::vector<double> gather_loss_sums(double mine);
+
 // Reads a state saved by save_training_state, checking it against this run: another model,
 // batch, data or schedule is refused naming both values; another world size is refused in
 // the middle of an epoch (the ranks' slices of the data would not line up), and allowed

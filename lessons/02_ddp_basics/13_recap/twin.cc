@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/fashion_mnist.h"
 #include "nn/safetensors.h"
 #include "tensor/check.h"
 
@@ -16,10 +17,16 @@ TwinRecorder::TwinRecorder(std::string dir, int rank, int world) : dir_(std::mov
   ENGINE_REQUIRE(!ec, "[twin] cannot create ", dir_, ": ", ec.message());
 }
 
-void TwinRecorder::start(engine::nn::Module& model, const std::string& settings_json) {
+void TwinRecorder::start(engine::nn::Module& model, const Settings& s, int64_t train_size, int64_t steps_per_epoch) {
   if (!on() || rank_ != 0) return;
   engine::nn::save_safetensors(dir_ + "/init.safetensors", model.state_dict());
-  std::ofstream(dir_ + "/run.json") << settings_json << "\n";
+  char json[512];
+  std::snprintf(json, sizeof json,
+                "{\"model\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %.17g, \"momentum\": 0.9, "
+                "\"world\": %d, \"train_limit\": %lld, \"steps_per_epoch\": %lld, \"mean\": %.9g, \"std\": %.9g}\n",
+                s.model.c_str(), s.epochs, (long long)s.batch, s.lr, world_, (long long)train_size,
+                (long long)steps_per_epoch, double(engine::data::kFashionMnistMean), double(engine::data::kFashionMnistStd));
+  std::ofstream(dir_ + "/run.json") << json;
 }
 
 void TwinRecorder::epoch_order(const std::vector<int64_t>& indices) {

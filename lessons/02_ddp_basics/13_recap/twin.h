@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "lessons/02_ddp_basics/13_recap/training_state.h"
 #include "nn/module.h"
 
 namespace recap {
@@ -21,7 +22,8 @@ class TwinRecorder {
   // dir empty: records nothing.
   TwinRecorder(std::string dir, int rank, int world);
   bool on() const { return !dir_.empty(); }
-  void start(engine::nn::Module& model, const std::string& settings_json);  // rank 0 writes init + run.json
+  // Rank 0 writes the step-0 weights and run.json.
+  void start(engine::nn::Module& model, const Settings& settings, int64_t train_size, int64_t steps_per_epoch);
   void epoch_order(const std::vector<int64_t>& indices);
   void step_loss(double loss) { losses_.push_back(loss); }
   void finish(engine::nn::Module& model);  // every rank writes its files; rank 0 the final weights
