@@ -75,14 +75,16 @@ std::string resolve_program(const std::string& p) {
   return p;
 }
 
-// True when the process is stopped (SIGSTOP, SIGTSTP, or held by a debugger): it is alive
-// but will never answer, and the others will time out waiting for it.
+// True when the process is stopped by a signal (SIGSTOP, SIGTSTP: state T): it is alive
+// but will never answer, and the others will time out waiting for it. A tracing stop
+// (state t) is not counted: tools stop a process that way for a moment (LeakSanitizer
+// does, at every exit under ASan), and a rank under a debugger is being looked at.
 bool is_stopped(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!std::getline(stat, line)) return false;
   const size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'T' || line[close + 2] == 't');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
 }
 
 // Removes the shared-memory names this job left in /dev/shm. The ranks remove each name
@@ -258,7 +260,7 @@ std::string describe_failure(const Child& c, const std::vector<Child>& children)
   for (auto& other : children)
     if (other.running && is_stopped(other.pid))
       reason = "rank " + std::to_string(other.rank) + " (pid " + std::to_string(other.pid) +
-               ") is stopped (SIGSTOP, or held by a debugger), and " + reason + " waiting for it";
+               ") is stopped (SIGSTOP or SIGTSTP), and " + reason + " waiting for it";
   return reason;
 }
 
@@ -292,7 +294,7 @@ void reap(std::vector<Child>& children, Outcome& out, bool& stopping) {
   for (Child* c : failed) c->running = false;
 }
 
-// A rank stopped (SIGSTOP, a debugger) is alive but will never answer: the others would
+// A rank stopped (SIGSTOP, SIGTSTP) is alive but will never answer: the others would
 // wait for it until their collective timeout. One stopped longer than `limit` seconds ends
 // the attempt at once, named.
 void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& stopping) {
@@ -307,7 +309,7 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
     if (now - c.stopped_since < std::chrono::seconds(limit)) continue;
     out.exit_code = 128 + SIGSTOP;
     out.reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") has been stopped for " +
-                 std::to_string(limit) + " s (SIGSTOP, or held by a debugger): the others would wait for it until "
+                 std::to_string(limit) + " s (SIGSTOP or SIGTSTP): the others would wait for it until "
                  "their timeout";
     stopping = true;
     return;

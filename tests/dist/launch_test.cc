@@ -85,7 +85,7 @@ TEST_CASE("a stopped rank is named by the launcher, not the survivor that timed 
   INFO(r.output);
   REQUIRE(r.status == 1);
   REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
-                             Catch::Contains("is stopped (SIGSTOP, or held by a debugger), and rank 0 (pid") &&
+                             Catch::Contains("is stopped (SIGSTOP or SIGTSTP), and rank 0 (pid") &&
                              Catch::Contains("exited with status 1 waiting for it"));
   REQUIRE(r.seconds < 15);
 }
@@ -177,6 +177,6 @@ TEST_CASE("a rank stopped for longer than --stopped_timeout ends the job within 
   INFO(r.output);
   REQUIRE(r.status == 128 + SIGSTOP);
   REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
-                             Catch::Contains("has been stopped for 2 s (SIGSTOP, or held by a debugger)"));
+                             Catch::Contains("has been stopped for 2 s (SIGSTOP or SIGTSTP)"));
   REQUIRE(r.seconds < 15);  // the collective timeout is 120 s
 }
