@@ -20,50 +20,22 @@
 #include <cstring>
 #include <vector>
 
+#include "dist/reduce_into.h"
+#include "dist/ring_schedule.h"
 #include "dist/tcp_group.h"
 
 namespace engine::dist {
 
-namespace {
-
-template <class T>
-void reduce_into(T* acc, const T* in, int64_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      for (int64_t i = 0; i < n; ++i) acc[i] += in[i];
-      break;
-    case ReduceOp::Product:
-      for (int64_t i = 0; i < n; ++i) acc[i] *= in[i];
-      break;
-    case ReduceOp::Min:
-      for (int64_t i = 0; i < n; ++i) acc[i] = in[i] < acc[i] ? in[i] : acc[i];
-      break;
-    case ReduceOp::Max:
-      for (int64_t i = 0; i < n; ++i) acc[i] = in[i] > acc[i] ? in[i] : acc[i];
-      break;
-  }
-}
-
-void reduce_bytes(char* acc, const char* in, int64_t n, DType dtype, ReduceOp op) {
-  if (dtype == DType::Float32) reduce_into(reinterpret_cast<float*>(acc), reinterpret_cast<const float*>(in), n, op);
-  else reduce_into(reinterpret_cast<int64_t*>(acc), reinterpret_cast<const int64_t*>(in), n, op);
-}
-
-int mod(int a, int n) { return ((a % n) + n) % n; }
-
-}  // namespace
-
 void ProcessGroupTCP::ring_reduce_scatter(char* data, const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
                                           const MessageHeader& desc, int shift, Deadline d) {
-  const int n = size_, next = mod(rank_ + 1, n), prev = mod(rank_ - 1, n);
+  const int n = size_, next = ring::wrap(rank_ + 1, n), prev = ring::wrap(rank_ - 1, n);
   const size_t es = dtype_size(dtype);
   int64_t largest = 0;
   for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[k + 1] - bounds[k]);
   thread_local std::vector<char> scratch;
   scratch.resize(size_t(largest) * es);
   for (int step = 0; step < n - 1; ++step) {
-    const int send_seg = mod(rank_ - step + shift, n), recv_seg = mod(rank_ - step - 1 + shift, n);
+    const auto [send_seg, recv_seg] = ring::reduce_scatter_step(rank_, n, step, shift);
     MessageHeader out = desc, expect = desc;
     out.step = expect.step = uint16_t(step);
     out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
@@ -73,7 +45,7 @@ void ProcessGroupTCP::ring_reduce_scatter(char* data, const std::vector<int64_t>
     exchange(next, &out, data + size_t(bounds[send_seg]) * es, out.bytes, prev, &expect, scratch.data(), expect.bytes, d,
              [&](size_t bytes) {
                const int64_t ready = int64_t(bytes / es);
-               reduce_bytes(acc + size_t(reduced) * es, scratch.data() + size_t(reduced) * es, ready - reduced, dtype, op);
+               reduce_into(acc + size_t(reduced) * es, scratch.data() + size_t(reduced) * es, ready - reduced, dtype, op);
                reduced = ready;
              });
   }
@@ -82,11 +54,11 @@ void ProcessGroupTCP::ring_reduce_scatter(char* data, const std::vector<int64_t>
 void ProcessGroupTCP::ring_all_gather(char* data, const std::vector<int64_t>& bounds, DType dtype,
                                       const MessageHeader& desc, int owned_shift, Deadline d) {
   // Rank r starts owning segment r + 1 + owned_shift and passes segments along the ring.
-  const int n = size_, next = mod(rank_ + 1, n), prev = mod(rank_ - 1, n);
+  const int n = size_, next = ring::wrap(rank_ + 1, n), prev = ring::wrap(rank_ - 1, n);
   const size_t es = dtype_size(dtype);
-  const int owned = mod(rank_ + 1 + owned_shift, n);
+  const int owned = ring::owned_after_reduce_scatter(rank_, n, owned_shift);
   for (int step = 0; step < n - 1; ++step) {
-    const int send_seg = mod(owned - step, n), recv_seg = mod(owned - step - 1, n);
+    const auto [send_seg, recv_seg] = ring::all_gather_step(owned, n, step);
     MessageHeader out = desc, expect = desc;
     out.step = expect.step = uint16_t(n - 1 + step);  // continues the reduce-scatter's step numbers
     out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
@@ -105,12 +77,10 @@ void ProcessGroupTCP::ring_all_reduce(const Tensor& t, ReduceOp op, const Messag
     return;
   }
   if (n > 1) {
-    // Segments as equal as possible: segment k is [k*count/n, (k+1)*count/n).
-    std::vector<int64_t> bounds(size_t(n) + 1);
-    for (int k = 0; k <= n; ++k) bounds[k] = int64_t(k) * count / n;
+    const std::vector<int64_t> bounds = ring::equal_segments(count, n);
     ring_reduce_scatter(data, bounds, t.dtype(), op, desc, 0, d);
     if (op == ReduceOp::Avg) {  // the owner divides its finished segment once
-      const int owned = mod(rank_ + 1, n);
+      const int owned = ring::owned_after_reduce_scatter(rank_, n);
       float* f = reinterpret_cast<float*>(data) + bounds[owned];
       for (int64_t i = 0; i < bounds[owned + 1] - bounds[owned]; ++i) f[i] /= float(n);
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist/nccl_group.h"
+#include "dist/ring_schedule.h"
 #include "dist/watchdog.h"
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
@@ -273,8 +274,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     const int64_t count = t.numel();
     const size_t es = dtype_size(t.dtype());
     char* data = t.bytes();
-    std::vector<int64_t> b(size_t(n) + 1);
-    for (int k = 0; k <= n; ++k) b[k] = int64_t(k) * count / n;
+    const std::vector<int64_t> b = ring::equal_segments(count, n);
     int64_t largest = 0;
     for (int k = 0; k < n; ++k) largest = std::max(largest, b[k + 1] - b[k]);
     // The scratch outlives this call: the communication stream may still be reading it
@@ -295,7 +295,7 @@ class ProcessGroupNCCL : public ProcessGroup {
       wait_ready("ncclGroupEnd", nullptr);
     };
     for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
-      const int send_seg = ((rank_ - s) % n + n) % n, recv_seg = ((rank_ - s - 1) % n + n) % n;
+      const auto [send_seg, recv_seg] = ring::reduce_scatter_step(rank_, n, s);
       exchange(send_seg, tmp, recv_seg);
       const int64_t len = b[recv_seg + 1] - b[recv_seg];
       const int blocks = int(std::min<int64_t>((len + 255) / 256, 4096));
@@ -308,14 +308,14 @@ class ProcessGroupNCCL : public ProcessGroup {
                                                     reinterpret_cast<const int64_t*>(tmp), len, op_code);
       cuda_check(cudaGetLastError(), "reduce_kernel launch");
     }
-    const int owned = (rank_ + 1) % n;
+    const int owned = ring::owned_after_reduce_scatter(rank_, n);
     if (op == ReduceOp::Avg && b[owned + 1] > b[owned]) {
       const int64_t len = b[owned + 1] - b[owned];
       scale_kernel<<<int(std::min<int64_t>((len + 255) / 256, 4096)), 256, 0, stream_>>>(
           reinterpret_cast<float*>(data) + b[owned], len, 1.0f / float(n));
     }
     for (int s = 0; s < n - 1; ++s) {  // all-gather
-      const int send_seg = ((owned - s) % n + n) % n, recv_seg = ((owned - s - 1) % n + n) % n;
+      const auto [send_seg, recv_seg] = ring::all_gather_step(owned, n, s);
       exchange(send_seg, data + size_t(b[recv_seg]) * es, recv_seg);
     }
   }

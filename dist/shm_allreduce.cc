@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "dist/reduce_into.h"
 #include "tensor/check.h"
 #include "tensor/storage.h"
 
@@ -74,22 +75,13 @@ std::string machine_id() {
 // every rank would get the same bits. Blocks of 1024 keep the running result in L1 while
 // every rank's data streams by once and the result is written once to each output.
 template <class T>
-void reduce_into(const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n, ReduceOp op) {
+void reduce_ranks(const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n, ReduceOp op) {
   constexpr int64_t kBlock = 1024;
   T acc[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t len = std::min(kBlock, n - b);
     std::memcpy(acc, reinterpret_cast<const T*>(in[0]) + b, size_t(len) * sizeof(T));
-    for (size_t k = 1; k < in.size(); ++k) {
-      const T* x = reinterpret_cast<const T*>(in[k]) + b;
-      switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Avg: for (int64_t i = 0; i < len; ++i) acc[i] += x[i]; break;
-        case ReduceOp::Product: for (int64_t i = 0; i < len; ++i) acc[i] *= x[i]; break;
-        case ReduceOp::Min: for (int64_t i = 0; i < len; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i]; break;
-        case ReduceOp::Max: for (int64_t i = 0; i < len; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i]; break;
-      }
-    }
+    for (size_t k = 1; k < in.size(); ++k) reduce_into(acc, reinterpret_cast<const T*>(in[k]) + b, len, op);
     if (op == ReduceOp::Avg)
       for (int64_t i = 0; i < len; ++i) acc[i] /= T(in.size());
     for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, acc, size_t(len) * sizeof(T));
@@ -99,8 +91,8 @@ void reduce_into(const std::vector<const char*>& in, const std::vector<char*>& o
 // The same for a dtype the collectives support (float32 or int64).
 void reduce_bytes(DType dtype, const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n,
                   ReduceOp op) {
-  if (dtype == DType::Float32) reduce_into<float>(in, out, n, op);
-  else reduce_into<int64_t>(in, out, n, op);
+  if (dtype == DType::Float32) reduce_ranks<float>(in, out, n, op);
+  else reduce_ranks<int64_t>(in, out, n, op);
 }
 
 // A name no other job uses: the pid alone is not enough, because processes in different

@@ -17,7 +17,7 @@
 #include <memory>
 
 #include "dist/process_group.h"
-#include "nn/conv.h"
+#include "nn/batchnorm.h"
 
 namespace engine::dist {
 

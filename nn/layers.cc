@@ -38,4 +38,10 @@ Variable Sequential::forward(const Variable& x) {
   return h;
 }
 
+Dropout::Dropout(double p, Generator* gen) : p(p), gen_(gen) {
+  ENGINE_REQUIRE(p >= 0 && p < 1, "[Dropout] probability must be in [0, 1), got ", p);
+}
+
+Variable Dropout::forward(const Variable& x) { return dropout(x, p, is_training(), gen_); }
+
 }  // namespace engine::nn

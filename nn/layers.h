@@ -1,5 +1,5 @@
-// The basic layers: Linear, ReLU, Flatten and Sequential, initialised as PyTorch does.
-// Convolution, pooling, dropout and batch norm are in conv.h.
+// The basic layers: Linear, ReLU, Dropout, Flatten and Sequential, initialised as PyTorch does.
+// Convolution and pooling are in conv.h, batch norm in batchnorm.h.
 //
 //   Linear fc(784, 256);                 // weight (256,784), bias (256,), U(-1/sqrt(784), 1/sqrt(784))
 //   Variable y = fc(x);                  // x (N,784) -> y (N,256) = x W^T + b
@@ -27,6 +27,17 @@ class Linear : public Module {
 class ReLU : public Module {
  public:
   Variable forward(const Variable& x) override { return autograd::relu(x); }
+};
+
+// Zeroes each element with probability p in train() and scales the rest by 1/(1-p).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, Generator* gen = nullptr);
+  Variable forward(const Variable& x) override;
+  double p;
+
+ private:
+  Generator* gen_;
 };
 
 // (N, d1, d2, ...) -> (N, d1*d2*...)

@@ -11,6 +11,7 @@
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "nn/adam.h"
+#include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/loss.h"

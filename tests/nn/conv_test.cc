@@ -2,7 +2,9 @@
 // finite differences; Dropout; BatchNorm in train and eval.
 #include <cmath>
 
+#include "nn/batchnorm.h"
 #include "nn/conv.h"
+#include "nn/layers.h"
 #include "nn/functional.h"
 #include "tests/testing/gradcheck.h"
 

@@ -4,6 +4,7 @@
 // each case says it was skipped and why.
 #include "catch2/catch.hpp"
 #include "nn/adam.h"
+#include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/layers.h"

@@ -1,6 +1,6 @@
 // Module bookkeeping: names in registration order, state_dict round trips, strict loading,
 // train/eval, zero_grad; SGD against hand-computed steps; a small model that learns.
-#include "nn/conv.h"
+#include "nn/batchnorm.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"

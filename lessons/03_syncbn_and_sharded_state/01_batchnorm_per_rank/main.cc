@@ -9,7 +9,7 @@
 #include "dist/dist.h"
 #include "lessons/03_syncbn_and_sharded_state/bn_data.h"
 #include "lessons/common/lesson.h"
-#include "nn/conv.h"
+#include "nn/batchnorm.h"
 
 using namespace engine;
 using namespace engine::nn;

@@ -12,7 +12,7 @@
 #include "dist/sync_batchnorm.h"
 #include "lessons/03_syncbn_and_sharded_state/bn_data.h"
 #include "lessons/common/lesson.h"
-#include "nn/conv.h"
+#include "nn/batchnorm.h"
 #include "nn/layers.h"
 
 using namespace engine;

@@ -1,0 +1,48 @@
+#include "nn/batchnorm.h"
+
+#include "tensor/ops.h"
+
+namespace engine::nn {
+
+BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, double momentum)
+    : features(features), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
+  ENGINE_REQUIRE(features > 0, "[BatchNorm] features must be positive, got ", features);
+  weight = register_parameter("weight", ones({features}));
+  bias = register_parameter("bias", zeros({features}));
+  running_mean = zeros({features});
+  running_var = ones({features});
+  num_batches_tracked = zeros({}, DType::Int64);
+  register_buffer("running_mean", &running_mean);
+  register_buffer("running_var", &running_var);
+  register_buffer("num_batches_tracked", &num_batches_tracked);
+}
+
+Variable BatchNorm::forward(const Variable& x) {
+  ENGINE_REQUIRE(x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features, "[BatchNorm] expects input with ",
+                 dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + " or " + std::to_string(dims_hi_),
+                 " dims and ", features, " channels in dim 1, got shape ", shape_str(x.shape()));
+  std::vector<int64_t> dims{0};
+  Shape channel_shape(x.dim(), 1);  // (1, C, 1, ...) to broadcast per-channel values
+  channel_shape[1] = features;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Variable xhat;
+  if (is_training()) {
+    const int64_t count = x.numel() / features;
+    ENGINE_REQUIRE(count > 1, "[BatchNorm] needs more than 1 value per channel in training, got shape ",
+                   shape_str(x.shape()));
+    Variable mean = autograd::mean(x, dims, true);
+    Variable var = autograd::var(x, dims, true, /*correction=*/0);
+    xhat = (x - mean) / autograd::sqrt(var + eps);
+    // Running statistics: no gradient, updated in place so the registered buffers stay valid.
+    const double m = momentum, unbias = double(count) / double(count - 1);
+    running_mean.copy_(running_mean * (1 - m) + mean.data().reshape({features}) * m);
+    running_var.copy_(running_var * (1 - m) + var.data().reshape({features}) * (m * unbias));
+    num_batches_tracked.copy_(num_batches_tracked + 1.0);
+  } else {
+    xhat = (x - Variable(running_mean.reshape(channel_shape))) /
+           Variable(sqrt(running_var.reshape(channel_shape) + eps));
+  }
+  return xhat * autograd::reshape(weight, channel_shape) + autograd::reshape(bias, channel_shape);
+}
+
+}  // namespace engine::nn

@@ -1,0 +1,43 @@
+// Batch normalisation layers, as PyTorch's BatchNorm1d and BatchNorm2d (SyncBatchNorm,
+// which shares the statistics across ranks, is in dist/sync_batchnorm.h).
+//
+//   BatchNorm2d bn(32);          // per-channel batch statistics in train(), running ones in eval()
+//   Variable y = bn(x);          // x (N,32,H,W)
+#pragma once
+
+#include "nn/module.h"
+
+namespace engine::nn {
+
+// Batch normalisation over every dim but the channel dim (dim 1): in training, normalise
+// with the batch's mean and biased variance and update the running statistics
+// (running = (1 - momentum) running + momentum * batch, with the unbiased variance);
+// in eval, normalise with the running statistics. Then scale by weight, shift by bias.
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int64_t features, int64_t input_dims_lo, int64_t input_dims_hi, double eps, double momentum);
+  Variable forward(const Variable& x) override;
+  Variable weight, bias;  // (C,), ones and zeros
+  Tensor running_mean, running_var, num_batches_tracked;
+  int64_t features;
+  double eps, momentum;
+
+ private:
+  int64_t dims_lo_, dims_hi_;  // accepted input ranks
+};
+
+// Input (N, C) or (N, C, L).
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNorm(features, 2, 3, eps, momentum) {}
+};
+
+// Input (N, C, H, W).
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNorm(features, 4, 4, eps, momentum) {}
+};
+
+}  // namespace engine::nn
