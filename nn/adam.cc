@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "tensor/cuda/kernels.h"
+#include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -31,29 +31,11 @@ void Adam::step() {
     ++t;
     const double bc1 = 1 - std::pow(o.beta1, double(t)), bc2_sqrt = std::sqrt(1 - std::pow(o.beta2, double(t)));
     const double step_size = o.lr / bc1;
-    // One fused pass over the parameter: the state update and the step for each element.
-    const Tensor g_dense = grad.contiguous();
-    float* pp = p.data<float>();
-    float* m = exp_avg_[i].data<float>();
-    float* v = exp_avg_sq_[i].data<float>();
-    const float* g = g_dense.data<float>();
-    const float b1 = float(o.beta1), b2 = float(o.beta2), wd = float(o.weight_decay), eps = float(o.eps);
+    // The state update and the step for each element, in one pass (tensor/nn_ops.cc).
     const float decay = decoupled_ ? float(1 - o.lr * o.weight_decay) : 1.0f;
-    if (p.device().is_cuda()) {  // the same rule, one fused kernel (tensor/cuda/optim.cu)
-      ENGINE_REQUIRE(g_dense.device() == p.device(), "[Adam] parameter ", i, " is on ", p.device().str(),
-                     " but its gradient on ", g_dense.device().str());
-      cuda::adam_step(p.device().index, p.numel(), pp, g, m, v,
-                      {b1, b2, eps, wd, float(step_size), float(bc2_sqrt), decay, decoupled_});
-      continue;
-    }
-    for (int64_t k = 0, n = p.numel(); k < n; ++k) {
-      float gk = g[k];
-      if (!decoupled_ && wd != 0) gk += wd * pp[k];
-      pp[k] *= decay;
-      m[k] = b1 * m[k] + (1 - b1) * gk;
-      v[k] = b2 * v[k] + (1 - b2) * gk * gk;
-      pp[k] -= float(step_size) * m[k] / (std::sqrt(v[k]) / float(bc2_sqrt) + eps);
-    }
+    adam_step_(p, grad, exp_avg_[i], exp_avg_sq_[i],
+               {float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), float(step_size), float(bc2_sqrt),
+                decay, decoupled_});
   }
 }
 

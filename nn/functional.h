@@ -17,8 +17,9 @@ using autograd::Variable;
 // that writes its result in the parameter's own layout (no transposed copies).
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
 
-// 2-D cross-correlation (what deep learning calls convolution), as im2col + one GEMM per
-// image. bias may be undefined. Output (N, O, (H + 2p - kh)/s + 1, (W + 2p - kw)/s + 1).
+// 2-D cross-correlation (what deep learning calls convolution), as im2col (tensor/nn_ops.h)
+// + one GEMM for the whole batch. bias may be undefined.
+// Output (N, O, (H + 2p - kh)/s + 1, (W + 2p - kw)/s + 1).
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding);
 
 // Max over kernel x kernel windows; padding counts as -infinity. The gradient goes to the
@@ -28,13 +29,5 @@ Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t p
 // Zeroes each element with probability p and scales the rest by 1/(1-p) in training;
 // the identity otherwise.
 Variable dropout(const Variable& x, double p, bool training, Generator* gen = nullptr);
-
-// ---- the im2col kernels, exposed for tests and for the reference convolution.
-
-// (N, C, H, W) -> (N, C*kh*kw, OH*OW): column (c, i, j) of output position (oy, ox) holds
-// x[n, c, oy*s + i - p, ox*s + j - p], or 0 where that falls in the padding.
-Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding);
-// The adjoint of im2col: adds each column entry back into the image position it came from.
-Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t stride, int64_t padding);
 
 }  // namespace engine::nn

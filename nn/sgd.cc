@@ -1,8 +1,6 @@
 #include "nn/sgd.h"
 
-#include <type_traits>
-
-#include "tensor/cuda/kernels.h"
+#include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
 namespace engine::nn {
@@ -21,41 +19,11 @@ void SGD::step() {
     const Tensor& grad = params_[i].grad();
     if (!grad.defined()) continue;  // no gradient this step: leave it alone, as PyTorch does
     Tensor p = params_[i].data();
-    const Tensor g_dense = grad.contiguous();
     const bool first = o.momentum != 0 && !buffers_[i].defined();
-    if (o.momentum != 0 && first) buffers_[i] = empty(p.shape(), DType::Float32, p.device());
-    if (p.device().is_cuda()) {  // the same rule, one fused kernel (tensor/cuda/optim.cu)
-      ENGINE_REQUIRE(g_dense.device() == p.device(), "[SGD] parameter ", i, " is on ", p.device().str(),
-                     " but its gradient on ", g_dense.device().str());
-      cuda::sgd_step(p.device().index, p.numel(), p.data<float>(), g_dense.data<float>(),
-                     o.momentum != 0 ? buffers_[i].data<float>() : nullptr,
-                     {float(o.lr), float(o.weight_decay), float(o.momentum), float(o.dampening), o.nesterov, first});
-      continue;
-    }
-    // One pass per parameter: the whole update rule (see sgd.h) for each element in turn.
-    // The choices (momentum? first step? Nesterov?) are made once, outside the loop, so
-    // the loop itself is branch-free and the compiler vectorises it.
-    float* __restrict pp = p.data<float>();
-    const float* __restrict g = g_dense.data<float>();
-    float* __restrict buf = o.momentum != 0 ? buffers_[i].data<float>() : nullptr;
-    const float lr = float(o.lr), wd = float(o.weight_decay), m = float(o.momentum), damp = float(1 - o.dampening);
-    const int64_t n = p.numel();
-    auto update = [&](auto has_buf, auto is_first, auto nesterov) {
-      for (int64_t k = 0; k < n; ++k) {
-        float d = g[k] + wd * pp[k];
-        if constexpr (decltype(has_buf)::value) {
-          const float b = decltype(is_first)::value ? d : m * buf[k] + damp * d;
-          buf[k] = b;
-          d = decltype(nesterov)::value ? d + m * b : b;
-        }
-        pp[k] -= lr * d;
-      }
-    };
-    using T = std::true_type;
-    using F = std::false_type;
-    if (!buf) update(F{}, F{}, F{});
-    else if (first) o.nesterov ? update(T{}, T{}, T{}) : update(T{}, T{}, F{});
-    else o.nesterov ? update(T{}, F{}, T{}) : update(T{}, F{}, F{});
+    if (first) buffers_[i] = empty(p.shape(), DType::Float32, p.device());
+    // The whole update rule (see sgd.h) in one pass over the parameter (tensor/nn_ops.cc).
+    sgd_step_(p, grad, &buffers_[i],
+              {float(o.lr), float(o.weight_decay), float(o.momentum), float(o.dampening), o.nesterov, first});
   }
 }
 

@@ -1,5 +1,5 @@
 // The engine's CUDA kernels, as host functions on raw device pointers. Tensor-level code
-// (tensor/cuda_ops.cc, nn/) checks shapes, plans strides and calls these; each launches
+// (tensor/cuda_ops.cc, tensor/nn_ops.cc) checks shapes, plans strides and calls these; each launches
 // on the device's current stream and checks the launch. Without CUDA in the build each
 // throws engine::Error saying so (kernels_none.cc); no device tensor can exist then anyway.
 //
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tensor/dtype.h"
+#include "tensor/optim_args.h"
 
 namespace engine::cuda {
 
@@ -111,7 +112,7 @@ void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits
 // dx = (probs - onehot(t)) * (*grad_out) / n; grad_out is a device scalar.
 void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const float* rest,
                             const int64_t* targets, const float* grad_out, float* dx);
-// im2col / col2im of nn/functional.h on dense (N, C, H, W) images. cols is (N, C*kh*kw,
+// im2col / col2im of tensor/nn_ops.h on dense (N, C, H, W) images. cols is (N, C*kh*kw,
 // OH*OW), or with batch_in_columns (C*kh*kw, N*OH*OW): the whole batch side by side, so
 // that one large GEMM does a convolution layer for every image at once.
 void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
@@ -124,16 +125,10 @@ void max_pool2d_forward(int device, int64_t planes, int64_t H, int64_t W, int64_
 // dx (zeroed, `in_count` elements) += g at where: the scatter of max pooling's backward.
 void max_pool2d_backward(int device, int64_t out_count, const float* g, const int64_t* where, float* dx);
 
-// ---- optimizer steps (optim.cu): one fused pass per parameter, the same rules as nn/sgd.cc, nn/adam.cc.
-struct SgdArgs {
-  float lr, weight_decay, momentum, dampening;
-  bool nesterov, first;  // first: the momentum buffer is set to the gradient, as PyTorch does
-};
+// ---- optimizer steps (optim.cu): one fused pass per parameter, the same rules as tensor/nn_ops.cc.
+using engine::SgdArgs;
 void sgd_step(int device, int64_t n, float* param, const float* grad, float* momentum_buffer, const SgdArgs& a);
-struct AdamArgs {
-  float beta1, beta2, eps, weight_decay, step_size, bias_correction2_sqrt, decay;
-  bool decoupled;  // AdamW
-};
+using engine::AdamArgs;
 void adam_step(int device, int64_t n, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
                const AdamArgs& a);
 

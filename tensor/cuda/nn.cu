@@ -50,7 +50,7 @@ __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float* 
       atomicCAS(reinterpret_cast<unsigned long long*>(bad_row), 0xffffffffffffffffull, (unsigned long long)row);
       loss[row] = NAN, rest[row] = NAN;
     } else {
-      loss[row] = x[t] == m ? log1pf(others) : logf(s) + (m - x[t]);
+      loss[row] = x[t] == m && isfinite(m) ? log1pf(others) : logf(s) + (m - x[t]);
       rest[row] = others / s;
     }
   }

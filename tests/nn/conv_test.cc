@@ -4,8 +4,9 @@
 
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
-#include "nn/layers.h"
 #include "nn/functional.h"
+#include "nn/layers.h"
+#include "tensor/nn_ops.h"
 #include "tests/testing/gradcheck.h"
 
 using namespace engine;

@@ -1,0 +1,295 @@
+// The fused ops of nn_ops.h: argument checks and the CPU loops here, the same algorithm
+// on a GPU in tensor/cuda/nn.cu and optim.cu.
+#include "tensor/nn_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "tensor/cuda/kernels.h"
+#include "tensor/ops.h"
+
+namespace engine {
+
+void check_window(const char* op, const Shape& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+  ENGINE_REQUIRE(x.size() == 4, "[", op, "] expects input (N, C, H, W), got shape ", shape_str(x));
+  ENGINE_REQUIRE(stride > 0 && padding >= 0 && kh > 0 && kw > 0, "[", op, "] needs kernel > 0, stride > 0, padding >= 0");
+  ENGINE_REQUIRE(x[2] + 2 * padding >= kh && x[3] + 2 * padding >= kw, "[", op, "] kernel ", kh, "x", kw,
+                 " is larger than the padded input ", x[2] + 2 * padding, "x", x[3] + 2 * padding);
+}
+
+namespace {
+
+// Walks every (n, c, i, j, oy, ox) of the columns, calling f(col_index, image_index) for
+// entries inside the image. im2col copies image -> col; col2im adds col -> image.
+template <class F>
+void for_each_window_entry(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, ColumnLayout layout, F f) {
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t OH = window_out_size(H, kh, s, p), OW = window_out_size(W, kw, s, p);
+  const bool side_by_side = layout == ColumnLayout::BatchInColumns;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          const int64_t row = (c * kh + i) * kw + j;  // (c, i, j) in the columns' row order
+          int64_t col = side_by_side ? (row * N + n) * OH * OW : (n * C * kh * kw + row) * OH * OW;
+          for (int64_t oy = 0; oy < OH; ++oy) {
+            const int64_t y = oy * s + i - p;
+            const int64_t base = ((n * C + c) * H + y) * W;
+            for (int64_t ox = 0; ox < OW; ++ox, ++col) {
+              const int64_t x = ox * s + j - p;
+              if (y >= 0 && y < H && x >= 0 && x < W) f(col, base + x);
+            }
+          }
+        }
+}
+
+Shape columns_shape(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, ColumnLayout layout) {
+  const int64_t L = window_out_size(xs[2], kh, s, p) * window_out_size(xs[3], kw, s, p);
+  if (layout == ColumnLayout::BatchInColumns) return {xs[1] * kh * kw, xs[0] * L};
+  return {xs[0], xs[1] * kh * kw, L};
+}
+
+void require_float(const char* op, const Tensor& t) {
+  ENGINE_REQUIRE(t.dtype() == DType::Float32, "[", op, "] expects float32, got ", dtype_name(t.dtype()));
+}
+
+void require_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  ENGINE_REQUIRE(a.device() == b.device(), "[", op, "] ", a_name, " is on ", a.device().str(), " but ", b_name,
+                 " on ", b.device().str());
+}
+
+}  // namespace
+
+Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding, ColumnLayout layout) {
+  check_window("im2col", x.shape(), kh, kw, stride, padding);
+  require_float("im2col", x);
+  const Tensor xc = x.contiguous();
+  const Shape& s = xc.shape();
+  const Shape cs = columns_shape(s, kh, kw, stride, padding, layout);
+  const bool side_by_side = layout == ColumnLayout::BatchInColumns;
+  if (xc.device().is_cuda()) {  // every entry written by the kernel, padding as 0
+    Tensor cols = empty(cs, DType::Float32, xc.device());
+    cuda::im2col(xc.device().index, s[0], s[1], s[2], s[3], kh, kw, stride, padding, xc.data<float>(),
+                 cols.data<float>(), side_by_side);
+    return cols;
+  }
+  Tensor cols = zeros(cs);
+  float* out = cols.data<float>();
+  const float* in = xc.data<float>();
+  for_each_window_entry(s, kh, kw, stride, padding, layout, [&](int64_t col, int64_t img) { out[col] = in[img]; });
+  return cols;
+}
+
+Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+              ColumnLayout layout) {
+  check_window("col2im", xs, kh, kw, stride, padding);
+  require_float("col2im", cols);
+  const Shape cs = columns_shape(xs, kh, kw, stride, padding, layout);
+  ENGINE_REQUIRE(cols.shape() == cs, "[col2im] columns of shape ", shape_str(cols.shape()), " do not fit image ",
+                 shape_str(xs), " (expected ", shape_str(cs), ")");
+  const Tensor cc = cols.contiguous();
+  if (cc.device().is_cuda()) {  // one thread per pixel gathers its entries: every pixel written
+    Tensor x = empty(xs, DType::Float32, cc.device());
+    cuda::col2im(cc.device().index, xs[0], xs[1], xs[2], xs[3], kh, kw, stride, padding, cc.data<float>(),
+                 x.data<float>(), layout == ColumnLayout::BatchInColumns);
+    return x;
+  }
+  Tensor x = zeros(xs);
+  float* out = x.data<float>();
+  const float* in = cc.data<float>();
+  for_each_window_entry(xs, kh, kw, stride, padding, layout, [&](int64_t col, int64_t img) { out[img] += in[col]; });
+  return x;
+}
+
+MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  const Shape xs = x.shape();
+  check_window("max_pool2d", xs, kernel, kernel, stride, padding);
+  ENGINE_REQUIRE(padding * 2 <= kernel, "[max_pool2d] padding ", padding, " must be at most half the kernel ", kernel);
+  require_float("max_pool2d", x);
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  const int64_t OH = window_out_size(H, kernel, stride, padding), OW = window_out_size(W, kernel, stride, padding);
+  const Tensor xc = x.contiguous();
+  MaxPool r{empty({N, C, OH, OW}, DType::Float32, x.device()), empty({N, C, OH, OW}, DType::Int64, x.device())};
+  if (xc.device().is_cuda()) {
+    cuda::max_pool2d_forward(xc.device().index, N * C, H, W, OH, OW, kernel, stride, padding, xc.data<float>(),
+                             r.out.data<float>(), r.where.data<int64_t>());
+    return r;
+  }
+  const float* in = xc.data<float>();
+  float* o = r.out.data<float>();
+  int64_t* arg = r.where.data<int64_t>();
+  for (int64_t plane = 0; plane < N * C; ++plane)
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      // The window's rows, clipped to the image (padding never wins a max).
+      const int64_t y0 = std::max<int64_t>(oy * stride - padding, 0), y1 = std::min(oy * stride - padding + kernel, H);
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const int64_t x0 = std::max<int64_t>(ox * stride - padding, 0), x1 = std::min(ox * stride - padding + kernel, W);
+        int64_t best_at = (plane * H + y0) * W + x0;
+        float best = in[best_at];
+        for (int64_t y = y0; y < y1; ++y) {
+          const float* row = in + (plane * H + y) * W;
+          for (int64_t xx = x0; xx < x1; ++xx)  // the first NaN wins, as in PyTorch
+            if (row[xx] > best || (row[xx] != row[xx] && best == best)) best = row[xx], best_at = row + xx - in;
+        }
+        const int64_t k = (plane * OH + oy) * OW + ox;
+        o[k] = best;
+        arg[k] = best_at;
+      }
+    }
+  return r;
+}
+
+Tensor max_pool2d_backward(const Tensor& g, const Tensor& where, const Shape& xs) {
+  ENGINE_REQUIRE(g.shape() == where.shape(), "[max_pool2d backward] gradient of shape ", shape_str(g.shape()),
+                 " does not match the pooled shape ", shape_str(where.shape()));
+  require_same_device("max_pool2d backward", g, "the gradient", where, "the saved indices");
+  Tensor dx = zeros(xs, DType::Float32, g.device());
+  const Tensor gc = g.contiguous();
+  if (gc.device().is_cuda()) {
+    cuda::max_pool2d_backward(gc.device().index, gc.numel(), gc.data<float>(), where.data<int64_t>(), dx.data<float>());
+    return dx;
+  }
+  float* d = dx.data<float>();
+  const float* pg = gc.data<float>();
+  const int64_t* arg = where.data<int64_t>();
+  for (int64_t k = 0; k < gc.numel(); ++k) d[arg[k]] += pg[k];
+  return dx;
+}
+
+namespace {
+
+// One row of the cross-entropy: softmax into probs, the row's loss, and rest = the
+// probability of every class but the target's. With m = max(x) and e_j = exp(x_j - m),
+// loss = log(sum e) + m - x_t, or log1p(sum_{j != t} e_j) when x_t is the maximum (then
+// e_t = 1 and the loss is near 0, where log(1 + small) would lose its digits). An infinite
+// maximum takes the first form, whose inf - inf makes the loss NaN, as in PyTorch.
+double cross_entropy_row(const float* x, int64_t c, int64_t t, float* probs, float* rest) {
+  float m = x[0];
+  for (int64_t j = 1; j < c; ++j) m = std::max(m, x[j]);
+  double s = 0, others = 0;
+  for (int64_t j = 0; j < c; ++j) {
+    const double e = std::exp(double(x[j] - m));
+    s += e;
+    if (j != t) others += e;
+  }
+  for (int64_t j = 0; j < c; ++j) probs[j] = float(std::exp(double(x[j] - m)) / s);
+  *rest = float(others / s);
+  return x[t] == m && std::isfinite(m) ? std::log1p(others) : std::log(s) + double(m - x[t]);
+}
+
+}  // namespace
+
+CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets) {
+  ENGINE_REQUIRE(logits.dim() == 2, "[cross_entropy] expects logits of shape (N, C), got ", shape_str(logits.shape()));
+  require_float("cross_entropy", logits);
+  ENGINE_REQUIRE(targets.dtype() == DType::Int64, "[cross_entropy] targets must be int64 class indices, got ",
+                 dtype_name(targets.dtype()));
+  ENGINE_REQUIRE(targets.dim() == 1 && targets.size(0) == logits.size(0), "[cross_entropy] targets of shape ",
+                 shape_str(targets.shape()), " do not match logits of shape ", shape_str(logits.shape()));
+  require_same_device("cross_entropy", logits, "the logits", targets, "the targets");
+  const int64_t n = logits.size(0), c = logits.size(1);
+  ENGINE_REQUIRE(n > 0, "[cross_entropy] got an empty batch");
+  const Tensor x = logits.contiguous(), t = targets.contiguous();
+  const Device dev = x.device();
+  CrossEntropy r{Tensor(), empty({n, c}, DType::Float32, dev), empty({n}, DType::Float32, dev)};
+  if (dev.is_cuda()) {
+    // A bad target is found by the kernel; reading its flag waits for the GPU, which the
+    // loss's first use would do anyway.
+    Tensor rows = empty({n}, DType::Float32, dev), bad = full({}, -1, DType::Int64, dev);
+    cuda::cross_entropy_forward(dev.index, n, c, x.data<float>(), t.data<int64_t>(), r.probs.data<float>(),
+                                rows.data<float>(), r.rest.data<float>(), bad.data<int64_t>());
+    const int64_t bad_row = int64_t(bad.item());
+    ENGINE_REQUIRE(bad_row < 0, "[cross_entropy] target ", t.at({bad_row}), " at index ", bad_row,
+                   " is out of range for ", c, " classes");
+    r.loss = mean(rows);
+    return r;
+  }
+  const float* px = x.data<float>();
+  const int64_t* pt = t.data<int64_t>();
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ENGINE_REQUIRE(pt[i] >= 0 && pt[i] < c, "[cross_entropy] target ", pt[i], " at index ", i,
+                   " is out of range for ", c, " classes");
+    total += cross_entropy_row(px + i * c, c, pt[i], r.probs.data<float>() + i * c, r.rest.data<float>() + i);
+  }
+  r.loss = scalar_tensor(total / double(n));
+  return r;
+}
+
+Tensor cross_entropy_backward(const CrossEntropy& saved, const Tensor& targets, const Tensor& grad) {
+  const int64_t n = saved.probs.size(0), c = saved.probs.size(1);
+  const Device dev = saved.probs.device();
+  Tensor d = empty({n, c}, DType::Float32, dev);
+  const Tensor t = targets.contiguous();
+  if (dev.is_cuda()) {
+    const Tensor g = grad.to(dev).contiguous();
+    cuda::cross_entropy_backward(dev.index, n, c, saved.probs.data<float>(), saved.rest.data<float>(),
+                                 t.data<int64_t>(), g.data<float>(), d.data<float>());
+    return d;
+  }
+  const float scale = float(grad.item()) / float(n);
+  const float* p = saved.probs.data<float>();
+  const float* rest = saved.rest.data<float>();
+  const int64_t* pt = t.data<int64_t>();
+  float* pd = d.data<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) pd[i * c + j] = (j == pt[i] ? -rest[i] : p[i * c + j]) * scale;
+  return d;
+}
+
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const SgdArgs& a) {
+  require_same_device("SGD", param, "a parameter", grad, "its gradient");
+  const Tensor g_dense = grad.contiguous();
+  float* buf = a.momentum != 0 ? momentum_buffer->data<float>() : nullptr;
+  if (param.device().is_cuda()) {
+    cuda::sgd_step(param.device().index, param.numel(), param.data<float>(), g_dense.data<float>(), buf, a);
+    return;
+  }
+  // The choices (momentum? first step? Nesterov?) are made once, outside the loop, so the
+  // loop itself is branch-free and the compiler vectorises it.
+  float* __restrict pp = param.data<float>();
+  const float* __restrict g = g_dense.data<float>();
+  float* __restrict b = buf;
+  const float lr = a.lr, wd = a.weight_decay, m = a.momentum, damp = 1 - a.dampening;
+  const int64_t n = param.numel();
+  auto update = [&](auto has_buf, auto is_first, auto nesterov) {
+    for (int64_t k = 0; k < n; ++k) {
+      float d = g[k] + wd * pp[k];
+      if constexpr (decltype(has_buf)::value) {
+        const float v = decltype(is_first)::value ? d : m * b[k] + damp * d;
+        b[k] = v;
+        d = decltype(nesterov)::value ? d + m * v : v;
+      }
+      pp[k] -= lr * d;
+    }
+  };
+  using T = std::true_type;
+  using F = std::false_type;
+  if (!b) update(F{}, F{}, F{});
+  else if (a.first) a.nesterov ? update(T{}, T{}, T{}) : update(T{}, T{}, F{});
+  else a.nesterov ? update(T{}, F{}, T{}) : update(T{}, F{}, F{});
+}
+
+void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamArgs& a) {
+  require_same_device("Adam", param, "a parameter", grad, "its gradient");
+  const Tensor g_dense = grad.contiguous();
+  float* pp = param.data<float>();
+  float* m = exp_avg.data<float>();
+  float* v = exp_avg_sq.data<float>();
+  const float* g = g_dense.data<float>();
+  if (param.device().is_cuda()) {
+    cuda::adam_step(param.device().index, param.numel(), pp, g, m, v, a);
+    return;
+  }
+  for (int64_t k = 0, n = param.numel(); k < n; ++k) {
+    float gk = g[k];
+    if (!a.decoupled && a.weight_decay != 0) gk += a.weight_decay * pp[k];
+    pp[k] *= a.decay;
+    m[k] = a.beta1 * m[k] + (1 - a.beta1) * gk;
+    v[k] = a.beta2 * v[k] + (1 - a.beta2) * gk * gk;
+    pp[k] -= a.step_size * m[k] / (std::sqrt(v[k]) / a.bias_correction2_sqrt + a.eps);
+  }
+}
+
+}  // namespace engine

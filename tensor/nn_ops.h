@@ -1,0 +1,63 @@
+// The fused operations behind nn/'s layers, losses and optimizers, on plain tensors: the
+// inputs' device decides where each runs (the CPU loops in nn_ops.cc, or the CUDA kernels
+// of tensor/cuda/nn.cu and optim.cu, which follow the same algorithm). nn/ wraps them in
+// autograd and never names a device.
+//
+//   Tensor cols = im2col(x, 3, 3, /*stride=*/1, /*padding=*/1, ColumnLayout::BatchInColumns);
+//   MaxPool pool = max_pool2d_forward(x, /*kernel=*/2, /*stride=*/2, /*padding=*/0);
+//   CrossEntropy ce = cross_entropy_forward(logits, targets);       // ce.loss: 0-dim
+//   Tensor dx = cross_entropy_backward(ce, targets, grad_of_loss);
+//   sgd_step_(param, grad, &momentum_buffer, args);
+#pragma once
+
+#include "tensor/optim_args.h"
+#include "tensor/tensor.h"
+
+namespace engine {
+
+// Output size of a window sweep: (in + 2 padding - kernel) / stride + 1.
+inline int64_t window_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding) {
+  return (in + 2 * padding - kernel) / stride + 1;
+}
+// Throws, naming `op`, unless x is (N, C, H, W) and the padded image holds the kernel.
+void check_window(const char* op, const Shape& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding);
+
+// ---- im2col: a convolution as a matrix product.
+// Column (c, i, j) of output position (oy, ox) holds x[n, c, oy*s + i - p, ox*s + j - p],
+// or 0 where that falls in the padding. PerImage: (N, C*kh*kw, OH*OW), one matrix per
+// image. BatchInColumns: (C*kh*kw, N*OH*OW), the whole batch side by side, so that one
+// large GEMM does a layer for every image at once.
+enum class ColumnLayout { PerImage, BatchInColumns };
+Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+              ColumnLayout layout = ColumnLayout::PerImage);
+// The adjoint of im2col: adds each column entry back into the image position it came from.
+Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+              ColumnLayout layout = ColumnLayout::PerImage);
+
+// ---- max pooling over kernel x kernel windows (padding never wins).
+struct MaxPool {
+  Tensor out;    // (N, C, OH, OW)
+  Tensor where;  // int64, the flat input index of each output's maximum (the first NaN, or the first on ties)
+};
+MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding);
+// dx (x_shape, zeros) += g at `where`.
+Tensor max_pool2d_backward(const Tensor& g, const Tensor& where, const Shape& x_shape);
+
+// ---- softmax cross-entropy of logits (n, c) against int64 targets (n,), mean over rows.
+struct CrossEntropy {
+  Tensor loss;   // 0-dim float32
+  Tensor probs;  // softmax(x), (n, c)
+  Tensor rest;   // (n,) 1 - probs[i][t_i], summed from the other classes (no cancellation)
+};
+// Throws naming the first target outside [0, c).
+CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets);
+// d loss / d x = (probs - onehot(t)) * g / n, with probs[i][t_i] - 1 taken as -rest[i].
+Tensor cross_entropy_backward(const CrossEntropy& saved, const Tensor& targets, const Tensor& grad);
+
+// ---- optimizer updates: one pass over the parameter, in place (rules in nn/sgd.h, nn/adam.h).
+// momentum_buffer: ignored when a.momentum == 0; on the first step (a.first) its values
+// are not read, only written.
+void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const SgdArgs& a);
+void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamArgs& a);
+
+}  // namespace engine

@@ -1,0 +1,55 @@
+// The fused ops of tensor/nn_ops.h against direct formulas: both column layouts hold the
+// same windows, col2im is im2col's adjoint in each, cross-entropy matches log-softmax,
+// and its gradient matches finite differences of the loss.
+#include <cmath>
+
+#include "catch2/catch.hpp"
+#include "tensor/nn_ops.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+
+TEST_CASE("im2col's two layouts hold the same windows, and col2im is the adjoint of each") {
+  manual_seed(3);
+  const Tensor x = randn({3, 2, 5, 6});
+  const int64_t kh = 3, kw = 2, s = 2, p = 1;
+  const int64_t OH = window_out_size(5, kh, s, p), OW = window_out_size(6, kw, s, p);
+  const Tensor per_image = im2col(x, kh, kw, s, p);  // (N, C*kh*kw, L)
+  const Tensor side = im2col(x, kh, kw, s, p, ColumnLayout::BatchInColumns);
+  REQUIRE(side.shape() == Shape{2 * kh * kw, 3 * OH * OW});
+  // (C*kh*kw, N*L) -> (C*kh*kw, N, L) -> (N, C*kh*kw, L)
+  const Tensor back = side.reshape({2 * kh * kw, 3, OH * OW}).permute({1, 0, 2});
+  CHECK(max(abs(back - per_image)).item() == 0);
+  for (ColumnLayout layout : {ColumnLayout::PerImage, ColumnLayout::BatchInColumns}) {
+    const Tensor cols = im2col(x, kh, kw, s, p, layout);
+    const Tensor c = randn(cols.shape());
+    const double lhs = sum(cols * c).item(), rhs = sum(x * col2im(c, x.shape(), kh, kw, s, p, layout)).item();
+    CHECK(std::abs(lhs - rhs) < 1e-4 * (1 + std::abs(lhs)));
+  }
+  CHECK_THROWS_WITH(col2im(zeros({4, 4}), x.shape(), kh, kw, s, p), Catch::Contains("do not fit image"));
+}
+
+TEST_CASE("cross-entropy: the loss is -mean log_softmax at the target, the gradient matches finite differences") {
+  manual_seed(5);
+  Tensor x = randn({4, 7}) * 3.0;
+  const Tensor t = from_vector(std::vector<int64_t>{0, 6, 3, 3}, {4});
+  const CrossEntropy ce = cross_entropy_forward(x, t);
+  const Tensor ls = x - (max(x, {-1}, true) + log(sum(exp(x - max(x, {-1}, true)), {-1}, true)));
+  double want = 0;
+  for (int64_t i = 0; i < 4; ++i) want -= ls.at({i, int64_t(t.at({i}))});
+  CHECK(std::abs(ce.loss.item() - want / 4) < 1e-6);
+  const Tensor d = cross_entropy_backward(ce, t, scalar_tensor(1.0));
+  const double h = 1e-3;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 7; ++j) {
+      const double v = x.at({i, j});
+      x.narrow(0, i, 1).narrow(1, j, 1).fill_(v + h);
+      const double up = cross_entropy_forward(x, t).loss.item();
+      x.narrow(0, i, 1).narrow(1, j, 1).fill_(v - h);
+      const double down = cross_entropy_forward(x, t).loss.item();
+      x.narrow(0, i, 1).narrow(1, j, 1).fill_(v);
+      CHECK(std::abs(d.at({i, j}) - (up - down) / (2 * h)) < 2e-3);
+    }
+  CHECK_THROWS_WITH(cross_entropy_forward(x, from_vector(std::vector<int64_t>{0, 7, 0, 0}, {4})),
+                    Catch::Contains("target 7 at index 1 is out of range"));
+}
