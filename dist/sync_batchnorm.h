@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "dist/process_group.h"
 #include "nn/batchnorm.h"
@@ -28,6 +29,7 @@ class SyncBatchNorm : public nn::BatchNorm {
   nn::Variable forward(const nn::Variable& x) override;
 
  private:
+  void update_running_stats(const std::vector<float>& mean, const std::vector<float>& var, double n);
   ProcessGroup* group_;
 };
 

@@ -4,6 +4,7 @@
 
 #include "catch2/catch.hpp"
 #include "dist/sync_batchnorm.h"
+#include "nn/conv.h"
 #include "nn/layers.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"

@@ -7,8 +7,12 @@ for shard in $(fields 'unsharded, ([0-9]+) bytes in my ZeRO shard'); do
   holds "(3 * shard - full) ^ 2 < (0.01 * full) ^ 2" "a rank holds a third of the state" shard="$shard" full="$full"
 done
 expect_count 3 'bytes in my ZeRO shard' "every rank reported"
+# The two sum the gradients in different orders (a reduce-scatter ring, a shared-memory
+# all-reduce), so they differ in the last bits, and Adam's division by sqrt(v) magnifies
+# that where a gradient is near 0. Adam moves a weight by at most about lr = 1e-3 a step:
+# 1e-5 is 1% of one step; a missed step or another learning rate moves weights by whole steps.
 for d in $(fields 'max \|ZeRO parameters - DDP\+Adam parameters\| = ([0-9.e+-]+)'); do
-  holds "d < 1e-6" "ZeRO trains like DDP + Adam" d="$d"
+  holds "d < 1e-5" "ZeRO trains like DDP + Adam" d="$d"
 done
 [[ $(fields 'ZeRO parameters ([0-9a-f]{16})$' | sort -u | wc -l) -eq 1 ]] || fail "the replicas differ"
 echo "ok: the replicas are bit-identical"
