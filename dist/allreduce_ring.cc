@@ -42,12 +42,12 @@ void ProcessGroupTCP::ring_reduce_scatter(char* data, const std::vector<int64_t>
     expect.bytes = size_t(bounds[recv_seg + 1] - bounds[recv_seg]) * es;
     char* acc = data + size_t(bounds[recv_seg]) * es;
     int64_t reduced = 0;  // elements of the received segment already added in
-    exchange(next, &out, data + size_t(bounds[send_seg]) * es, out.bytes, prev, &expect, scratch.data(), expect.bytes, d,
-             [&](size_t bytes) {
-               const int64_t ready = int64_t(bytes / es);
-               reduce_into(acc + size_t(reduced) * es, scratch.data() + size_t(reduced) * es, ready - reduced, dtype, op);
-               reduced = ready;
-             });
+    auto reduce_arrived = [&](size_t bytes) {
+      const int64_t ready = int64_t(bytes / es);
+      reduce_into(acc + size_t(reduced) * es, scratch.data() + size_t(reduced) * es, ready - reduced, dtype, op);
+      reduced = ready;
+    };
+    send_recv({next, out, data + size_t(bounds[send_seg]) * es}, {prev, expect, scratch.data(), reduce_arrived}, d);
   }
 }
 
@@ -63,8 +63,7 @@ void ProcessGroupTCP::ring_all_gather(char* data, const std::vector<int64_t>& bo
     out.step = expect.step = uint16_t(n - 1 + step);  // continues the reduce-scatter's step numbers
     out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
     expect.bytes = size_t(bounds[recv_seg + 1] - bounds[recv_seg]) * es;
-    exchange(next, &out, data + size_t(bounds[send_seg]) * es, out.bytes, prev, &expect,
-             data + size_t(bounds[recv_seg]) * es, expect.bytes, d);
+    send_recv({next, out, data + size_t(bounds[send_seg]) * es}, {prev, expect, data + size_t(bounds[recv_seg]) * es}, d);
   }
 }
 

@@ -298,7 +298,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   ENGINE_REQUIRE(cpu || backend == "nccl", "[init_process_group] unknown backend \"", backend,
                  "\": use \"gloo\" (CPU tensors, over TCP) or \"nccl\" (CUDA tensors)");
   auto g = std::make_unique<DefaultGroup>();
-  g->backend = backend;
+  g->backend = cpu ? "gloo" : "nccl";  // "tcp" is another name for our CPU backend
   StoreOptions so;
   so.timeout = resolve_timeout(options.timeout);
   so.token = !options.token.empty() ? options.token : (env("ENGINE_JOB_TOKEN") ? env("ENGINE_JOB_TOKEN") : "");

@@ -8,7 +8,9 @@
 //   dist::barrier();
 //   dist::destroy_process_group();                     // no thread, socket or port left
 //
-// Backends: "gloo" (our CPU transport over TCP; "tcp" is the same) and "nccl" (GPUs).
+// Backends: "gloo" (our CPU backend, ProcessGroupTCP: TCP between machines, shared memory
+// within one; "tcp" is accepted as another name) and "nccl" (GPUs). get_backend() says
+// "gloo" or "nccl", as PyTorch does.
 // Launch one process per device with the launcher (dist/launch.cc), which sets the
 // environment torchrun sets; Slurm's (SLURM_PROCID, ...) and Open MPI's
 // (OMPI_COMM_WORLD_RANK, ...) variables are understood too.

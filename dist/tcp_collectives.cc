@@ -43,12 +43,12 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
     char* data = t.bytes();
     if (rank_ == root) {
       for (int r = 0; r < size_; ++r)
-        if (r != root) exchange(r, &h, data, nbytes, -1, nullptr, nullptr, 0, d);
+        if (r != root) send_message(r, h, data, d);
       for (int r = 0; r < size_ && !shm_; ++r)
-        if (r != root) exchange(-1, nullptr, nullptr, 0, r, &ack, nullptr, 0, d);
+        if (r != root) recv_message(r, ack, nullptr, d);
     } else {
-      exchange(-1, nullptr, nullptr, 0, root, &h, data, nbytes, d);
-      if (!shm_) exchange(root, &ack, nullptr, 0, -1, nullptr, nullptr, 0, d);
+      recv_message(root, h, data, d);
+      if (!shm_) send_message(root, ack, nullptr, d);
     }
   });
 }
@@ -104,8 +104,7 @@ Work ProcessGroupTCP::send(Tensor t, int dst) {
     MessageHeader h = base;
     h.seq = sent_to_[dst]++;
     h.bytes = t.nbytes();
-    exchange(dst, &h, t.bytes(), h.bytes,
-             -1, nullptr, nullptr, 0, d);
+    send_message(dst, h, t.bytes(), d);
   });
 }
 
@@ -118,8 +117,7 @@ Work ProcessGroupTCP::recv(Tensor t, int src) {
     MessageHeader h = base;
     h.seq = received_from_[src]++;
     h.bytes = t.nbytes();
-    exchange(-1, nullptr, nullptr, 0, src, &h,
-             t.bytes(), h.bytes, d);
+    recv_message(src, h, t.bytes(), d);
   });
 }
 

@@ -234,29 +234,39 @@ void ProcessGroupTCP::raise_pending_abort(int busy) {
   }
 }
 
-void ProcessGroupTCP::exchange(int to, const MessageHeader* out_header, const void* out, size_t out_n, int from,
-                               const MessageHeader* expect, void* in, size_t in_n, Deadline d,
-                               const std::function<void(size_t)>& on_bytes) {
+void ProcessGroupTCP::send_message(int to, const MessageHeader& header, const void* data, Deadline d) {
+  const Outgoing out{to, header, data};
+  transfer(&out, nullptr, d);
+}
+
+void ProcessGroupTCP::recv_message(int from, const MessageHeader& expect, void* data, Deadline d) {
+  const Incoming in{from, expect, data};
+  transfer(nullptr, &in, d);
+}
+
+void ProcessGroupTCP::send_recv(const Outgoing& out, const Incoming& in, Deadline d) { transfer(&out, &in, d); }
+
+void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline d) {
   // Send side: header then payload, as one scatter-gather stream.
   size_t sent = 0;
-  const size_t send_total = out_header ? sizeof(MessageHeader) + out_n : 0;
+  const size_t send_total = out ? sizeof(MessageHeader) + out->header.bytes : 0;
   // Receive side: first the header (checked before any payload is read), then the payload.
   MessageHeader got{};
-  size_t got_header = expect ? 0 : sizeof got, got_payload = 0, reported = 0;
-  const size_t recv_total = expect ? in_n : 0;
-  auto recv_done = [&] { return !expect || (got_header == sizeof got && got_payload == recv_total); };
+  size_t got_header = in ? 0 : sizeof got, got_payload = 0, reported = 0;
+  const size_t recv_total = in ? in->expect.bytes : 0;
+  auto recv_done = [&] { return !in || (got_header == sizeof got && got_payload == recv_total); };
 
   while (sent < send_total || !recv_done()) {
     pollfd p[2];
     int n = 0, si = -1, ri = -1;
-    if (sent < send_total) si = n, p[n++] = {peers_[to].fd(), POLLOUT, 0};
-    if (!recv_done()) ri = n, p[n++] = {peers_[from].fd(), POLLIN, 0};
+    if (sent < send_total) si = n, p[n++] = {peers_[out->to].fd(), POLLOUT, 0};
+    if (!recv_done()) ri = n, p[n++] = {peers_[in->from].fd(), POLLIN, 0};
     const int r = ::poll(p, nfds_t(n), ms_until(d));
     if (r == 0) {
-      const MessageHeader& what = expect ? *expect : *out_header;
+      const MessageHeader& what = in ? in->expect : out->header;
       throw Error("[dist] timed out after " + std::to_string(options_.timeout.count() / 1000) + " s in " +
                   describe(what) + " on rank " + std::to_string(rank_) + ", waiting for " +
-                  peer_name(!recv_done() ? from : to) +
+                  peer_name(!recv_done() ? in->from : out->to) +
                   ": it may be stuck, still computing, or in a different collective");
     }
     if (r < 0) {
@@ -264,43 +274,46 @@ void ProcessGroupTCP::exchange(int to, const MessageHeader* out_header, const vo
       throw Error(std::string("[dist] poll failed: ") + std::strerror(errno));
     }
     if (ri >= 0 && p[ri].revents) {
-      const int fd = peers_[from].fd();
+      const int fd = peers_[in->from].fd();
       ssize_t k;
       if (got_header < sizeof got) {
         k = ::recv(fd, reinterpret_cast<char*>(&got) + got_header, sizeof got - got_header, 0);
-        if (k > 0 && (got_header += size_t(k)) == sizeof got) check_header(got, *expect, from, d);
+        if (k > 0 && (got_header += size_t(k)) == sizeof got) check_header(got, in->expect, in->from, d);
       } else {
-        k = ::recv(fd, static_cast<char*>(in) + got_payload, recv_total - got_payload, 0);
+        k = ::recv(fd, static_cast<char*>(in->data) + got_payload, recv_total - got_payload, 0);
         if (k > 0) got_payload += size_t(k);
-        if (on_bytes && (got_payload - reported >= options_.chunk_bytes || got_payload == recv_total) &&
+        if (in->on_bytes && (got_payload - reported >= options_.chunk_bytes || got_payload == recv_total) &&
             got_payload > reported) {
           reported = got_payload;
-          on_bytes(got_payload);
+          in->on_bytes(got_payload);
         }
       }
-      if (k == 0) raise_pending_abort(from), throw_io_error("receiving from", peer_name(from), 0, false);
+      if (k == 0) raise_pending_abort(in->from), throw_io_error("receiving from", peer_name(in->from), 0, false);
       if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         const int err = errno;
-        raise_pending_abort(from);
-        throw_io_error("receiving from", peer_name(from), err, false);
+        raise_pending_abort(in->from);
+        throw_io_error("receiving from", peer_name(in->from), err, false);
       }
     }
     if (si >= 0 && p[si].revents) {
       iovec iov[2];
       int cnt = 0;
       if (sent < sizeof(MessageHeader))
-        iov[cnt++] = {reinterpret_cast<char*>(const_cast<MessageHeader*>(out_header)) + sent, sizeof(MessageHeader) - sent};
+        iov[cnt++] = {reinterpret_cast<char*>(const_cast<MessageHeader*>(&out->header)) + sent,
+                      sizeof(MessageHeader) - sent};
       const size_t payload_done = sent > sizeof(MessageHeader) ? sent - sizeof(MessageHeader) : 0;
-      if (out_n > payload_done) iov[cnt++] = {const_cast<char*>(static_cast<const char*>(out)) + payload_done, out_n - payload_done};
+      if (out->header.bytes > payload_done)
+        iov[cnt++] = {const_cast<char*>(static_cast<const char*>(out->data)) + payload_done,
+                      out->header.bytes - payload_done};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = size_t(cnt);
-      const ssize_t k = ::sendmsg(peers_[to].fd(), &msg, MSG_NOSIGNAL);
+      const ssize_t k = ::sendmsg(peers_[out->to].fd(), &msg, MSG_NOSIGNAL);
       if (k > 0) sent += size_t(k), bytes_sent_ += uint64_t(k);
       else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         const int err = errno;
-        raise_pending_abort(from);
-        throw_io_error("sending to", peer_name(to), err, false);
+        raise_pending_abort(in ? in->from : -1);
+        throw_io_error("sending to", peer_name(out->to), err, false);
       }
     }
   }

@@ -1,6 +1,8 @@
-// ProcessGroupTCP: our CPU backend. Every pair of ranks shares one TCP connection (a full
-// mesh, set up through the store); collectives run one at a time, in call order, on a
-// background thread; all_reduce is a ring (allreduce_ring.cc).
+// ProcessGroupTCP: our CPU backend (init_process_group("gloo") makes one). Every pair of
+// ranks shares one TCP connection (a full mesh, set up through the store); collectives run
+// one at a time, in call order, on a background thread. all_reduce is the ring
+// (allreduce_ring.cc) over TCP, or, when every rank is on this machine, a reduction
+// through shared memory (shm_allreduce.h); uses_shared_memory() says which.
 //
 //   auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, StoreOptions{});
 //   ProcessGroupTCP group(store, rank, world, {});
@@ -25,6 +27,7 @@
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "dist/store.h"
+#include "dist/tcp_wire.h"
 
 namespace engine::dist {
 
@@ -41,25 +44,11 @@ struct TCPGroupOptions {
   bool shared_memory = true;
 };
 
-// The fixed-size header in front of every message. Both sides know what they expect, so a
-// header that differs is a mismatched call, named with both sides' arguments.
-struct MessageHeader {
-  uint32_t magic;
-  uint32_t kind;   // kData or kAbort
-  uint64_t seq;    // collective number (or point-to-point number for send/recv)
-  uint64_t count;  // elements in the whole call
-  uint64_t bytes;  // payload bytes that follow (abort: the text's length)
-  uint16_t coll, op, dtype, step;
-  int32_t root;
-  uint32_t pad;
-};
-static_assert(sizeof(MessageHeader) == 48, "the header is sent as raw bytes");
-
 class ProcessGroupTCP : public ProcessGroup {
  public:
   ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int size, TCPGroupOptions options);
   ~ProcessGroupTCP() override;
-  std::string backend() const override { return "tcp"; }
+  std::string backend() const override { return "gloo"; }  // PyTorch's name for its CPU backend
 
   Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum) override;
   Work broadcast(Tensor tensor, int root) override;
@@ -86,10 +75,26 @@ class ProcessGroupTCP : public ProcessGroup {
   void worker_loop();
   void connect_mesh();
 
-  // Messages. `expect` is the header this rank expects from `from` (bytes and kind set).
-  void exchange(int to, const MessageHeader* out_header, const void* out, size_t out_n, int from,
-                const MessageHeader* expect, void* in, size_t in_n, Deadline deadline,
-                const std::function<void(size_t)>& on_bytes = nullptr);
+  // Messages: a header, then header.bytes of payload. recv_message checks the header it gets
+  // against `expect` before reading any payload (a mismatched call is named with both
+  // sides). send_recv does both at once, so a ring step never waits on its own send.
+  // on_bytes, when given, is called as the payload arrives (with the bytes so far, every
+  // chunk_bytes), so the ring can reduce while the rest is still on the wire.
+  struct Outgoing {
+    int to;
+    MessageHeader header;
+    const void* data;
+  };
+  struct Incoming {
+    int from;
+    MessageHeader expect;
+    void* data;
+    std::function<void(size_t)> on_bytes = nullptr;
+  };
+  void send_message(int to, const MessageHeader& header, const void* data, Deadline deadline);
+  void recv_message(int from, const MessageHeader& expect, void* data, Deadline deadline);
+  void send_recv(const Outgoing& out, const Incoming& in, Deadline deadline);
+  void transfer(const Outgoing* out, const Incoming* in, Deadline deadline);
   void check_header(const MessageHeader& got, const MessageHeader& expect, int from, Deadline deadline);
   void abort_peers(const std::string& why);
   void raise_pending_abort(int busy);

@@ -1,13 +1,33 @@
-// Internal to the CPU backend: message constants and the helpers that describe calls,
-// shared by tcp_group.cc (setup, worker, messages) and tcp_collectives.cc (the calls).
+// The CPU backend's wire format: the header in front of every message, its constants, and
+// the helpers that describe calls, shared by tcp_group.cc (setup, worker, messages) and
+// tcp_collectives.cc (the calls).
+//
+//   MessageHeader h = wire::make_desc(wire::kAllReduce, &tensor, ReduceOp::Sum);
+//   std::string what = wire::describe(h);   // "all_reduce(SUM, 1024 x float32) #0"
 #pragma once
 
 #include <string>
 
-#include "dist/tcp_group.h"
+#include "dist/process_group.h"
 #include "tensor/check.h"
 
-namespace engine::dist::wire {
+namespace engine::dist {
+
+// The fixed-size header in front of every message. Both sides know what they expect, so a
+// header that differs is a mismatched call, named with both sides' arguments.
+struct MessageHeader {
+  uint32_t magic;
+  uint32_t kind;   // kData or kAbort
+  uint64_t seq;    // collective number (or point-to-point number for send/recv)
+  uint64_t count;  // elements in the whole call
+  uint64_t bytes;  // payload bytes that follow (abort: the text's length)
+  uint16_t coll, op, dtype, step;
+  int32_t root;
+  uint32_t pad;
+};
+static_assert(sizeof(MessageHeader) == 48, "the header is sent as raw bytes");
+
+namespace wire {
 
 constexpr uint32_t kMagic = 0x44445044;  // "DDPD"
 constexpr uint32_t kData = 1, kAbort = 2;
@@ -72,4 +92,5 @@ inline void require_cpu_tensor(const char* op, const Tensor& t) {
 }
 
 
-}  // namespace engine::dist::wire
+}  // namespace wire
+}  // namespace engine::dist
