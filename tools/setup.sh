@@ -7,7 +7,7 @@
 #   bash tools/setup.sh --fuzz   # also clang and libFuzzer (tools/fuzz.sh)
 set -euo pipefail
 
-packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist python3 procps)
+packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev nlohmann-json3-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist python3 procps)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas0-pthread python3-torch)
 fi

@@ -155,7 +155,7 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2]}})", data), "needs dtype, shape and data_offsets");
   fails_with(make_file(R"([1,2])", data), "not a JSON object");
   fails_with(make_file(std::string(40, '[') + std::string(40, ']'), data), "nested too deeply");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing)", data), "unexpected text");
+  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing)", data), "malformed header at byte");
   std::string huge(8, '\xff');
   fails_with(huge + "{}", "declares a");
   // Every prefix of a good file fails cleanly (no crash, no out-of-range read).
