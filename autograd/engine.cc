@@ -123,12 +123,15 @@ void Variable::backward(const Tensor& grad_in, bool retain_graph) const {
 
 void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
   ENGINE_REQUIRE(impl_, "[backward] Variable is undefined");
-  ENGINE_REQUIRE(impl_->requires_grad, "[backward] this Variable does not require grad and has no graph; "
+  ENGINE_REQUIRE(impl_->requires_grad,
+                 "[backward] this Variable does not require grad and has no graph; "
                  "did you forget requires_grad=true on a parameter, or run the forward under NoGradGuard?");
   Tensor seed = grad_in;
   if (!seed.defined()) {
-    ENGINE_REQUIRE(impl_->data.numel() == 1, "[backward] a gradient can be implied only for a one-element output; "
-                   "this one has shape ", shape_str(impl_->data.shape()), ", so pass backward(grad)");
+    ENGINE_REQUIRE(impl_->data.numel() == 1,
+                   "[backward] a gradient can be implied only for a one-element output; "
+                   "this one has shape ",
+                   shape_str(impl_->data.shape()), ", so pass backward(grad)");
     seed = ones_like(impl_->data);
   }
   ENGINE_REQUIRE(seed.shape() == impl_->data.shape(), "[backward] gradient of shape ", shape_str(seed.shape()),
@@ -147,8 +150,10 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
   auto deliver = [&](const std::shared_ptr<Impl>& to, Tensor g) {
     if (g.defined()) {
       auto it = grads.find(to.get());
-      if (it == grads.end()) grads.emplace(to.get(), std::move(g));
-      else it->second = it->second + g;
+      if (it == grads.end())
+        grads.emplace(to.get(), std::move(g));
+      else
+        it->second = it->second + g;
     }
     if (--pending[to.get()] == 0 && !to->grad_fn) {
       auto it = grads.find(to.get());
@@ -167,8 +172,8 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
   for (Impl* v : order) {
     if (!v->grad_fn) continue;  // leaves are finished by `deliver`
     Node& node = *v->grad_fn;
-    ENGINE_REQUIRE(!node.freed, "[backward] trying to backward through the graph a second time (at node '",
-                   node.name, "'); its saved tensors were freed after the first backward. "
+    ENGINE_REQUIRE(!node.freed, "[backward] trying to backward through the graph a second time (at node '", node.name,
+                   "'); its saved tensors were freed after the first backward. "
                    "Pass retain_graph=true to the first backward() if you need to run it twice.");
     auto found = grads.find(v);
     std::vector<Tensor> in_grads;

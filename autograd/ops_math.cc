@@ -183,6 +183,8 @@ Variable lt(const Variable& a, const Variable& b) { return Variable(engine::lt(a
 Variable le(const Variable& a, const Variable& b) { return Variable(engine::le(a.data(), b.data())); }
 Variable gt(const Variable& a, const Variable& b) { return Variable(engine::gt(a.data(), b.data())); }
 Variable ge(const Variable& a, const Variable& b) { return Variable(engine::ge(a.data(), b.data())); }
-Variable argmax(const Variable& a, int64_t dim, bool keepdim) { return Variable(engine::argmax(a.data(), dim, keepdim)); }
+Variable argmax(const Variable& a, int64_t dim, bool keepdim) {
+  return Variable(engine::argmax(a.data(), dim, keepdim));
+}
 
 }  // namespace engine::autograd

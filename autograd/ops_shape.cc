@@ -65,8 +65,12 @@ Variable extreme(const Variable& a, const std::vector<int64_t>& dims, bool keepd
 }
 }  // namespace
 
-Variable max(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) { return extreme<true>(a, dims, keepdim); }
-Variable min(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) { return extreme<false>(a, dims, keepdim); }
+Variable max(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme<true>(a, dims, keepdim);
+}
+Variable min(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme<false>(a, dims, keepdim);
+}
 
 Variable var(const Variable& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
   const Tensor x = a.data();
@@ -128,7 +132,8 @@ Variable expand(const Variable& a, const Shape& shape) {
 
 Variable squeeze(const Variable& a, int64_t dim) {
   const Shape sa = a.shape();
-  return record("squeeze", a.data().squeeze(dim), {a}, [sa](const Tensor& g, const Needs&) { return Grads{g.reshape(sa)}; });
+  return record("squeeze", a.data().squeeze(dim), {a},
+                [sa](const Tensor& g, const Needs&) { return Grads{g.reshape(sa)}; });
 }
 
 Variable unsqueeze(const Variable& a, int64_t dim) {

@@ -64,12 +64,12 @@ void Variable::set_grad(const Tensor& grad) {
 
 void Variable::set_grad_destination(const Tensor& destination) {
   ENGINE_REQUIRE(impl_ && requires_grad() && is_leaf(), "[set_grad_destination] needs a leaf that requires grad");
-  ENGINE_REQUIRE(!destination.defined() || (destination.shape() == impl_->data.shape() &&
-                                            destination.dtype() == DType::Float32 && destination.is_contiguous() &&
-                                            destination.device() == impl_->data.device()),
-                 "[set_grad_destination] the destination must be a contiguous float32 tensor of the leaf's shape ",
-                 shape_str(impl_->data.shape()), " on ", impl_->data.device().str(), ", got ",
-                 destination.defined() ? shape_str(destination.shape()) : std::string("undefined"));
+  ENGINE_REQUIRE(
+      !destination.defined() || (destination.shape() == impl_->data.shape() && destination.dtype() == DType::Float32 &&
+                                 destination.is_contiguous() && destination.device() == impl_->data.device()),
+      "[set_grad_destination] the destination must be a contiguous float32 tensor of the leaf's shape ",
+      shape_str(impl_->data.shape()), " on ", impl_->data.device().str(), ", got ",
+      destination.defined() ? shape_str(destination.shape()) : std::string("undefined"));
   impl_->grad_destination = destination;
 }
 
@@ -105,7 +105,10 @@ void Variable::remove_hook(int id) {
   if (!impl_) return;
   auto drop = [id](auto& list) {
     for (auto it = list.begin(); it != list.end(); ++it)
-      if (it->first == id) { list.erase(it); return; }
+      if (it->first == id) {
+        list.erase(it);
+        return;
+      }
   };
   drop(impl_->hooks);
   drop(impl_->post_hooks);
@@ -114,8 +117,10 @@ void Variable::remove_hook(int id) {
 std::ostream& operator<<(std::ostream& out, const Variable& v) {
   if (!v.defined()) return out << "Variable(undefined)";
   out << v.data();
-  if (!v.grad_fn_name().empty()) out << " grad_fn=" << v.grad_fn_name();
-  else if (v.requires_grad()) out << " requires_grad=true";
+  if (!v.grad_fn_name().empty())
+    out << " grad_fn=" << v.grad_fn_name();
+  else if (v.requires_grad())
+    out << " requires_grad=true";
   return out;
 }
 

@@ -28,7 +28,6 @@ using Seconds = std::chrono::duration<double>;
 
 namespace {
 
-
 // One TCP stream over loopback, 1 MiB sends, ~0.5 s: bytes per second.
 double loopback_bandwidth() {
   Listener l = Listener::bind("127.0.0.1", 0);
@@ -45,15 +44,15 @@ double loopback_bandwidth() {
         s.recv_all(buf.data(), chunk, deadline_in(std::chrono::seconds(5)), "writer");
         received += chunk;
       }
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
     seconds = Seconds(std::chrono::steady_clock::now() - t0).count();
   });
   {
     Socket s = Socket::connect("127.0.0.1", l.port(), deadline_in(std::chrono::seconds(5)), "reader");
     std::vector<char> buf(chunk, 1);
     const auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - t0 < budget) s.send_all(buf.data(), chunk, deadline_in(std::chrono::seconds(5)), "reader");
+    while (std::chrono::steady_clock::now() - t0 < budget)
+      s.send_all(buf.data(), chunk, deadline_in(std::chrono::seconds(5)), "reader");
   }
   reader.join();
   return double(received) / seconds;
@@ -84,10 +83,11 @@ void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, 
     const double dt = median(times);
     if (rank == 0) {
       const double algbw = double(n) * 4 / dt / 1e9;
-      std::printf("{\"impl\": \"engine-cpu\", \"path\": \"%s%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
-                  "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
-                  g.uses_shared_memory() ? "shared-memory" : "tcp-ring", in_place ? "-in-place" : "", world, (long long)(n * 4), dt * 1e6, algbw,
-                  algbw * 2 * (world - 1) / world);
+      std::printf(
+          "{\"impl\": \"engine-cpu\", \"path\": \"%s%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
+          "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
+          g.uses_shared_memory() ? "shared-memory" : "tcp-ring", in_place ? "-in-place" : "", world, (long long)(n * 4),
+          dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
       std::fflush(stdout);
     }
   }

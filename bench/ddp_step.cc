@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/ddp.h"
 #include "bench/fork_ranks.h"
 #include "bench/median.h"
+#include "dist/ddp.h"
 #include "dist/tcp_group.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -26,7 +26,6 @@ using namespace engine::nn;
 using Seconds = std::chrono::duration<double>;
 
 namespace {
-
 
 void run_rank(int rank, int world, int port, int64_t batch, int steps, int rounds, double first_bucket_mb, bool view) {
   dist::StoreOptions so;
@@ -77,13 +76,14 @@ void run_rank(int rank, int world, int port, int64_t batch, int steps, int round
   g.all_reduce(slowest, dist::ReduceOp::Max).wait();
   g.all_reduce(fastest, dist::ReduceOp::Min).wait();
   if (rank == 0) {
-    std::printf("{\"impl\": \"engine-ddp\", \"world\": %d, \"batch_per_rank\": %lld, \"step_ms\": %.4f, "
-                "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, "
-                "\"exposed_vs_slowest_rank_ms\": %.4f, \"nosync_rank_spread_ms\": %.4f, \"shm\": %s, "
-                "\"gradient_as_bucket_view\": %s}\n",
-                world, (long long)batch, with_sync * 1e3, double(batch * world) / with_sync, without * 1e3,
-                (with_sync - without) * 1e3, (with_sync - slowest.item()) * 1e3, (slowest.item() - fastest.item()) * 1e3,
-                g.uses_shared_memory() ? "true" : "false", view ? "true" : "false");
+    std::printf(
+        "{\"impl\": \"engine-ddp\", \"world\": %d, \"batch_per_rank\": %lld, \"step_ms\": %.4f, "
+        "\"global_samples_per_s\": %.1f, \"nosync_step_ms\": %.4f, \"exposed_comm_ms\": %.4f, "
+        "\"exposed_vs_slowest_rank_ms\": %.4f, \"nosync_rank_spread_ms\": %.4f, \"shm\": %s, "
+        "\"gradient_as_bucket_view\": %s}\n",
+        world, (long long)batch, with_sync * 1e3, double(batch * world) / with_sync, without * 1e3,
+        (with_sync - without) * 1e3, (with_sync - slowest.item()) * 1e3, (slowest.item() - fastest.item()) * 1e3,
+        g.uses_shared_memory() ? "true" : "false", view ? "true" : "false");
     std::fflush(stdout);
   }
 }
@@ -103,5 +103,6 @@ int main(int argc, char** argv) {
   flags.add("--first-bucket-mb", &first_bucket_mb, 0, 1024, "first bucket's cap (0: DDP's default)");
   flags.add("--gradient-as-bucket-view", &view, ".grad becomes a view into its bucket");
   flags.parse_or_exit(argc, argv);
-  return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, batch, steps, rounds, first_bucket_mb, view); });
+  return fork_ranks(world,
+                    [&](int r, int port) { run_rank(r, world, port, batch, steps, rounds, first_bucket_mb, view); });
 }

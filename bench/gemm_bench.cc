@@ -31,7 +31,6 @@ struct Shape {
   bool trans_a, trans_b;
 };
 
-
 // Seconds per call of f, timing enough calls to fill ~`budget` seconds.
 template <class F>
 double time_call(F f, double budget) {
@@ -76,13 +75,14 @@ int main(int argc, char** argv) {
     const int64_t rsb = s.trans_b ? 1 : ldb, csb = s.trans_b ? ldb : 1;
     auto ours = [&] { engine::gemm(s.M, s.N, s.K, A.data(), rsa, csa, B.data(), rsb, csb, C.data(), s.N, 1, false); };
     auto blas = [&] {
-      cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-                  int(s.M), int(s.N), int(s.K), 1.0f, A.data(), int(lda), B.data(), int(ldb), 0.0f, R.data(), int(s.N));
+      cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, int(s.M),
+                  int(s.N), int(s.K), 1.0f, A.data(), int(lda), B.data(), int(ldb), 0.0f, R.data(), int(s.N));
     };
     ours();
     blas();
     double worst = 0;
-    for (size_t i = 0; i < C.size(); ++i) worst = std::max(worst, double(std::fabs(C[i] - R[i])) / (1 + std::fabs(R[i])));
+    for (size_t i = 0; i < C.size(); ++i)
+      worst = std::max(worst, double(std::fabs(C[i] - R[i])) / (1 + std::fabs(R[i])));
     if (worst > 1e-3) {
       std::printf("MISMATCH on %s: max relative difference %.3g\n", s.label.c_str(), worst);
       return 1;
@@ -96,10 +96,10 @@ int main(int argc, char** argv) {
     }
     std::printf("%-22s %6lld %6lld %6lld %12.1f %12.1f %8.2f\n", s.label.c_str(), (long long)s.M, (long long)s.N,
                 (long long)s.K, median(g_ours), median(g_blas), median(ratio));
-    std::printf("{\"bench\":\"gemm\",\"shape\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"ours_gflops\":%.2f,"
-                "\"openblas_gflops\":%.2f,\"ratio\":%.3f}\n",
-                s.label.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, median(g_ours), median(g_blas),
-                median(ratio));
+    std::printf(
+        "{\"bench\":\"gemm\",\"shape\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"ours_gflops\":%.2f,"
+        "\"openblas_gflops\":%.2f,\"ratio\":%.3f}\n",
+        s.label.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, median(g_ours), median(g_blas), median(ratio));
   }
   return 0;
 }

@@ -71,9 +71,10 @@ void bandwidth(int64_t n) {
   for (const K& k : kernels) {
     const double ms = time_ms(k.f, 20);
     const double gbs = k.traffic * bytes / ms / 1e6;
-    std::printf("{\"impl\": \"engine\", \"bench\": \"bandwidth\", \"kernel\": \"%s\", \"numel\": %lld, \"ms\": %.4f, "
-                "\"GBps\": %.1f, \"of_copy\": %.3f}\n",
-                k.name, (long long)n, ms, gbs, gbs / copy_gbs);
+    std::printf(
+        "{\"impl\": \"engine\", \"bench\": \"bandwidth\", \"kernel\": \"%s\", \"numel\": %lld, \"ms\": %.4f, "
+        "\"GBps\": %.1f, \"of_copy\": %.3f}\n",
+        k.name, (long long)n, ms, gbs, gbs / copy_gbs);
   }
 }
 
@@ -82,10 +83,12 @@ void gemm(int64_t n) {
   const Tensor a = randn({n, n}, &g, kGpu), b = randn({n, n}, &g, kGpu);
   Tensor c = empty({n, n}, DType::Float32, kGpu);
   const double flops = 2.0 * double(n) * n * n;
-  const double tiled = time_ms([&] { cuda::tiled_gemm(0, n, n, n, a.data<float>(), b.data<float>(), c.data<float>()); }, 5);
+  const double tiled =
+      time_ms([&] { cuda::tiled_gemm(0, n, n, n, a.data<float>(), b.data<float>(), c.data<float>()); }, 5);
   const double blas = time_ms([&] { (void)matmul(a, b); }, 5);
-  std::printf("{\"impl\": \"engine\", \"bench\": \"gemm\", \"n\": %lld, \"tiled_tflops\": %.2f, \"cublas_tflops\": %.2f}\n",
-              (long long)n, flops / tiled / 1e9, flops / blas / 1e9);
+  std::printf(
+      "{\"impl\": \"engine\", \"bench\": \"gemm\", \"n\": %lld, \"tiled_tflops\": %.2f, \"cublas_tflops\": %.2f}\n",
+      (long long)n, flops / tiled / 1e9, flops / blas / 1e9);
 }
 
 std::shared_ptr<Module> make_model(const std::string& name) {
@@ -129,10 +132,11 @@ void train_step(const std::string& name, int64_t batch, int steps) {
   const int64_t mallocs = cuda::memory_stats(0).cuda_mallocs;
   const double ms = time_ms(step, steps, 5);
   const cuda::MemoryStats m = cuda::memory_stats(0);
-  std::printf("{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"batch\": %lld, \"step_ms\": %.4f, "
-              "\"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
-              name.c_str(), (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs), m.peak_allocated / 1048576.0,
-              m.cached / 1048576.0);
+  std::printf(
+      "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"batch\": %lld, \"step_ms\": %.4f, "
+      "\"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
+      name.c_str(), (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs), m.peak_allocated / 1048576.0,
+      m.cached / 1048576.0);
   if (ddp) {
     model.reset();  // DDP before its group
     dist::destroy_process_group();
@@ -147,9 +151,10 @@ void conv_layer(int64_t batch, int64_t in, int64_t out, int64_t size) {
   const Tensor x = randn({batch, in, size, size}, &g, kGpu);
   const double fwd = time_ms([&] { (void)conv(Variable(x)); }, 20);
   const double both = time_ms([&] { autograd::sum(conv(Variable(x, true))).backward(); }, 20);
-  std::printf("{\"impl\": \"engine\", \"bench\": \"conv_layer\", \"layer\": \"%lldx%lld@%lld\", \"batch\": %lld, "
-              "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f}\n",
-              (long long)in, (long long)out, (long long)size, (long long)batch, fwd, both);
+  std::printf(
+      "{\"impl\": \"engine\", \"bench\": \"conv_layer\", \"layer\": \"%lldx%lld@%lld\", \"batch\": %lld, "
+      "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f}\n",
+      (long long)in, (long long)out, (long long)size, (long long)batch, fwd, both);
 }
 }  // namespace
 

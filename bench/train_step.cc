@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
   const double s = median(times);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf("{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "
-              "\"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
-              (long long)batch, s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+  std::printf(
+      "{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "
+      "\"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
+      (long long)batch, s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
   return 0;
 }

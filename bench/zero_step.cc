@@ -38,7 +38,6 @@ size_t state_bytes(const Optimizer& opt) {
   return b;
 }
 
-
 void run_rank(int rank, int world, int port, int steps, int rounds) {
   dist::StoreOptions so;
   so.timeout = std::chrono::seconds(60);
@@ -64,10 +63,10 @@ void run_rank(int rank, int world, int port, int steps, int rounds) {
   dist::DistributedDataParallel ddp(m1, {.group = &g});
   Adam adam(ddp.parameters(), {.lr = 1e-3});
   const double ddp_ms = 1e3 * time_steps([&] {
-    adam.zero_grad();
-    cross_entropy(ddp(Variable(x)), y).backward();
-    adam.step();
-  });
+                          adam.zero_grad();
+                          cross_entropy(ddp(Variable(x)), y).backward();
+                          adam.step();
+                        });
   // ZeRO-1: the same model, the optimizer does the communication.
   auto m2 = mlp();
   dist::ZeroOptions zo;
@@ -75,14 +74,15 @@ void run_rank(int rank, int world, int port, int steps, int rounds) {
   zo.group = &g;
   dist::ZeroRedundancyOptimizer zero(m2->parameters(), dist::ZeroOptimizer::Adam, zo);
   const double zero_ms = 1e3 * time_steps([&] {
-    zero.zero_grad();
-    cross_entropy((*m2)(Variable(x)), y).backward();
-    zero.step();
-  });
+                           zero.zero_grad();
+                           cross_entropy((*m2)(Variable(x)), y).backward();
+                           zero.step();
+                         });
   if (rank == 0) {
-    std::printf("{\"bench\": \"zero_step\", \"world\": %d, \"ddp_adam_state_bytes_per_rank\": %zu, "
-                "\"zero_adam_state_bytes_per_rank\": %zu, \"ddp_step_ms\": %.4f, \"zero_step_ms\": %.4f}\n",
-                world, state_bytes(adam), zero.state_bytes(), ddp_ms, zero_ms);
+    std::printf(
+        "{\"bench\": \"zero_step\", \"world\": %d, \"ddp_adam_state_bytes_per_rank\": %zu, "
+        "\"zero_adam_state_bytes_per_rank\": %zu, \"ddp_step_ms\": %.4f, \"zero_step_ms\": %.4f}\n",
+        world, state_bytes(adam), zero.state_bytes(), ddp_ms, zero_ms);
     std::fflush(stdout);
   }
 }

@@ -4,15 +4,18 @@
 
 namespace engine::data {
 
-DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, std::shared_ptr<Sampler> sampler)
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
+                       std::shared_ptr<Sampler> sampler)
     : dataset_(std::move(dataset)), options_(options), sampler_(std::move(sampler)) {
   ENGINE_REQUIRE(dataset_ != nullptr, "[DataLoader] dataset is null");
   ENGINE_REQUIRE(options_.batch_size > 0, "[DataLoader] batch_size must be positive, got ", options_.batch_size);
   ENGINE_REQUIRE(!(sampler_ && options_.shuffle),
                  "[DataLoader] pass either shuffle=true or a sampler, not both (the sampler decides the order)");
   if (!sampler_) {
-    if (options_.shuffle) sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
-    else sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
+    if (options_.shuffle)
+      sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
+    else
+      sampler_ = std::make_shared<SequentialSampler>(dataset_->size());
   }
 }
 

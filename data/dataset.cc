@@ -12,8 +12,8 @@ Tensor stack(const std::vector<Tensor>& tensors) {
   Tensor out = empty(out_shape, tensors[0].dtype());
   for (size_t i = 0; i < tensors.size(); ++i) {
     ENGINE_REQUIRE(tensors[i].shape() == s && tensors[i].dtype() == tensors[0].dtype(), "[stack] tensor ", i,
-                   " has shape ", shape_str(tensors[i].shape()), " ", dtype_name(tensors[i].dtype()),
-                   ", expected ", shape_str(s), " ", dtype_name(tensors[0].dtype()));
+                   " has shape ", shape_str(tensors[i].shape()), " ", dtype_name(tensors[i].dtype()), ", expected ",
+                   shape_str(s), " ", dtype_name(tensors[0].dtype()));
     out.select(0, int64_t(i)).copy_(tensors[i]);
   }
   return out;

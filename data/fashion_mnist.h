@@ -20,9 +20,9 @@ extern const char* const kFashionMnistClasses[10];
 constexpr float kFashionMnistMean = 0.2860f, kFashionMnistStd = 0.3530f;
 
 struct FashionMnistOptions {
-  bool flatten = false;    // (N, 784) instead of (N, 1, 28, 28)
-  bool normalize = true;   // (x - mean) / std; otherwise plain [0, 1]
-  std::string root = "";   // default: $FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist
+  bool flatten = false;   // (N, 784) instead of (N, 1, 28, 28)
+  bool normalize = true;  // (x - mean) / std; otherwise plain [0, 1]
+  std::string root = "";  // default: $FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist
 };
 
 std::shared_ptr<TensorDataset> fashion_mnist(bool train, const FashionMnistOptions& options = {});

@@ -32,7 +32,8 @@ Tensor load_image(const std::string& path, int channels) {
   {
     std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
     ENGINE_REQUIRE(f != nullptr, "[load_image] cannot open ", path);
-    ENGINE_REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), "[load_image] cannot read ", path);
+    ENGINE_REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), "[load_image] cannot read ",
+                   path);
   }
   int w = 0, h = 0, stored = 0;
   ENGINE_REQUIRE(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "[load_image] cannot decode ",

@@ -63,7 +63,8 @@ void ProcessGroupTCP::ring_all_gather(char* data, const std::vector<int64_t>& bo
     out.step = expect.step = uint16_t(n - 1 + step);  // continues the reduce-scatter's step numbers
     out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
     expect.bytes = size_t(bounds[recv_seg + 1] - bounds[recv_seg]) * es;
-    send_recv({next, out, data + size_t(bounds[send_seg]) * es}, {prev, expect, data + size_t(bounds[recv_seg]) * es}, d);
+    send_recv({next, out, data + size_t(bounds[send_seg]) * es}, {prev, expect, data + size_t(bounds[recv_seg]) * es},
+              d);
   }
 }
 

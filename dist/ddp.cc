@@ -23,7 +23,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   group_ = options_.group ? options_.group : &default_group();
   register_module("module", module_);  // so state_dict() names are "module.<name>", as in PyTorch
   for (auto& [name, p] : module_->named_parameters()) {
-    ENGINE_REQUIRE(p.data().dtype() == DType::Float32, "[DistributedDataParallel] parameter \"", name, "\" is not float32");
+    ENGINE_REQUIRE(p.data().dtype() == DType::Float32, "[DistributedDataParallel] parameter \"", name,
+                   "\" is not float32");
     names_.push_back(name);
     params_.push_back(p);
   }
@@ -34,9 +35,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   Tensor lo = shape.clone(), hi = shape.clone();
   group_->all_reduce(lo, ReduceOp::Min).wait();
   group_->all_reduce(hi, ReduceOp::Max).wait();
-  ENGINE_REQUIRE(lo.to_vector<int64_t>() == hi.to_vector<int64_t>(), "[DistributedDataParallel] the model differs "
-                 "between ranks: parameter counts range over ", lo.at({0}), "..", hi.at({0}), " and sizes over ",
-                 lo.at({1}), "..", hi.at({1}), " elements; every rank must build the same model");
+  ENGINE_REQUIRE(lo.to_vector<int64_t>() == hi.to_vector<int64_t>(),
+                 "[DistributedDataParallel] the model differs "
+                 "between ranks: parameter counts range over ",
+                 lo.at({0}), "..", hi.at({0}), " and sizes over ", lo.at({1}), "..", hi.at({1}),
+                 " elements; every rank must build the same model");
   broadcast_state(0);  // start from rank 0's weights and buffers, so every replica is identical
   build_buckets();
   for (size_t i = 0; i < params_.size(); ++i)
@@ -52,8 +55,7 @@ DistributedDataParallel::~DistributedDataParallel() {
   for (auto& b : buckets_)
     if (b->launched) try {
         b->work.wait();
-      } catch (const Error&) {
-      }
+      } catch (const Error&) {}
 }
 
 void DistributedDataParallel::build_buckets() {
@@ -96,8 +98,7 @@ void DistributedDataParallel::reset_for_backward() {
   for (auto& b : buckets_) {
     if (b->launched) try {  // a backward that failed part way may have left one in flight
         b->work.wait();
-      } catch (const Error&) {
-      }
+      } catch (const Error&) {}
     b->pending = b->params.size();
     b->launched = false;
   }
@@ -145,7 +146,7 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
 }
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
-  if (!sync_) return;  // no_sync: gradients just accumulate in .grad
+  if (!sync_) return;                                              // no_sync: gradients just accumulate in .grad
   if (group_->size() == 1 && !options_.reduce_when_alone) return;  // the average over one rank is the gradient itself
   if (!finalize_queued_) {
     finalize_queued_ = true;
@@ -159,8 +160,10 @@ void DistributedDataParallel::mark_ready(size_t i, const Tensor* grad) {
   if (ready_[i]) return;
   ready_[i] = true;
   Tensor into = slot(i);
-  if (!grad || !grad->defined()) into.zero_();
-  else if (grad->data<float>() != into.data<float>()) into.copy_(*grad);  // else: computed there already
+  if (!grad || !grad->defined())
+    into.zero_();
+  else if (grad->data<float>() != into.data<float>())
+    into.copy_(*grad);  // else: computed there already
   --buckets_[where_[i].first]->pending;
 }
 
@@ -190,9 +193,12 @@ void DistributedDataParallel::finalize() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor avg = slot(i);
     const Tensor& grad = params_[i].grad();
-    if (options_.gradient_as_bucket_view) params_[i].set_grad(avg);
-    else if (grad.defined() && grad.data<float>() != avg.data<float>()) params_[i].mutable_grad().copy_(avg);
-    else params_[i].set_grad(avg.clone());  // none yet, or computed in the bucket: .grad gets its own copy
+    if (options_.gradient_as_bucket_view)
+      params_[i].set_grad(avg);
+    else if (grad.defined() && grad.data<float>() != avg.data<float>())
+      params_[i].mutable_grad().copy_(avg);
+    else
+      params_[i].set_grad(avg.clone());  // none yet, or computed in the bucket: .grad gets its own copy
   }
   for (auto& b : buckets_) b->launched = false;  // waited for above
   reset_for_backward();

@@ -44,16 +44,18 @@ int env_int(const char* name, int fallback) {
   const long x = std::strtol(v, &end, 10);
   ENGINE_REQUIRE(end != v && *end == '\0', "[init_process_group] environment variable ", name, "=\"", v,
                  "\" is not an integer");
-  ENGINE_REQUIRE(errno == 0 && x >= INT_MIN && x <= INT_MAX, "[init_process_group] environment variable ", name, "=",
-                 v, " is out of range");
+  ENGINE_REQUIRE(errno == 0 && x >= INT_MIN && x <= INT_MAX, "[init_process_group] environment variable ", name, "=", v,
+                 " is out of range");
   return int(x);
 }
 
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
   if (given.count() > 0) return given;
   const int s = env_int("ENGINE_DIST_TIMEOUT", 300);
-  ENGINE_REQUIRE(s > 0 && s <= 7 * 86400, "[init_process_group] ENGINE_DIST_TIMEOUT must be a number of seconds from "
-                 "1 to 604800 (a week), got ", s);
+  ENGINE_REQUIRE(s > 0 && s <= 7 * 86400,
+                 "[init_process_group] ENGINE_DIST_TIMEOUT must be a number of seconds from "
+                 "1 to 604800 (a week), got ",
+                 s);
   return std::chrono::seconds(s);
 }
 
@@ -78,8 +80,8 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, Sto
     auto store = std::make_shared<TCPStore>(host, 0, true, so);
     const std::string tmp = path + ".tmp";
     std::ofstream(tmp) << host << ":" << store->port() << "\n";
-    ENGINE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "[init_process_group] cannot write the rendezvous file ",
-                   path, ": ", std::strerror(errno));
+    ENGINE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0,
+                   "[init_process_group] cannot write the rendezvous file ", path, ": ", std::strerror(errno));
     *remove = path;
     return store;
   }
@@ -119,8 +121,8 @@ struct Claim {
 };
 
 std::string encode(const Claim& c) {
-  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " + (c.launch_id.empty() ? "-" : c.launch_id) +
-         " " + c.who;
+  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " +
+         (c.launch_id.empty() ? "-" : c.launch_id) + " " + c.who;
 }
 
 Claim decode(const std::string& s) {
@@ -195,15 +197,19 @@ void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::mill
     if (other.group_rank == mine.group_rank && other.group_rank >= 0 && !other.launch_id.empty() &&
         !mine.launch_id.empty() && other.launch_id != mine.launch_id)
       fail("[init_process_group] another job is using MASTER_PORT " + std::to_string(store.port()) +
-           " with the same token: rank " + std::to_string(r) + " (" + other.who + ") was started by another "
-           "launcher than " + me + " (" + mine.who + "); give each job its own --master_port (or let the launcher "
+           " with the same token: rank " + std::to_string(r) + " (" + other.who +
+           ") was started by another "
+           "launcher than " +
+           me + " (" + mine.who +
+           "); give each job its own --master_port (or let the launcher "
            "pick one)");
   }
   if (store.try_get("rdzv/error", &error)) give_up(error);
 }
 
 DefaultGroup& current(const char* op) {
-  ENGINE_REQUIRE(g_default != nullptr, "[", op, "] the default process group is not initialized: call "
+  ENGINE_REQUIRE(g_default != nullptr, "[", op,
+                 "] the default process group is not initialized: call "
                  "dist::init_process_group() first (or it was already destroyed)");
   return *g_default;
 }
@@ -259,8 +265,8 @@ void check_rank(const LaunchInfo& info) {
                  "[init_process_group] RANK and WORLD_SIZE are not set: start the processes with the launcher "
                  "(bazel run //dist:launch -- --nproc_per_node=2 ...), srun or mpirun, export RANK and WORLD_SIZE, "
                  "or pass rank and world_size in InitOptions");
-  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] RANK=", info.rank, " must be less than WORLD_SIZE=",
-                 info.world_size);
+  ENGINE_REQUIRE(info.rank < info.world_size, "[init_process_group] RANK=", info.rank,
+                 " must be less than WORLD_SIZE=", info.world_size);
   ENGINE_REQUIRE(info.world_size <= kMaxWorldSize, "[init_process_group] WORLD_SIZE=", info.world_size,
                  " is more ranks than this engine supports (", kMaxWorldSize, ")");
   ENGINE_REQUIRE(info.local_rank >= 0, "[init_process_group] LOCAL_RANK=", info.local_rank,
@@ -273,13 +279,16 @@ void check_rank(const LaunchInfo& info) {
 }
 
 void check_master(const LaunchInfo& info) {
-  ENGINE_REQUIRE(info.master_port != 0 || info.world_size == 1, "[init_process_group] MASTER_PORT=0 with WORLD_SIZE=",
-                 info.world_size, ": rank 0 would listen on a port of its choosing that the other ranks cannot know; "
+  ENGINE_REQUIRE(info.master_port != 0 || info.world_size == 1,
+                 "[init_process_group] MASTER_PORT=0 with WORLD_SIZE=", info.world_size,
+                 ": rank 0 would listen on a port of its choosing that the other ranks cannot know; "
                  "export a fixed free port such as 29500, or use the launcher (it picks one and tells every rank)");
-  ENGINE_REQUIRE(!info.master_addr.empty(), "[init_process_group] MASTER_ADDR is not set: export the address of "
+  ENGINE_REQUIRE(!info.master_addr.empty(),
+                 "[init_process_group] MASTER_ADDR is not set: export the address of "
                  "rank 0's machine (127.0.0.1 on one machine), or use the launcher");
   ENGINE_REQUIRE(info.master_port >= 0 && info.master_port <= 65535, "[init_process_group] MASTER_PORT is ",
-                 info.master_port < 0 ? "not set" : "out of range", ": export a free port such as 29500, or use "
+                 info.master_port < 0 ? "not set" : "out of range",
+                 ": export a free port such as 29500, or use "
                  "the launcher (it picks one)");
 }
 }  // namespace
@@ -292,7 +301,8 @@ LaunchInfo read_launch_env(bool need_master) {
 }
 
 void init_process_group(const std::string& backend, const InitOptions& options) {
-  ENGINE_REQUIRE(g_default == nullptr, "[init_process_group] the default process group is already initialized; "
+  ENGINE_REQUIRE(g_default == nullptr,
+                 "[init_process_group] the default process group is already initialized; "
                  "call destroy_process_group() first");
   const bool cpu = backend == "gloo" || backend == "tcp";
   ENGINE_REQUIRE(cpu || backend == "nccl", "[init_process_group] unknown backend \"", backend,
@@ -317,8 +327,10 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     std::string host;
     int port = 0;
     parse_host_port(m.substr(6), "init_method", &host, &port);
-    ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m, " has port 0 with world "
-                   "size ", info.world_size, ": the other ranks cannot know which port rank 0 picks; give a fixed port");
+    ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m,
+                   " has port 0 with world "
+                   "size ",
+                   info.world_size, ": the other ranks cannot know which port rank 0 picks; give a fixed port");
     g->store = std::make_shared<TCPStore>(host, port, info.rank == 0, so);
   } else if (m.rfind("file://", 0) == 0) {
     g->store = file_rendezvous(m.substr(7), info.rank, so, &g->file_to_remove);
@@ -344,8 +356,7 @@ void destroy_process_group() {
   // died makes this fail quickly, and teardown goes on regardless.
   try {
     g_default->group->barrier().wait();
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   g_default->group.reset();
   if (!g_default->file_to_remove.empty()) std::remove(g_default->file_to_remove.c_str());
   g_default->store.reset();
@@ -360,8 +371,12 @@ int get_local_world_size() { return current("get_local_world_size").info.local_w
 std::string get_backend() { return current("get_backend").backend; }
 ProcessGroup& default_group() { return *current("default_group").group; }
 
-Work all_reduce(Tensor t, ReduceOp op, bool async_op) { return finish(current("all_reduce").group->all_reduce(t, op), async_op); }
-Work broadcast(Tensor t, int src, bool async_op) { return finish(current("broadcast").group->broadcast(t, src), async_op); }
+Work all_reduce(Tensor t, ReduceOp op, bool async_op) {
+  return finish(current("all_reduce").group->all_reduce(t, op), async_op);
+}
+Work broadcast(Tensor t, int src, bool async_op) {
+  return finish(current("broadcast").group->broadcast(t, src), async_op);
+}
 Work all_gather(std::vector<Tensor>& outputs, Tensor input, bool async_op) {
   return finish(current("all_gather").group->all_gather(&outputs, input), async_op);
 }

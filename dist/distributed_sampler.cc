@@ -11,10 +11,12 @@ DistributedSampler::DistributedSampler(int64_t n, DistributedSamplerOptions o) :
   replicas_ = o.num_replicas >= 0 ? o.num_replicas : get_world_size();
   rank_ = o.rank >= 0 ? o.rank : get_rank();
   ENGINE_REQUIRE(replicas_ >= 1, "[DistributedSampler] num_replicas must be >= 1, got ", replicas_);
-  ENGINE_REQUIRE(rank_ >= 0 && rank_ < replicas_, "[DistributedSampler] rank ", rank_, " is outside 0..", replicas_ - 1);
+  ENGINE_REQUIRE(rank_ >= 0 && rank_ < replicas_, "[DistributedSampler] rank ", rank_, " is outside 0..",
+                 replicas_ - 1);
   ENGINE_REQUIRE(n >= 0, "[DistributedSampler] dataset size must be >= 0, got ", n);
   // ceil(N / R), or with drop_last (and N not divisible by R) ceil((N - R) / R) = floor(N / R).
-  num_samples_ = o.drop_last && n % replicas_ != 0 ? (n - replicas_ + replicas_ - 1) / replicas_ : (n + replicas_ - 1) / replicas_;
+  num_samples_ =
+      o.drop_last && n % replicas_ != 0 ? (n - replicas_ + replicas_ - 1) / replicas_ : (n + replicas_ - 1) / replicas_;
   if (num_samples_ < 0) num_samples_ = 0;
   total_ = num_samples_ * replicas_;
 }

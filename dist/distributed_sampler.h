@@ -26,7 +26,7 @@ struct DistributedSamplerOptions {
   int num_replicas = -1;  // -1: dist::get_world_size()
   int rank = -1;          // -1: dist::get_rank()
   bool shuffle = true;
-  uint64_t seed = 0;      // must be the same on every rank
+  uint64_t seed = 0;  // must be the same on every rank
   bool drop_last = false;
 };
 

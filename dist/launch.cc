@@ -94,15 +94,16 @@ void remove_job_segments(const std::string& token) {
   const std::string prefix = "engine-" + engine::dist::shm_job_tag(token) + "-";
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/dev/shm", ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().filename().string().rfind(prefix, 0) == 0) shm_unlink(("/" + it->path().filename().string()).c_str());
+    if (it->path().filename().string().rfind(prefix, 0) == 0)
+      shm_unlink(("/" + it->path().filename().string()).c_str());
 }
 
 struct Child {
   int rank = 0, local_rank = 0;
   pid_t pid = -1;
-  int out = -1, err = -1;          // read ends of its stdout and stderr pipes
-  std::string out_buf, err_buf;    // a partial last line waiting for its newline
-  FILE* out_log = nullptr;         // --log_dir: where this rank's streams are also (or only) written
+  int out = -1, err = -1;        // read ends of its stdout and stderr pipes
+  std::string out_buf, err_buf;  // a partial last line waiting for its newline
+  FILE* out_log = nullptr;       // --log_dir: where this rank's streams are also (or only) written
   FILE* err_log = nullptr;
   bool out_console = true, err_console = true;
   bool running = true;
@@ -168,8 +169,9 @@ bool drain(int& fd, std::string& buf, FILE* console, FILE* log, int rank) {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "stopped";
 }
 
@@ -182,8 +184,8 @@ struct Job {
 };
 
 struct Outcome {
-  int exit_code = 0;   // 0: every rank succeeded
-  std::string reason;  // the first failure, in words
+  int exit_code = 0;       // 0: every rank succeeded
+  std::string reason;      // the first failure, in words
   bool signalled = false;  // the launcher itself was told to stop: no restart
 };
 
@@ -255,7 +257,8 @@ std::vector<Child> spawn(const Job& job, int attempt) {
 }
 
 std::string describe_failure(const Child& c, const std::vector<Child>& children) {
-  std::string reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+  std::string reason =
+      "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
   // A rank that times out is often not the culprit: the one it waited for is.
   for (auto& other : children)
     if (other.running && is_stopped(other.pid))
@@ -279,8 +282,10 @@ void reap(std::vector<Child>& children, Outcome& out, bool& stopping) {
     for (auto& c : children) {
       if (c.pid != rec[0] || !c.running) continue;
       c.status = rec[1];
-      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) failed.push_back(&c);
-      else c.running = false;
+      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0))
+        failed.push_back(&c);
+      else
+        c.running = false;
     }
   }
   std::stable_sort(failed.begin(), failed.end(),
@@ -309,7 +314,8 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
     if (now - c.stopped_since < std::chrono::seconds(limit)) continue;
     out.exit_code = 128 + SIGSTOP;
     out.reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") has been stopped for " +
-                 std::to_string(limit) + " s (SIGSTOP or SIGTSTP): the others would wait for it until "
+                 std::to_string(limit) +
+                 " s (SIGSTOP or SIGTSTP): the others would wait for it until "
                  "their timeout";
     stopping = true;
     return;
@@ -345,7 +351,8 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout) {
       for (auto& c : children)
         if (c.running) kill(c.pid, SIGKILL);
     bool any_running = false, pipes_open = false;
-    for (auto& c : children) any_running = any_running || c.running, pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
+    for (auto& c : children)
+      any_running = any_running || c.running, pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
     if (!any_running && (!pipes_open || stopping)) break;  // a failed rank's children may still hold the pipes
   }
   for (auto& c : children) {
@@ -360,7 +367,8 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout) {
 Job prepare(int argc, char** argv) {
   Job job;
   try {
-    job.args = engine::dist::parse_launch_args(std::vector<std::string>(argv + 1, argv + argc), std::getenv("ENGINE_JOB_TOKEN"));
+    job.args = engine::dist::parse_launch_args(std::vector<std::string>(argv + 1, argv + argc),
+                                               std::getenv("ENGINE_JOB_TOKEN"));
   } catch (const Error& e) {
     usage(e.what());
   }

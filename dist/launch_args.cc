@@ -14,7 +14,8 @@ int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
   errno = 0;
   const long x = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end || errno == ERANGE || x < lo || x > hi)
-    throw Error(flag + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got \"" + v + "\"");
+    throw Error(flag + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got \"" + v +
+                "\"");
   return int(x);
 }
 
@@ -34,19 +35,32 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
       if (i + 1 >= args.size()) throw Error("missing value after " + key);
       return args[++i];
     };
-    if (key == "--nproc_per_node" || key == "--nproc-per-node") o.nproc_per_node = parse_int(key, need(), 1, 1024);
-    else if (key == "--nnodes") o.nnodes = parse_int(key, need(), 1, 100000);
-    else if (key == "--node_rank" || key == "--node-rank") o.node_rank = parse_int(key, need(), 0, 100000);
-    else if (key == "--master_addr" || key == "--master-addr") o.master_addr = need();
-    else if (key == "--master_port" || key == "--master-port") o.master_port = parse_int(key, need(), 0, 65535);
-    else if (key == "--job_token" || key == "--job-token") o.token = need();
-    else if (key == "--max_restarts" || key == "--max-restarts") o.max_restarts = parse_int(key, need(), 0, 1000);
-    else if (key == "--stopped_timeout" || key == "--stopped-timeout") o.stopped_timeout = parse_int(key, need(), 0, 86400);
-    else if (key == "--run_id" || key == "--run-id" || key == "--rdzv_id" || key == "--rdzv-id") o.run_id = need();
-    else if (key == "--log_dir" || key == "--log-dir") o.log_dir = need();
-    else if (key == "--redirects" || key == "-r") o.redirects = parse_int(key, need(), 0, 3);
-    else if (key == "--tee" || key == "-t") o.tee = parse_int(key, need(), 0, 3);
-    else if (key == "--standalone") o.nnodes = 1, o.node_rank = 0, o.master_addr = "127.0.0.1", o.master_port = 0;
+    if (key == "--nproc_per_node" || key == "--nproc-per-node")
+      o.nproc_per_node = parse_int(key, need(), 1, 1024);
+    else if (key == "--nnodes")
+      o.nnodes = parse_int(key, need(), 1, 100000);
+    else if (key == "--node_rank" || key == "--node-rank")
+      o.node_rank = parse_int(key, need(), 0, 100000);
+    else if (key == "--master_addr" || key == "--master-addr")
+      o.master_addr = need();
+    else if (key == "--master_port" || key == "--master-port")
+      o.master_port = parse_int(key, need(), 0, 65535);
+    else if (key == "--job_token" || key == "--job-token")
+      o.token = need();
+    else if (key == "--max_restarts" || key == "--max-restarts")
+      o.max_restarts = parse_int(key, need(), 0, 1000);
+    else if (key == "--stopped_timeout" || key == "--stopped-timeout")
+      o.stopped_timeout = parse_int(key, need(), 0, 86400);
+    else if (key == "--run_id" || key == "--run-id" || key == "--rdzv_id" || key == "--rdzv-id")
+      o.run_id = need();
+    else if (key == "--log_dir" || key == "--log-dir")
+      o.log_dir = need();
+    else if (key == "--redirects" || key == "-r")
+      o.redirects = parse_int(key, need(), 0, 3);
+    else if (key == "--tee" || key == "-t")
+      o.tee = parse_int(key, need(), 0, 3);
+    else if (key == "--standalone")
+      o.nnodes = 1, o.node_rank = 0, o.master_addr = "127.0.0.1", o.master_port = 0;
     else if (key == "--") {
       ++i;
       break;
@@ -57,7 +71,8 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
   for (; i < args.size(); ++i) o.command.push_back(args[i]);
   if (o.command.empty()) throw Error("no program given");
   if (o.node_rank >= o.nnodes)
-    throw Error("--node_rank " + std::to_string(o.node_rank) + " must be less than --nnodes " + std::to_string(o.nnodes));
+    throw Error("--node_rank " + std::to_string(o.node_rank) + " must be less than --nnodes " +
+                std::to_string(o.nnodes));
   if (int64_t(o.nproc_per_node) * o.nnodes > 1 << 20)
     throw Error("--nproc_per_node x --nnodes = " + std::to_string(int64_t(o.nproc_per_node) * o.nnodes) +
                 " processes is more than a job can have (1048576)");
@@ -68,7 +83,8 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
   if (o.run_id.empty() || o.run_id.find_first_of("/ \t\n") != std::string::npos)
     throw Error("--run_id must be a non-empty word, got \"" + o.run_id + "\"");
   if (o.token.empty() && env_token) o.token = env_token;
-  if (o.token.empty() && o.nnodes > 1) throw Error("with --nnodes > 1 give every node the same --job_token (or ENGINE_JOB_TOKEN)");
+  if (o.token.empty() && o.nnodes > 1)
+    throw Error("with --nnodes > 1 give every node the same --job_token (or ENGINE_JOB_TOKEN)");
   return o;
 }
 

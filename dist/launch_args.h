@@ -1,7 +1,8 @@
 // The launcher's command line (torchrun's flags), parsed apart from launching so that it
 // can be tested and fuzzed: bad input throws engine::Error naming the flag, never exits.
 //
-//   LaunchArgs a = parse_launch_args({"--nproc_per_node=2", "./train", "--epochs", "3"}, std::getenv("ENGINE_JOB_TOKEN"));
+//   LaunchArgs a = parse_launch_args({"--nproc_per_node=2", "./train", "--epochs", "3"},
+//   std::getenv("ENGINE_JOB_TOKEN"));
 //   // a.nproc_per_node == 2, a.command == {"./train", "--epochs", "3"}
 #pragma once
 
@@ -13,12 +14,12 @@ namespace engine::dist {
 struct LaunchArgs {
   int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 0;  // port 0: pick a free one
   std::string master_addr = "127.0.0.1", token;
-  int max_restarts = 0;       // restarts of the whole group after a failure (torchrun's --max_restarts)
-  int stopped_timeout = 3;    // seconds a rank may stay stopped (SIGSTOP) before the job is stopped; 0: never
-  std::string run_id = "none";  // TORCHELASTIC_RUN_ID (torchrun's --rdzv_id / --run_id)
-  std::string log_dir;        // per-rank log files under log_dir/attempt_N/LOCAL_RANK/
-  int redirects = 0, tee = 0;  // which streams go to the log files: 1 stdout, 2 stderr, 3 both;
-                               // redirects: only there; tee: there and to the console
+  int max_restarts = 0;              // restarts of the whole group after a failure (torchrun's --max_restarts)
+  int stopped_timeout = 3;           // seconds a rank may stay stopped (SIGSTOP) before the job is stopped; 0: never
+  std::string run_id = "none";       // TORCHELASTIC_RUN_ID (torchrun's --rdzv_id / --run_id)
+  std::string log_dir;               // per-rank log files under log_dir/attempt_N/LOCAL_RANK/
+  int redirects = 0, tee = 0;        // which streams go to the log files: 1 stdout, 2 stderr, 3 both;
+                                     // redirects: only there; tee: there and to the console
   std::vector<std::string> command;  // the program and its arguments
 };
 

@@ -32,7 +32,8 @@ __global__ void reduce_kernel(T* acc, const T* in, int64_t n, int op) {
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float s) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) x[i] *= s;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
+    x[i] *= s;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -68,7 +69,8 @@ const Nccl& nccl() {
 // ncclInProgress is not a failure: a non-blocking communicator is still taking the call
 // (ProcessGroupNCCL::wait_ready waits for it before the next one).
 void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess && r != ncclInProgress) throw Error(std::string("[nccl] ") + what + " failed: " + nccl().GetErrorString(r));
+  if (r != ncclSuccess && r != ncclInProgress)
+    throw Error(std::string("[nccl] ") + what + " failed: " + nccl().GetErrorString(r));
 }
 void cuda_check(cudaError_t r, const char* what) {
   if (r != cudaSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + cudaGetErrorString(r));
@@ -133,10 +135,12 @@ class ProcessGroupNCCL : public ProcessGroup {
 
   Work all_reduce(Tensor t, ReduceOp op) override {
     return run(t, std::string("all_reduce(") + op_name(op) + ", " + shape_of(t) + ")", [&](Tensor& d) {
-      if (ring_) ring_all_reduce(d, op);
-      else nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op),
-                                       comm_, stream_),
-                      "ncclAllReduce");
+      if (ring_)
+        ring_all_reduce(d, op);
+      else
+        nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op), comm_,
+                                    stream_),
+                   "ncclAllReduce");
     });
   }
   Work broadcast(Tensor t, int root) override {
@@ -149,12 +153,13 @@ class ProcessGroupNCCL : public ProcessGroup {
     check(input, "all_gather");
     Tensor all = empty({int64_t(size_) * input.numel()}, input.dtype(), input.device());
     begin();
-    nccl_check(nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
-                                stream_),
-               "ncclAllGather");
+    nccl_check(
+        nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_, stream_),
+        "ncclAllGather");
     Work w = end("all_gather(" + shape_of(input) + ")");
     outputs->clear();
-    for (int r = 0; r < size_; ++r) outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
+    for (int r = 0; r < size_; ++r)
+      outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
     return w;
   }
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
@@ -189,8 +194,9 @@ class ProcessGroupNCCL : public ProcessGroup {
 
  private:
   void check(const Tensor& t, const char* op) {
-    ENGINE_REQUIRE(t.defined() && t.device() == Device::cuda(device_), "[", op, "] the nccl backend needs tensors on cuda:",
-                   device_, "; got one on ", t.defined() ? t.device().str() : "nothing");
+    ENGINE_REQUIRE(t.defined() && t.device() == Device::cuda(device_), "[", op,
+                   "] the nccl backend needs tensors on cuda:", device_, "; got one on ",
+                   t.defined() ? t.device().str() : "nothing");
     ENGINE_REQUIRE(t.is_contiguous(), "[", op, "] needs a contiguous tensor");
   }
 
@@ -215,7 +221,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     cuda_check(cudaEventRecord(e, stream_), "cudaEventRecord");
     auto event = std::shared_ptr<CUevent_st>(e, [](cudaEvent_t ev) { cudaEventDestroy(ev); });
-    dog_->watch(what + " #" + std::to_string(calls_++), [event] { return cudaEventQuery(event.get()) != cudaErrorNotReady; });
+    dog_->watch(what + " #" + std::to_string(calls_++),
+                [event] { return cudaEventQuery(event.get()) != cudaErrorNotReady; });
     Work w;
     w.finish();
     return w;
@@ -280,7 +287,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     // The scratch outlives this call: the communication stream may still be reading it
     // when we return, and a freed block could be handed to the compute stream at once.
     const size_t need = size_t(std::max<int64_t>(largest, 1)) * es;
-    if (!scratch_.defined() || scratch_.nbytes() < need) scratch_ = empty({int64_t(need / 8 + 1)}, DType::Int64, t.device());
+    if (!scratch_.defined() || scratch_.nbytes() < need)
+      scratch_ = empty({int64_t(need / 8 + 1)}, DType::Int64, t.device());
     char* tmp = scratch_.bytes();
     const int op_code = op == ReduceOp::Min ? 2 : op == ReduceOp::Max ? 3 : op == ReduceOp::Product ? 4 : 1;
     auto exchange = [&](int send_seg, char* recv_to, int recv_seg) {
@@ -288,9 +296,9 @@ class ProcessGroupNCCL : public ProcessGroup {
       nccl_check(nccl().Send(data + size_t(b[send_seg]) * es, size_t(b[send_seg + 1] - b[send_seg]),
                              nccl_type(t.dtype()), next, comm_, stream_),
                  "ncclSend");
-      nccl_check(nccl().Recv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_,
-                             stream_),
-                 "ncclRecv");
+      nccl_check(
+          nccl().Recv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_, stream_),
+          "ncclRecv");
       nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
       wait_ready("ncclGroupEnd", nullptr);
     };
@@ -302,10 +310,10 @@ class ProcessGroupNCCL : public ProcessGroup {
       if (len == 0) continue;
       if (t.dtype() == DType::Float32)
         reduce_kernel<<<blocks, 256, 0, stream_>>>(reinterpret_cast<float*>(data) + b[recv_seg],
-                                                    reinterpret_cast<const float*>(tmp), len, op_code);
+                                                   reinterpret_cast<const float*>(tmp), len, op_code);
       else
         reduce_kernel<<<blocks, 256, 0, stream_>>>(reinterpret_cast<int64_t*>(data) + b[recv_seg],
-                                                    reinterpret_cast<const int64_t*>(tmp), len, op_code);
+                                                   reinterpret_cast<const int64_t*>(tmp), len, op_code);
       cuda_check(cudaGetLastError(), "reduce_kernel launch");
     }
     const int owned = ring::owned_after_reduce_scatter(rank_, n);

@@ -33,8 +33,10 @@ inline void reduce_into(T* acc, const T* in, int64_t n, ReduceOp op) {
 
 // The same on raw bytes of a dtype the collectives carry (float32 or int64).
 inline void reduce_into(void* acc, const void* in, int64_t n, DType dtype, ReduceOp op) {
-  if (dtype == DType::Float32) reduce_into(static_cast<float*>(acc), static_cast<const float*>(in), n, op);
-  else reduce_into(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), n, op);
+  if (dtype == DType::Float32)
+    reduce_into(static_cast<float*>(acc), static_cast<const float*>(in), n, op);
+  else
+    reduce_into(static_cast<int64_t*>(acc), static_cast<const int64_t*>(in), n, op);
 }
 
 }  // namespace engine::dist

@@ -38,9 +38,6 @@ struct ShmAllReduce::Control {
 
 namespace {
 
-
-
-
 // Yields before a waiting rank sleeps on the futex. Measured on a 2-core VM: waking from
 // a futex takes long enough to cost DDP ~0.5 ms a step, while yielding in a loop costs
 // the others almost nothing (each yield hands the core to whoever can run).
@@ -91,8 +88,10 @@ void reduce_ranks(const std::vector<const char*>& in, const std::vector<char*>& 
 // The same for a dtype the collectives support (float32 or int64).
 void reduce_bytes(DType dtype, const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n,
                   ReduceOp op) {
-  if (dtype == DType::Float32) reduce_ranks<float>(in, out, n, op);
-  else reduce_ranks<int64_t>(in, out, n, op);
+  if (dtype == DType::Float32)
+    reduce_ranks<float>(in, out, n, op);
+  else
+    reduce_ranks<int64_t>(in, out, n, op);
 }
 
 // A name no other job uses: the pid alone is not enough, because processes in different
@@ -106,8 +105,8 @@ std::string unique_shm_name(const std::string& tag, const char* kind) {
   }
   static std::atomic<unsigned> counter{0};
   char buf[128];
-  std::snprintf(buf, sizeof buf, "/engine-%s-%s-%d-%u-%02x%02x%02x%02x%02x%02x%02x%02x", tag.c_str(), kind, int(getpid()),
-                counter++, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+  std::snprintf(buf, sizeof buf, "/engine-%s-%s-%d-%u-%02x%02x%02x%02x%02x%02x%02x%02x", tag.c_str(), kind,
+                int(getpid()), counter++, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
   return buf;
 }
 
@@ -156,8 +155,8 @@ void ShmAllReduce::wait_for_ranks(TCPStore& store, const std::string& prefix, co
                      " never attached (stuck, or not calling the same setup)");
 }
 
-std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout,
-                                                   const std::string& job_tag) {
+std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size,
+                                                   std::chrono::milliseconds timeout, const std::string& job_tag) {
   if (size < 2) return nullptr;
   if (const char* e = std::getenv("ENGINE_SHM"); e && std::string(e) == "0") return nullptr;
   // All on one machine? Every rank posts its host and boot id; all must match. The pids
@@ -167,7 +166,8 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
   for (int r = 0; r < size; ++r)
     if (store.get("shm/host/" + std::to_string(r)) != machine_id()) return nullptr;
   std::vector<pid_t> pids;
-  for (int r = 0; r < size; ++r) pids.push_back(pid_t(std::strtol(store.get("shm/pid/" + std::to_string(r)).c_str(), nullptr, 10)));
+  for (int r = 0; r < size; ++r)
+    pids.push_back(pid_t(std::strtol(store.get("shm/pid/" + std::to_string(r)).c_str(), nullptr, 10)));
   const Deadline d = deadline_in(timeout);
   const size_t bytes = sizeof(Header) + size_t(size) * sizeof(Control) + size_t(size) * 2 * kChunk;
   UnlinkOnExit unlink;
@@ -182,8 +182,9 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
     }
     store.set("shm/name", unlink.name);
   } else {
-    unlink.name = wait_for_key(store, "shm/name", 0, pids[0], d, "shared memory",
-                               "[init_process_group] timed out setting up shared memory: rank 0 never published its name");
+    unlink.name =
+        wait_for_key(store, "shm/name", 0, pids[0], d, "shared memory",
+                     "[init_process_group] timed out setting up shared memory: rank 0 never published its name");
     if (unlink.name.empty()) return nullptr;
     fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
   }
@@ -202,7 +203,8 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
   return s;
 }
 
-ShmAllReduce::ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout)
+ShmAllReduce::ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk,
+                           std::chrono::milliseconds timeout)
     : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_(chunk), timeout_(timeout) {}
 
 ShmAllReduce::~ShmAllReduce() {
@@ -214,7 +216,8 @@ ShmAllReduce::Control* ShmAllReduce::control(int r) const {
   return reinterpret_cast<Control*>(static_cast<char*>(base_) + sizeof(Header)) + r;
 }
 char* ShmAllReduce::buffer(int r, int half) const {
-  return static_cast<char*>(base_) + sizeof(Header) + size_t(size_) * sizeof(Control) + (size_t(r) * 2 + size_t(half)) * chunk_;
+  return static_cast<char*>(base_) + sizeof(Header) + size_t(size_) * sizeof(Control) +
+         (size_t(r) * 2 + size_t(half)) * chunk_;
 }
 
 void ShmAllReduce::check_peers_alive() {
@@ -247,7 +250,8 @@ void ShmAllReduce::barrier(Deadline deadline) {
         for (int r = 0; r < size_; ++r)
           if (control(r)->posted < posted_) behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(r);
         throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
-                    " on rank " + std::to_string(rank_) + ", waiting for " + (behind.empty() ? "the other ranks" : behind) +
+                    " on rank " + std::to_string(rank_) + ", waiting for " +
+                    (behind.empty() ? "the other ranks" : behind) +
                     ": it may be stuck, still computing, or in a different collective");
       }
     }
@@ -255,7 +259,8 @@ void ShmAllReduce::barrier(Deadline deadline) {
   if (h->aborted.load()) throw Error(std::string(h->abort_text));  // woken by a failing rank, not by arrivals
 }
 
-void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline, std::string (*describe)(const CallDescriptor&)) {
+void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline,
+                         std::string (*describe)(const CallDescriptor&)) {
   current_call_ = describe(mine);
   control(rank_)->call = mine;
   control(rank_)->posted = ++posted_;
@@ -287,8 +292,8 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
     if (fd >= 0 && ftruncate(fd, off_t(per_rank * size_t(size_))) != 0) close(fd), fd = -1;
     const int err = errno;
     store.set(key, fd >= 0 ? unlink.name : "");  // "": the others fail too, pointing here
-    ENGINE_REQUIRE(fd >= 0, "[dist] cannot create a shared buffer of ", per_rank * size_t(size_), " bytes: ",
-                   std::strerror(err));
+    ENGINE_REQUIRE(fd >= 0, "[dist] cannot create a shared buffer of ", per_rank * size_t(size_),
+                   " bytes: ", std::strerror(err));
   } else {
     unlink.name = wait_for_key(store, key, 0, pids[0], d, "a shared buffer",
                                "[dist] timed out setting up a shared buffer: rank 0 never published its name");
@@ -349,7 +354,9 @@ void ShmAllReduce::all_reduce(char* data, int64_t count, DType dtype, ReduceOp o
     char* mine = data + size_t(start) * es;
     const int h = int(half_);
     half_ ^= 1u;
-    auto segment = [&](int r) { return std::pair<int64_t, int64_t>{int64_t(r) * n / size_, int64_t(r + 1) * n / size_}; };
+    auto segment = [&](int r) {
+      return std::pair<int64_t, int64_t>{int64_t(r) * n / size_, int64_t(r + 1) * n / size_};
+    };
     for (int r = 0; r < size_; ++r) {  // 1. stage the segments the others reduce
       if (r == rank_) continue;
       const auto [a, b] = segment(r);

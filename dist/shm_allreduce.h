@@ -11,8 +11,9 @@
 //   3. every rank copies each segment k != r from rank k's buffer out
 //
 // Each element is reduced once by one rank, in a fixed order, so all ranks get the same
-// bits; each rank copies (size-1)/size of the data in and out, never its own segment. Buffers alternate between two halves so that step 1 of the next chunk never
-// overwrites data another rank is still copying out (the barrier in between orders them).
+// bits; each rank copies (size-1)/size of the data in and out, never its own segment. Buffers alternate between two
+// halves so that step 1 of the next chunk never overwrites data another rank is still copying out (the barrier in
+// between orders them).
 //
 // agree() is the shared start of every collective: each rank posts its call (collective,
 // op, dtype, count, sequence number) and all compare after a barrier, so a mismatched call

@@ -183,7 +183,8 @@ Socket Listener::accept(Deadline deadline) const {
       return Socket(fd);
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) throw Error(std::string("[dist] accept failed: ") + std::strerror(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      throw Error(std::string("[dist] accept failed: ") + std::strerror(errno));
     if (!wait_fd(sock_.fd(), false, deadline)) throw Error("[dist] timed out waiting for a peer to connect");
   }
 }

@@ -41,8 +41,10 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
     try {
       sock_.recv_all(&answer, 1, d, peer);
     } catch (const Error& e) {
-      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) + " closed the connection during the "
-                  "handshake: rank 0 has probably failed or is stopping (look for its error); " + e.what());
+      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) +
+                  " closed the connection during the "
+                  "handshake: rank 0 has probably failed or is stopping (look for its error); " +
+                  e.what());
     }
     if (answer == kAccepted) return;
     if (answer == kRefused)
@@ -61,8 +63,8 @@ TCPStore::~TCPStore() {
 }
 
 std::string TCPStore::request(uint8_t cmd, const std::string& key, const std::string& value) {
-  ENGINE_REQUIRE(key.size() <= kMaxKey && value.size() <= kMaxValue, "[store] key or value too large (key ",
-                 key.size(), " bytes, value ", value.size(), " bytes)");
+  ENGINE_REQUIRE(key.size() <= kMaxKey && value.size() <= kMaxValue, "[store] key or value too large (key ", key.size(),
+                 " bytes, value ", value.size(), " bytes)");
   std::lock_guard<std::mutex> lock(mu_);
   const Deadline d = deadline_in(options_.timeout);
   const std::string peer = "the rendezvous store (rank 0)";

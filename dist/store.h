@@ -29,8 +29,8 @@ namespace engine::dist {
 
 struct StoreOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  std::string token;                      // the job's secret; empty accepts any client sending empty
-  std::string listen_host = "";           // server: where to listen (default: the given host)
+  std::string token;             // the job's secret; empty accepts any client sending empty
+  std::string listen_host = "";  // server: where to listen (default: the given host)
 };
 
 class TCPStore {

@@ -14,8 +14,9 @@ namespace engine::dist {
 std::string store_wire::read_blob(const Socket& s, uint32_t limit, Deadline d, const std::string& peer) {
   uint32_t n = 0;
   s.recv_all(&n, 4, d, peer);
-  if (n > limit) throw Error("[store] " + peer + " sent a " + std::to_string(n) + "-byte field (limit " +
-                             std::to_string(limit) + ")");
+  if (n > limit)
+    throw Error("[store] " + peer + " sent a " + std::to_string(n) + "-byte field (limit " + std::to_string(limit) +
+                ")");
   std::string v(n, '\0');
   s.recv_all(v.data(), n, d, peer);
   return v;
@@ -29,7 +30,8 @@ struct TCPStore::Server::Pending {
   Deadline until;
 };
 
-TCPStore::Server::Server(Listener listener, std::string token) : listener_(std::move(listener)), token_(std::move(token)) {
+TCPStore::Server::Server(Listener listener, std::string token)
+    : listener_(std::move(listener)), token_(std::move(token)) {
   accept_thread_ = std::thread([this] { accept_loop(); });
 }
 
@@ -91,8 +93,9 @@ void TCPStore::Server::accept_new(std::vector<Pending>& pending) {
       // Full of connections that have not said who they are: the oldest is the likeliest
       // to be idle, and dropping it lets a real rank in.
       pending.erase(pending.begin());
-      log("refused a connection: more than " + std::to_string(kMaxHandshaking) + " connections waiting for their handshake; "
-                  "dropped the oldest");
+      log("refused a connection: more than " + std::to_string(kMaxHandshaking) +
+          " connections waiting for their handshake; "
+          "dropped the oldest");
     }
     pending.push_back({std::move(s), "", deadline_in(kHandshakeTime)});
   }
@@ -164,7 +167,8 @@ std::string TCPStore::Server::read_value(const Socket& s, Deadline d) {
   uint32_t n = 0;
   s.recv_all(&n, 4, d, "a store client");
   if (n > kMaxValue)
-    throw Error("[store] a client sent a " + std::to_string(n) + "-byte value (limit " + std::to_string(kMaxValue) + ")");
+    throw Error("[store] a client sent a " + std::to_string(n) + "-byte value (limit " + std::to_string(kMaxValue) +
+                ")");
   // Small values (rendezvous keys, addresses) are never held up by others' big ones.
   const int64_t counted = n > kSmallValue ? n : 0;
   {
@@ -226,9 +230,7 @@ std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const 
     data_[k] = v;
   };
   switch (cmd) {
-    case kSet:
-      store(key, value);
-      return "";
+    case kSet: store(key, value); return "";
     case kGet: {
       auto it = data_.find(key);
       return it == data_.end() ? std::string("\0", 1) : "\1" + it->second;  // found flag + value
@@ -265,8 +267,7 @@ std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const 
       const int64_t n = int64_t(data_.size());
       return std::string(reinterpret_cast<const char*>(&n), 8);
     }
-    default:
-      throw Error("[store] unknown command");
+    default: throw Error("[store] unknown command");
   }
 }
 

@@ -31,12 +31,12 @@ constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
 enum Hello : uint8_t { kRefused = 0, kAccepted = 1, kBusy = 2 };
 
 constexpr uint32_t kMaxKey = 4096;
-constexpr uint32_t kMaxValue = 16u << 20;          // one value: addresses and names are bytes, not megabytes
+constexpr uint32_t kMaxValue = 16u << 20;              // one value: addresses and names are bytes, not megabytes
 constexpr int64_t kMaxHeldBytes = int64_t(256) << 20;  // stored; and, apart, big values being received
-constexpr uint32_t kSmallValue = 64u << 10;        // values this small are read at once, not reserved
-constexpr size_t kMaxHandshaking = 256;            // connections that have not yet shown the token
-constexpr size_t kMaxClients = 4096;               // connections with the token (each has a thread)
-constexpr std::chrono::seconds kHandshakeTime{5};  // to send magic and token
+constexpr uint32_t kSmallValue = 64u << 10;            // values this small are read at once, not reserved
+constexpr size_t kMaxHandshaking = 256;                // connections that have not yet shown the token
+constexpr size_t kMaxClients = 4096;                   // connections with the token (each has a thread)
+constexpr std::chrono::seconds kHandshakeTime{5};      // to send magic and token
 
 // Reads a u32 length and then that many bytes, refusing anything over `limit` before
 // allocating (both sides read keys and replies this way).

@@ -43,9 +43,9 @@ Tensor local_moments(const Tensor& x, const ChannelLayout& l) {
 }
 
 struct GlobalMoments {
-  double n = 0;                   // values per channel over every rank
-  std::vector<float> mean, var;   // per channel; var is biased (M2 / n)
-  std::vector<float> invstd;      // 1 / sqrt(var + eps)
+  double n = 0;                  // values per channel over every rank
+  std::vector<float> mean, var;  // per channel; var is biased (M2 / n)
+  std::vector<float> invstd;     // 1 / sqrt(var + eps)
 };
 
 // Chan et al.'s combination of every rank's triple: n = sum n_r, mean = sum n_r mean_r / n,
@@ -114,7 +114,8 @@ void SyncBatchNorm::update_running_stats(const std::vector<float>& mean, const s
   // running = (1 - momentum) running + momentum * batch, with the unbiased global variance
   autograd::NoGradGuard no_grad;
   running_mean.copy_(running_mean * (1 - momentum) + from_vector(mean).to(running_mean.device()) * momentum);
-  running_var.copy_(running_var * (1 - momentum) + from_vector(var).to(running_var.device()) * (momentum * n / (n - 1)));
+  running_var.copy_(running_var * (1 - momentum) +
+                    from_vector(var).to(running_var.device()) * (momentum * n / (n - 1)));
   num_batches_tracked.copy_(num_batches_tracked + 1.0);
 }
 
@@ -148,7 +149,8 @@ std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> m
     sync->train(bn->is_training());
     return sync;
   }
-  for (const auto& [name, child] : std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>(module->children())) {
+  for (const auto& [name, child] :
+       std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>(module->children())) {
     auto converted = convert_sync_batchnorm(child, group);
     if (converted != child) module->set_child(name, converted);
   }

@@ -14,9 +14,8 @@ Work ProcessGroupTCP::all_reduce(Tensor t, ReduceOp op) {
   require_cpu_tensor("all_reduce", t);
   ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[all_reduce] AVG needs float32, got ",
                  dtype_name(t.dtype()));
-  return enqueue(make_desc(kAllReduce, &t, op), [this, t, op](const MessageHeader& desc, Deadline d) {
-    ring_all_reduce(t, op, desc, d);
-  });
+  return enqueue(make_desc(kAllReduce, &t, op),
+                 [this, t, op](const MessageHeader& desc, Deadline d) { ring_all_reduce(t, op, desc, d); });
 }
 
 Work ProcessGroupTCP::barrier() {
@@ -30,27 +29,28 @@ Work ProcessGroupTCP::barrier() {
 Work ProcessGroupTCP::broadcast(Tensor t, int root) {
   require_cpu_tensor("broadcast", t);
   ENGINE_REQUIRE(root >= 0 && root < size_, "[broadcast] root ", root, " is outside 0..", size_ - 1);
-  return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root), [this, t, root](const MessageHeader& desc, Deadline d) {
-    // The root sends its tensor to every other rank directly (fine for the world sizes of
-    // one machine; a ring or tree would spread the root's sending over all ranks).
-    // Without shared memory (whose agree() has compared every rank's call already), each
-    // receiver then acknowledges with its own description of the call: without that, a
-    // root would return normally whatever the others had called.
-    MessageHeader h = desc, ack = desc;
-    const size_t nbytes = t.nbytes();
-    h.bytes = nbytes;
-    ack.step = 1;
-    char* data = t.bytes();
-    if (rank_ == root) {
-      for (int r = 0; r < size_; ++r)
-        if (r != root) send_message(r, h, data, d);
-      for (int r = 0; r < size_ && !shm_; ++r)
-        if (r != root) recv_message(r, ack, nullptr, d);
-    } else {
-      recv_message(root, h, data, d);
-      if (!shm_) send_message(root, ack, nullptr, d);
-    }
-  });
+  return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root),
+                 [this, t, root](const MessageHeader& desc, Deadline d) {
+                   // The root sends its tensor to every other rank directly (fine for the world sizes of
+                   // one machine; a ring or tree would spread the root's sending over all ranks).
+                   // Without shared memory (whose agree() has compared every rank's call already), each
+                   // receiver then acknowledges with its own description of the call: without that, a
+                   // root would return normally whatever the others had called.
+                   MessageHeader h = desc, ack = desc;
+                   const size_t nbytes = t.nbytes();
+                   h.bytes = nbytes;
+                   ack.step = 1;
+                   char* data = t.bytes();
+                   if (rank_ == root) {
+                     for (int r = 0; r < size_; ++r)
+                       if (r != root) send_message(r, h, data, d);
+                     for (int r = 0; r < size_ && !shm_; ++r)
+                       if (r != root) recv_message(r, ack, nullptr, d);
+                   } else {
+                     recv_message(root, h, data, d);
+                     if (!shm_) send_message(root, ack, nullptr, d);
+                   }
+                 });
 }
 
 Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
@@ -65,8 +65,8 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
     const size_t es = dtype_size(input.dtype());
     Tensor all = empty({int64_t(size_) * m}, input.dtype());
     char* buf = static_cast<char*>(all.storage()->data());
-    std::memcpy(buf + size_t(rank_) * size_t(m) * es, static_cast<const char*>(input.storage()->data()) +
-                size_t(input.offset()) * es, size_t(m) * es);
+    std::memcpy(buf + size_t(rank_) * size_t(m) * es,
+                static_cast<const char*>(input.storage()->data()) + size_t(input.offset()) * es, size_t(m) * es);
     std::vector<int64_t> bounds(size_t(size_) + 1);
     for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
     ring_all_gather(buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
@@ -77,22 +77,23 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
 Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   require_cpu_tensor("reduce_scatter", input);
   require_cpu_tensor("reduce_scatter", output);
-  ENGINE_REQUIRE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(), "[reduce_scatter] input of ",
-                 input.numel(), " ", dtype_name(input.dtype()), " must hold world size (", size_, ") x output (",
-                 output.numel(), " ", dtype_name(output.dtype()), ")");
+  ENGINE_REQUIRE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
+                 "[reduce_scatter] input of ", input.numel(), " ", dtype_name(input.dtype()), " must hold world size (",
+                 size_, ") x output (", output.numel(), " ", dtype_name(output.dtype()), ")");
   ENGINE_REQUIRE(op != ReduceOp::Avg || input.dtype() == DType::Float32, "[reduce_scatter] AVG needs float32");
-  return enqueue(make_desc(kReduceScatter, &input, op), [this, output, input, op](const MessageHeader& desc, Deadline d) {
-    const int64_t m = output.numel();
-    Tensor work = input.clone();  // the ring reduces in place; the caller's input stays intact
-    char* buf = static_cast<char*>(work.storage()->data());
-    std::vector<int64_t> bounds(size_t(size_) + 1);
-    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
-    // shift -1: rank r ends owning block r, the one it should return.
-    ring_reduce_scatter(buf, bounds, input.dtype(), op, desc, -1, d);
-    Tensor mine = work.narrow(0, int64_t(rank_) * m, m).view(output.shape());
-    if (op == ReduceOp::Avg) mine = mine / double(size_);  // the ring sums; the average divides once
-    Tensor(output).copy_(mine);
-  });
+  return enqueue(make_desc(kReduceScatter, &input, op),
+                 [this, output, input, op](const MessageHeader& desc, Deadline d) {
+                   const int64_t m = output.numel();
+                   Tensor work = input.clone();  // the ring reduces in place; the caller's input stays intact
+                   char* buf = static_cast<char*>(work.storage()->data());
+                   std::vector<int64_t> bounds(size_t(size_) + 1);
+                   for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+                   // shift -1: rank r ends owning block r, the one it should return.
+                   ring_reduce_scatter(buf, bounds, input.dtype(), op, desc, -1, d);
+                   Tensor mine = work.narrow(0, int64_t(rank_) * m, m).view(output.shape());
+                   if (op == ReduceOp::Avg) mine = mine / double(size_);  // the ring sums; the average divides once
+                   Tensor(output).copy_(mine);
+                 });
 }
 
 Work ProcessGroupTCP::send(Tensor t, int dst) {

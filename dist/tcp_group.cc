@@ -16,13 +16,18 @@ namespace engine::dist {
 using namespace wire;
 
 ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int size, TCPGroupOptions options)
-    : ProcessGroup(rank, size), store_(std::move(store)), options_(std::move(options)), peers_(size_t(size)),
-      sent_to_(size_t(size), 0), received_from_(size_t(size), 0) {
+    : ProcessGroup(rank, size),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      peers_(size_t(size)),
+      sent_to_(size_t(size), 0),
+      received_from_(size_t(size), 0) {
   ENGINE_REQUIRE(size >= 1, "[init_process_group] world size must be >= 1, got ", size);
   ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
                  " (RANK must be less than WORLD_SIZE)");
   connect_mesh();
-  if (options_.shared_memory) shm_ = ShmAllReduce::create(*store_, rank_, size_, options_.timeout, shm_job_tag(options_.token));
+  if (options_.shared_memory)
+    shm_ = ShmAllReduce::create(*store_, rank_, size_, options_.timeout, shm_job_tag(options_.token));
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -61,7 +66,8 @@ int recv_hello(const Socket& s, const std::string& token, int world, Deadline d,
   Hello h{};
   s.recv_all(&h, sizeof h, d, peer);
   ENGINE_REQUIRE(h.magic == kMagic, "[init_process_group] ", peer, " is not a process of this engine (bad magic)");
-  ENGINE_REQUIRE(h.rank != kRefusedToken, "[init_process_group] ", peer, " refused this process: it presented "
+  ENGINE_REQUIRE(h.rank != kRefusedToken, "[init_process_group] ", peer,
+                 " refused this process: it presented "
                  "another job's token (is a second job using the same MASTER_ADDR/MASTER_PORT?)");
   ENGINE_REQUIRE(h.token_len <= 1024, "[init_process_group] ", peer, " sent an oversized token");
   std::string t(h.token_len, '\0');
@@ -70,13 +76,13 @@ int recv_hello(const Socket& s, const std::string& token, int world, Deadline d,
     const Hello no{kMagic, kRefusedToken, 0};  // tell the stranger why, then drop it
     try {
       s.send_all(&no, sizeof no, deadline_in(std::chrono::milliseconds(200)), peer);
-    } catch (const Error&) {
-    }
-    throw Error("[init_process_group] " + peer + " presented another job's token: is a second job using the same "
+    } catch (const Error&) {}
+    throw Error("[init_process_group] " + peer +
+                " presented another job's token: is a second job using the same "
                 "MASTER_ADDR/MASTER_PORT?");
   }
-  ENGINE_REQUIRE(h.rank >= 0 && h.rank < world, "[init_process_group] ", peer, " claims rank ", h.rank,
-                 " outside 0..", world - 1);
+  ENGINE_REQUIRE(h.rank >= 0 && h.rank < world, "[init_process_group] ", peer, " claims rank ", h.rank, " outside 0..",
+                 world - 1);
   return h.rank;
 }
 }  // namespace
@@ -154,9 +160,9 @@ void ProcessGroupTCP::worker_loop() {
       queue_.pop_front();
     }
     if (!broken_.empty()) {
-      task.work.fail(std::make_exception_ptr(
-          Error("[dist] " + describe(task.desc) + " on rank " + std::to_string(rank_) +
-                " cannot run: the process group failed earlier: " + broken_)));
+      task.work.fail(
+          std::make_exception_ptr(Error("[dist] " + describe(task.desc) + " on rank " + std::to_string(rank_) +
+                                        " cannot run: the process group failed earlier: " + broken_)));
       continue;
     }
     try {
@@ -186,8 +192,7 @@ void ProcessGroupTCP::abort_peers(const std::string& why) {
       const Deadline d = deadline_in(std::chrono::milliseconds(200));
       peers_[r].send_all(&h, sizeof h, d, peer_name(r));
       peers_[r].send_all(text.data(), text.size(), d, peer_name(r));
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
 }
 
@@ -309,7 +314,8 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
       msg.msg_iov = iov;
       msg.msg_iovlen = size_t(cnt);
       const ssize_t k = ::sendmsg(peers_[out->to].fd(), &msg, MSG_NOSIGNAL);
-      if (k > 0) sent += size_t(k), bytes_sent_ += uint64_t(k);
+      if (k > 0)
+        sent += size_t(k), bytes_sent_ += uint64_t(k);
       else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         const int err = errno;
         raise_pending_abort(in ? in->from : -1);

@@ -37,7 +37,7 @@ struct TCPGroupOptions {
   // fire), short enough that a learner whose rank crashed or skipped a collective sees an
   // error while still watching. ENGINE_DIST_TIMEOUT (seconds) overrides it in dist.h.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
-  std::string token;          // the job's secret, checked on every connection
+  std::string token;              // the job's secret, checked on every connection
   size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
   // When every rank is on this machine, all_reduce goes through shared memory
   // (shm_allreduce.h) instead of the TCP ring; ENGINE_SHM=0 also turns it off.
@@ -110,8 +110,8 @@ class ProcessGroupTCP : public ProcessGroup {
 
   std::shared_ptr<TCPStore> store_;
   TCPGroupOptions options_;
-  std::vector<Socket> peers_;  // peers_[r]: the connection to rank r (none for ourselves)
-  std::unique_ptr<ShmAllReduce> shm_;  // set when all ranks share this machine
+  std::vector<Socket> peers_;                      // peers_[r]: the connection to rank r (none for ourselves)
+  std::unique_ptr<ShmAllReduce> shm_;              // set when all ranks share this machine
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
   std::atomic<uint64_t> bytes_sent_{0};

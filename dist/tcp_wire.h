@@ -91,6 +91,5 @@ inline void require_cpu_tensor(const char* op, const Tensor& t) {
   ENGINE_REQUIRE(t.is_contiguous(), "[", op, "] needs a contiguous tensor (call .contiguous() first)");
 }
 
-
 }  // namespace wire
 }  // namespace engine::dist

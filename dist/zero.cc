@@ -5,7 +5,8 @@
 
 namespace engine::dist {
 
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind, ZeroOptions options)
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind,
+                                                 ZeroOptions options)
     : params_(std::move(params)), kind_(kind), options_(options) {
   group_ = options_.group ? options_.group : &default_group();
   for (auto& p : params_) total_ += p.numel();
@@ -19,8 +20,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> param
     off += p.numel();
   }
   shard_param_ = nn::Variable(flat.narrow(0, int64_t(group_->rank()) * shard_, shard_).clone(), true);
-  if (kind_ == ZeroOptimizer::SGD) inner_ = std::make_unique<nn::SGD>(std::vector<nn::Variable>{shard_param_}, options_.sgd);
-  else inner_ = std::make_unique<nn::Adam>(std::vector<nn::Variable>{shard_param_}, options_.adam);
+  if (kind_ == ZeroOptimizer::SGD)
+    inner_ = std::make_unique<nn::SGD>(std::vector<nn::Variable>{shard_param_}, options_.sgd);
+  else
+    inner_ = std::make_unique<nn::Adam>(std::vector<nn::Variable>{shard_param_}, options_.adam);
 }
 
 Tensor ZeroRedundancyOptimizer::flatten_grads() const {
@@ -89,7 +92,8 @@ nn::StateDict ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
     for (int r = 0; r < group_->size(); ++r) flat.narrow(0, int64_t(r) * shard_, shard_).copy_(all[size_t(r)]);
     int64_t off = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
-      full["state." + std::to_string(i) + "." + name] = flat.narrow(0, off, params_[i].numel()).reshape(params_[i].shape()).clone();
+      full["state." + std::to_string(i) + "." + name] =
+          flat.narrow(0, off, params_[i].numel()).reshape(params_[i].shape()).clone();
       off += params_[i].numel();
     }
   }
@@ -120,8 +124,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const nn::StateDict& full) {
     for (size_t k = 0; k < i; ++k) off += params_[k].numel();
     flat[name].narrow(0, off, t.numel()).copy_(t.reshape({-1}));
   }
-  for (auto& [name, f] : flat)
-    shard["state.0." + name] = f.narrow(0, int64_t(group_->rank()) * shard_, shard_).clone();
+  for (auto& [name, f] : flat) shard["state.0." + name] = f.narrow(0, int64_t(group_->rank()) * shard_, shard_).clone();
   inner_->load_state_dict(shard);
 }
 

@@ -13,8 +13,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args{"prog"};
   std::string cur;
   for (char c : text) {
-    if (c == '\0') args.push_back(cur), cur.clear();
-    else cur += c;
+    if (c == '\0')
+      args.push_back(cur), cur.clear();
+    else
+      cur += c;
   }
   args.push_back(cur);
   std::vector<const char*> argv;
@@ -47,7 +49,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!ok) std::abort();
     }
     (void)flags.usage();
-  } catch (const engine::Error&) {
-  }
+  } catch (const engine::Error&) {}
   return 0;
 }

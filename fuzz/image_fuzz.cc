@@ -14,8 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       const engine::Tensor t = engine::data::load_image(path, channels);
       (void)t.numel();
-    } catch (const engine::Error&) {
-    }
+    } catch (const engine::Error&) {}
   }
   return 0;
 }

@@ -9,9 +9,19 @@
 #include "tensor/check.h"
 
 namespace {
-const char* kVars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                       "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
-                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+const char* kVars[] = {"RANK",
+                       "WORLD_SIZE",
+                       "LOCAL_RANK",
+                       "LOCAL_WORLD_SIZE",
+                       "MASTER_ADDR",
+                       "MASTER_PORT",
+                       "SLURM_PROCID",
+                       "SLURM_NTASKS",
+                       "SLURM_LOCALID",
+                       "SLURM_NTASKS_PER_NODE",
+                       "OMPI_COMM_WORLD_RANK",
+                       "OMPI_COMM_WORLD_SIZE",
+                       "OMPI_COMM_WORLD_LOCAL_RANK",
                        "OMPI_COMM_WORLD_LOCAL_SIZE"};
 }
 
@@ -20,14 +30,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args;
   std::string cur;
   for (char c : text) {
-    if (c == '\0') args.push_back(cur), cur.clear();
-    else cur += c;
+    if (c == '\0')
+      args.push_back(cur), cur.clear();
+    else
+      cur += c;
   }
   args.push_back(cur);
   try {
     (void)engine::dist::parse_launch_args(args, nullptr);
-  } catch (const engine::Error&) {
-  }
+  } catch (const engine::Error&) {}
   for (const char* v : kVars) unsetenv(v);
   std::istringstream lines(text);
   std::string line;
@@ -40,7 +51,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     (void)engine::dist::read_launch_env(true);
-  } catch (const engine::Error&) {
-  }
+  } catch (const engine::Error&) {}
   return 0;
 }

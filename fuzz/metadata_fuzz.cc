@@ -27,13 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (back != meta) std::abort();  // what was saved is what is read
     const int epoch = fmnist::checkpoint_epoch(back, path);
     if (epoch < 0 || epoch > fmnist::kMaxEpochs) std::abort();
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   for (const auto& [key, value] : meta) {
     try {
       (void)parse_double(value, key, -1e300, 1e300);
-    } catch (const Error&) {
-    }
+    } catch (const Error&) {}
   }
   return 0;
 }

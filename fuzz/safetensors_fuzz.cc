@@ -9,7 +9,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     engine::nn::Metadata meta;
     const engine::nn::StateDict sd = engine::nn::load_safetensors(path, &meta);
     for (const auto& [key, t] : sd) (void)t.numel();
-  } catch (const engine::Error&) {
-  }
+  } catch (const engine::Error&) {}
   return 0;
 }

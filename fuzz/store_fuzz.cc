@@ -34,10 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ::shutdown(s.fd(), SHUT_WR);  // no more requests: the server answers what it got, then sees the end
     char buf[4096];
     const Deadline d = deadline_in(std::chrono::milliseconds(500));
-    while (wait_fd(s.fd(), false, d) && ::recv(s.fd(), buf, sizeof buf, 0) > 0) {
-    }
-  } catch (const engine::Error&) {
-  }
+    while (wait_fd(s.fd(), false, d) && ::recv(s.fd(), buf, sizeof buf, 0) > 0) {}
+  } catch (const engine::Error&) {}
   static int n = 0;
   if (++n % 32 == 0) {  // still serving?
     store.set("fuzz/alive", std::to_string(n));

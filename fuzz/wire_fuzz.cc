@@ -33,8 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       ProcessGroupTCP g(store, 0, 2, go);
       engine::Tensor t = engine::full({16}, 1.0);
       g.all_reduce(t).wait();
-    } catch (const engine::Error&) {
-    }
+    } catch (const engine::Error&) {}
   });
   try {
     // Rank 1's side: find rank 0 through the store, say hello with the job's token.
@@ -53,10 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ::shutdown(s.fd(), SHUT_WR);
     char buf[4096];
     const Deadline d = deadline_in(std::chrono::seconds(2));
-    while (wait_fd(s.fd(), false, d) && ::recv(s.fd(), buf, sizeof buf, 0) > 0) {
-    }
-  } catch (const engine::Error&) {
-  }
+    while (wait_fd(s.fd(), false, d) && ::recv(s.fd(), buf, sizeof buf, 0) > 0) {}
+  } catch (const engine::Error&) {}
   rank0.join();
   store->delete_key("tcp/addr/0");
   return 0;

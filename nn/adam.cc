@@ -8,8 +8,12 @@
 namespace engine::nn {
 
 Adam::Adam(std::vector<autograd::Variable> params, AdamOptions options, bool decoupled)
-    : Optimizer(std::move(params), decoupled ? "AdamW" : "Adam"), options_(options), decoupled_(decoupled),
-      exp_avg_(params_.size()), exp_avg_sq_(params_.size()), steps_(params_.size()) {
+    : Optimizer(std::move(params), decoupled ? "AdamW" : "Adam"),
+      options_(options),
+      decoupled_(decoupled),
+      exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()),
+      steps_(params_.size()) {
   ENGINE_REQUIRE(options.lr >= 0, "[", name_, "] learning rate must be >= 0, got ", options.lr);
   ENGINE_REQUIRE(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, "[", name_,
                  "] betas must be in [0, 1), got (", options.beta1, ", ", options.beta2, ")");
@@ -51,7 +55,10 @@ std::map<std::string, Tensor*> Adam::state_slots() {
 }
 
 std::map<std::string, double*> Adam::hyperparameters() {
-  return {{"lr", &options_.lr}, {"beta1", &options_.beta1}, {"beta2", &options_.beta2}, {"eps", &options_.eps},
+  return {{"lr", &options_.lr},
+          {"beta1", &options_.beta1},
+          {"beta2", &options_.beta2},
+          {"eps", &options_.eps},
           {"weight_decay", &options_.weight_decay}};
 }
 

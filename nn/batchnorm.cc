@@ -18,9 +18,10 @@ BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, doubl
 }
 
 Variable BatchNorm::forward(const Variable& x) {
-  ENGINE_REQUIRE(x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features, "[BatchNorm] expects input with ",
-                 dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + " or " + std::to_string(dims_hi_),
-                 " dims and ", features, " channels in dim 1, got shape ", shape_str(x.shape()));
+  ENGINE_REQUIRE(
+      x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features, "[BatchNorm] expects input with ",
+      dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + " or " + std::to_string(dims_hi_),
+      " dims and ", features, " channels in dim 1, got shape ", shape_str(x.shape()));
   std::vector<int64_t> dims{0};
   Shape channel_shape(x.dim(), 1);  // (1, C, 1, ...) to broadcast per-channel values
   channel_shape[1] = features;
@@ -39,8 +40,8 @@ Variable BatchNorm::forward(const Variable& x) {
     running_var.copy_(running_var * (1 - m) + var.data().reshape({features}) * (m * unbias));
     num_batches_tracked.copy_(num_batches_tracked + 1.0);
   } else {
-    xhat = (x - Variable(running_mean.reshape(channel_shape))) /
-           Variable(sqrt(running_var.reshape(channel_shape) + eps));
+    xhat =
+        (x - Variable(running_mean.reshape(channel_shape))) / Variable(sqrt(running_var.reshape(channel_shape) + eps));
   }
   return xhat * autograd::reshape(weight, channel_shape) + autograd::reshape(bias, channel_shape);
 }

@@ -9,8 +9,8 @@ namespace engine::nn {
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, bool with_bias, Generator* gen)
     : stride(stride), padding(padding) {
-  ENGINE_REQUIRE(in > 0 && out > 0 && k > 0, "[Conv2d] channels and kernel must be positive, got in=", in,
-                 " out=", out, " kernel=", k);
+  ENGINE_REQUIRE(in > 0 && out > 0 && k > 0, "[Conv2d] channels and kernel must be positive, got in=", in, " out=", out,
+                 " kernel=", k);
   const double b = 1.0 / std::sqrt(double(in * k * k));
   weight = register_parameter("weight", rand({out, in, k, k}, gen) * (2 * b) - b);
   if (with_bias) bias = register_parameter("bias", rand({out}, gen) * (2 * b) - b);

@@ -17,7 +17,7 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   ENGINE_REQUIRE(!bias.defined() || bias.shape() == Shape{out}, "[linear] bias must be (", out, ",), got ",
                  shape_str(bias.shape()));
   const Tensor x2 = x.data().reshape({-1, in}), w = weight.data();  // (M, in): batch dims flattened
-  Tensor y = matmul(x2, w.transpose(0, 1));                          // (M, out); W^T read in place
+  Tensor y = matmul(x2, w.transpose(0, 1));                         // (M, out); W^T read in place
   if (bias.defined()) add_(y, bias.data());
   Shape ys = xs;
   ys.back() = out;
@@ -26,10 +26,11 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   return autograd::record("linear", y.reshape(ys), inputs, [x2, w, xs, in, out](const Tensor& g, const Needs& n) {
     const Tensor g2 = g.reshape({-1, out});  // (M, out)
     Grads grads(n.size());
-    if (n[0]) grads[0] = matmul(g2, w).reshape(xs);          // dx = g W        (M, in)
-    if (n[1]) grads[1] = matmul(g2.transpose(0, 1), x2, n.into[1]);  // dW = g^T x (out, in), into
-                                                                      // DDP's bucket when offered
-    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {0});        // db = sum_m g    (out,)
+    if (n[0]) grads[0] = matmul(g2, w).reshape(xs);  // dx = g W        (M, in)
+    if (n[1])
+      grads[1] = matmul(g2.transpose(0, 1), x2, n.into[1]);  // dW = g^T x (out, in), into
+                                                             // DDP's bucket when offered
+    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {0});       // db = sum_m g    (out,)
     return grads;
   });
 }
@@ -38,8 +39,8 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   const Shape xs = x.shape(), ws = weight.shape();
   ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
   check_window("conv2d", xs, ws[2], ws[3], stride, padding);
-  ENGINE_REQUIRE(xs[1] == ws[1], "[conv2d] input has ", xs[1], " channels but the weight expects ", ws[1],
-                 " (input ", shape_str(xs), ", weight ", shape_str(ws), ")");
+  ENGINE_REQUIRE(xs[1] == ws[1], "[conv2d] input has ", xs[1], " channels but the weight expects ", ws[1], " (input ",
+                 shape_str(xs), ", weight ", shape_str(ws), ")");
   ENGINE_REQUIRE(x.data().device() == weight.data().device(), "[conv2d] input on ", x.data().device().str(),
                  " but weight on ", weight.data().device().str());
   const int64_t N = xs[0], O = ws[0], kh = ws[2], kw = ws[3];

@@ -79,11 +79,12 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   for (const auto& [name, t] : mine) {
     auto it = state.find(name);
     if (it == state.end()) {
-      ENGINE_REQUIRE(!strict, "[load_state_dict] missing key \"", name, "\" (expected shape ", shape_str(t.shape()), ")");
+      ENGINE_REQUIRE(!strict, "[load_state_dict] missing key \"", name, "\" (expected shape ", shape_str(t.shape()),
+                     ")");
       continue;
     }
-    ENGINE_REQUIRE(it->second.shape() == t.shape(), "[load_state_dict] shape mismatch for \"", name, "\": checkpoint has ",
-                   shape_str(it->second.shape()), ", model has ", shape_str(t.shape()));
+    ENGINE_REQUIRE(it->second.shape() == t.shape(), "[load_state_dict] shape mismatch for \"", name,
+                   "\": checkpoint has ", shape_str(it->second.shape()), ", model has ", shape_str(t.shape()));
   }
   if (strict)
     for (const auto& [name, t] : state)

@@ -2,7 +2,8 @@
 
 namespace engine::nn {
 
-Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name) : params_(std::move(params)), name_(name) {
+Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name)
+    : params_(std::move(params)), name_(name) {
   for (size_t i = 0; i < params_.size(); ++i) {
     ENGINE_REQUIRE(params_[i].defined() && params_[i].requires_grad(), "[", name_, "] parameter ", i,
                    " does not require grad");

@@ -143,9 +143,12 @@ json parse_header(const std::string& header, const std::string& path) {
 
 // A size or an offset: an integer in [0, limit].
 bool small_integer(const json& v, uint64_t limit, uint64_t* out) {
-  if (v.is_number_unsigned()) *out = v.get<uint64_t>();
-  else if (v.is_number_integer() && v.get<int64_t>() >= 0) *out = uint64_t(v.get<int64_t>());
-  else return false;
+  if (v.is_number_unsigned())
+    *out = v.get<uint64_t>();
+  else if (v.is_number_integer() && v.get<int64_t>() >= 0)
+    *out = uint64_t(v.get<int64_t>());
+  else
+    return false;
   return *out <= limit;
 }
 
@@ -161,9 +164,12 @@ Entry parse_entry(const std::string& name, const json& v, uint64_t data_size, co
   Entry e{name, DType::Float32, {}, 0, 0};
   if (!dtype.is_string()) throw bad("dtype is not a string");
   const std::string code = dtype.get<std::string>();
-  if (code == "F32") e.dtype = DType::Float32;
-  else if (code == "I64") e.dtype = DType::Int64;
-  else throw bad("dtype " + code + " is not supported (F32 and I64 are)");
+  if (code == "F32")
+    e.dtype = DType::Float32;
+  else if (code == "I64")
+    e.dtype = DType::Int64;
+  else
+    throw bad("dtype " + code + " is not supported (F32 and I64 are)");
   if (!shape.is_array() || shape.size() > 8) throw bad("shape must be an array of at most 8 sizes");
   constexpr uint64_t kMaxCount = uint64_t(1) << 40;
   uint64_t count = 1, d = 0;
@@ -231,8 +237,10 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   const uint64_t data_size = file_size - 8 - n;
   std::vector<Entry> entries;
   for (const auto& [name, v] : root.items()) {
-    if (name == "__metadata__") read_metadata(v, path, metadata);
-    else entries.push_back(parse_entry(name, v, data_size, path));
+    if (name == "__metadata__")
+      read_metadata(v, path, metadata);
+    else
+      entries.push_back(parse_entry(name, v, data_size, path));
   }
   std::vector<const Entry*> order;
   for (const Entry& e : entries) order.push_back(&e);
@@ -243,7 +251,8 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     Tensor t = empty(e.shape, e.dtype);
     in.seekg(std::streamoff(8 + n + e.begin));
     in.read(static_cast<char*>(t.storage()->data()), std::streamsize(e.end - e.begin));
-    ENGINE_REQUIRE(in.good() || e.end == e.begin, "[load_safetensors] ", path, ": read error in tensor \"", e.name, "\"");
+    ENGINE_REQUIRE(in.good() || e.end == e.begin, "[load_safetensors] ", path, ": read error in tensor \"", e.name,
+                   "\"");
     out[e.name] = t;
   }
   return out;

@@ -34,7 +34,9 @@ std::map<std::string, Tensor*> SGD::state_slots() {
 }
 
 std::map<std::string, double*> SGD::hyperparameters() {
-  return {{"lr", &options_.lr}, {"momentum", &options_.momentum}, {"dampening", &options_.dampening},
+  return {{"lr", &options_.lr},
+          {"momentum", &options_.momentum},
+          {"dampening", &options_.dampening},
           {"weight_decay", &options_.weight_decay}};
 }
 

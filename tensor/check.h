@@ -34,15 +34,15 @@ std::string concat(const Args&... args) {
 }  // namespace engine
 
 // Throws engine::Error with the concatenated message when `cond` is false.
-#define ENGINE_REQUIRE(cond, ...)                                    \
-  do {                                                               \
+#define ENGINE_REQUIRE(cond, ...)                                              \
+  do {                                                                         \
     if (!(cond)) throw ::engine::Error(::engine::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // Internal invariant: a failure means a bug in the engine, reported with file and line.
-#define ENGINE_CHECK(cond)                                                           \
-  do {                                                                               \
-    if (!(cond))                                                                     \
-      throw ::engine::Error(::engine::detail::concat("internal check failed at ", __FILE__, \
-                                                     ":", __LINE__, ": ", #cond));   \
+#define ENGINE_CHECK(cond)                                                                              \
+  do {                                                                                                  \
+    if (!(cond))                                                                                        \
+      throw ::engine::Error(                                                                            \
+          ::engine::detail::concat("internal check failed at ", __FILE__, ":", __LINE__, ": ", #cond)); \
   } while (0)

@@ -26,7 +26,7 @@ namespace engine {
 
 namespace {
 
-constexpr size_t kSmallest = 32 * 1024;      // below this, malloc's own caches are as fast
+constexpr size_t kSmallest = 32 * 1024;         // below this, malloc's own caches are as fast
 constexpr size_t kMaxCached = size_t(1) << 30;  // past this, freed blocks go back at once
 
 struct Cache {

@@ -24,9 +24,9 @@ void* cpu_malloc(size_t bytes);
 void cpu_free(void* p, size_t bytes);
 
 struct CpuMemoryStats {
-  size_t cached_bytes = 0;     // freed blocks held for reuse
-  int64_t cache_hits = 0;      // requests served from the cache
-  int64_t system_allocs = 0;   // large requests that went to malloc
+  size_t cached_bytes = 0;    // freed blocks held for reuse
+  int64_t cache_hits = 0;     // requests served from the cache
+  int64_t system_allocs = 0;  // large requests that went to malloc
 };
 CpuMemoryStats cpu_memory_stats();
 // False under AddressSanitizer, where every block goes straight back to the system.

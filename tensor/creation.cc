@@ -78,8 +78,8 @@ namespace {
 template <class T>
 Tensor from_values(const std::vector<T>& values, Shape shape) {
   if (shape.empty()) shape = {int64_t(values.size())};  // 1-D by default; scalar_tensor() makes 0-D
-  ENGINE_REQUIRE(numel(shape) == int64_t(values.size()), "[from_vector] ", values.size(),
-                 " values do not fill shape ", shape_str(shape), " (", numel(shape), " elements)");
+  ENGINE_REQUIRE(numel(shape) == int64_t(values.size()), "[from_vector] ", values.size(), " values do not fill shape ",
+                 shape_str(shape), " (", numel(shape), " elements)");
   Tensor t = empty(shape, dtype_of<T>());
   std::copy(values.begin(), values.end(), t.data<T>());
   return t;
@@ -88,7 +88,9 @@ Tensor from_values(const std::vector<T>& values, Shape shape) {
 
 Tensor from_vector(const std::vector<float>& values, Shape shape) { return from_values(values, shape); }
 Tensor from_vector(const std::vector<int64_t>& values, Shape shape) { return from_values(values, shape); }
-Tensor tensor(std::initializer_list<float> values) { return from_values(std::vector<float>(values), {int64_t(values.size())}); }
+Tensor tensor(std::initializer_list<float> values) {
+  return from_values(std::vector<float>(values), {int64_t(values.size())});
+}
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
 }  // namespace engine

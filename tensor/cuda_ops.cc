@@ -24,7 +24,8 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     ENGINE_REQUIRE(t->device() == gpu || is_host_scalar(*t), "[", op, "] expects tensors on one device, got ",
                    shape_str(t->shape()), " on ", t->device().str(), " with another on ", gpu.str(),
-                   "; move it with .to(", gpu.is_cpu() ? "Device::cpu()" : "Device::cuda(" + std::to_string(gpu.index) + ")", ")");
+                   "; move it with .to(",
+                   gpu.is_cpu() ? "Device::cpu()" : "Device::cuda(" + std::to_string(gpu.index) + ")", ")");
   return gpu;
 }
 
@@ -35,7 +36,8 @@ cuda::Operand operand(const Tensor& t) {
 
 // The loop over `shape` for operands with the given (already broadcast) strides.
 template <int N>
-cuda::Loop<N> make_loop(const char* op, Shape shape, std::array<Strides, N> strides, const std::array<int64_t, N>& offs) {
+cuda::Loop<N> make_loop(const char* op, Shape shape, std::array<Strides, N> strides,
+                        const std::array<int64_t, N>& offs) {
   detail::coalesce<N>(shape, strides);
   ENGINE_REQUIRE(shape.size() <= size_t(cuda::kMaxDims), "[", op, "] on the GPU handles at most ", cuda::kMaxDims,
                  " dims that cannot be merged, got ", shape.size());
@@ -88,11 +90,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(!is_host_scalar(cond) || cond.device() == dev, "[where] the condition must be on ", dev.str());
   const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = empty(shape, a.dtype(), dev);
-  const auto loop = make_loop<4>(
-      "where", shape,
-      {out.strides(), detail::broadcast_strides(cond.shape(), cond.strides(), shape), strides_for(a, shape),
-       strides_for(b, shape)},
-      {0, cond.offset(), offset_for(a), offset_for(b)});
+  const auto loop = make_loop<4>("where", shape,
+                                 {out.strides(), detail::broadcast_strides(cond.shape(), cond.strides(), shape),
+                                  strides_for(a, shape), strides_for(b, shape)},
+                                 {0, cond.offset(), offset_for(a), offset_for(b)});
   cuda::where(dev.index, out.numel(), loop, cond.dtype(), cond.storage()->data(), a.dtype(), out.storage()->data(),
               operand(a), operand(b));
   return out;
@@ -160,8 +161,10 @@ Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<bool>& reduc
   int64_t outer = 1, r = 1, inner = 1;
   Shape out_shape;
   for (int64_t d = 0; d < a.dim(); ++d) {
-    if (!reduced[d]) out_shape.push_back(a.size(d));
-    else if (keepdim) out_shape.push_back(1);
+    if (!reduced[d])
+      out_shape.push_back(a.size(d));
+    else if (keepdim)
+      out_shape.push_back(1);
   }
   if (lo < 0) lo = hi = x.dim();  // nothing reduced
   for (int64_t d = 0; d < x.dim(); ++d) (d < lo ? outer : d < hi ? r : inner) *= x.size(d);
@@ -214,15 +217,14 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   const float* pa = static_cast<const float*>(a.storage()->data());
   const float* pb = static_cast<const float*>(b.storage()->data());
   float* pc = static_cast<float*>(out.storage()->data());
-  detail::for_each_offset<3>(outer_shape, outer_st, {0, a.offset(), b.offset()},
-                             [&](const std::array<int64_t, 3>& o) {
-                               cuda::GemmArgs g;
-                               g.batch = inner, g.M = M, g.N = N, g.K = K;
-                               g.A = la, g.A.data = pa + o[1], g.A.batch_stride = sa;
-                               g.B = lb, g.B.data = pb + o[2], g.B.batch_stride = sb;
-                               g.C = pc + o[0];
-                               cuda::gemm(dev.index, g);
-                             });
+  detail::for_each_offset<3>(outer_shape, outer_st, {0, a.offset(), b.offset()}, [&](const std::array<int64_t, 3>& o) {
+    cuda::GemmArgs g;
+    g.batch = inner, g.M = M, g.N = N, g.K = K;
+    g.A = la, g.A.data = pa + o[1], g.A.batch_stride = sa;
+    g.B = lb, g.B.data = pb + o[2], g.B.batch_stride = sb;
+    g.C = pc + o[0];
+    cuda::gemm(dev.index, g);
+  });
   return out;
 }
 

@@ -22,9 +22,13 @@ inline const char* dtype_name(DType t) { return t == DType::Float32 ? "float32" 
 template <class T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::Float32; }
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
 template <>
-constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+constexpr DType dtype_of<int64_t>() {
+  return DType::Int64;
+}
 
 // Calls f with a value of the C++ type that `t` names, so one generic lambda serves all
 // dtypes:  dispatch(t, [&](auto zero) { using T = decltype(zero); ... });

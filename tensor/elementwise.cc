@@ -28,8 +28,8 @@ void require_float(const char* op, const Tensor& t) {
 
 void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ",
-                 shape_str(a.shape()), " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
+  ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()),
+                 " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
 }
 
 // out[i] = f(a[i]) for T in a's dtype, R the output type.
@@ -77,8 +77,8 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
     for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] = f(pa[i], s);
     return out;
   }
-  if (a.shape() == shape && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 &&
-      numel(shape) % b.numel() == 0 && trailing_match(shape, b.shape())) {
+  if (a.shape() == shape && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 && numel(shape) % b.numel() == 0 &&
+      trailing_match(shape, b.shape())) {
     // b repeats along the leading dims of a (a bias added to every row, or a scalar).
     pa += a.offset(), pb += b.offset();
     const int64_t inner = b.numel(), outer = out.numel() / std::max<int64_t>(inner, 1);
@@ -86,11 +86,11 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
       for (int64_t j = 0; j < inner; ++j) o[j] = f(pa[j], pb[j]);
     return out;
   }
-  detail::for_each_offset<3>(
-      shape, {out.strides(), detail::broadcast_strides(a.shape(), a.strides(), shape),
-              detail::broadcast_strides(b.shape(), b.strides(), shape)},
-      {0, a.offset(), b.offset()},
-      [&](const std::array<int64_t, 3>& k) { o[k[0]] = f(pa[k[1]], pb[k[2]]); });
+  detail::for_each_offset<3>(shape,
+                             {out.strides(), detail::broadcast_strides(a.shape(), a.strides(), shape),
+                              detail::broadcast_strides(b.shape(), b.strides(), shape)},
+                             {0, a.offset(), b.offset()},
+                             [&](const std::array<int64_t, 3>& k) { o[k[0]] = f(pa[k[1]], pb[k[2]]); });
   return out;
 }
 
@@ -143,7 +143,8 @@ Tensor unary_any(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 =
 // (PyTorch promotes to float instead; here the caller converts, and sees that it did).
 Tensor scalar_like(const Tensor& a, double s) {
   ENGINE_REQUIRE(a.dtype() != DType::Int64 || (s == std::trunc(s) && std::abs(s) < 0x1p63), "[", shape_str(a.shape()),
-                 " int64 tensor op ", s, "] an int64 tensor meets only whole numbers in int64's range; convert it "
+                 " int64 tensor op ", s,
+                 "] an int64 tensor meets only whole numbers in int64's range; convert it "
                  "first: t.to(DType::Float32)");
   return scalar_tensor(s, a.dtype());
 }
@@ -160,16 +161,23 @@ void require_int64_divisible(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return arith("add", BinaryOp::Add, a, b, [](auto x, auto y) { return x + y; }); }
-Tensor sub(const Tensor& a, const Tensor& b) { return arith("sub", BinaryOp::Sub, a, b, [](auto x, auto y) { return x - y; }); }
-Tensor mul(const Tensor& a, const Tensor& b) { return arith("mul", BinaryOp::Mul, a, b, [](auto x, auto y) { return x * y; }); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return arith("add", BinaryOp::Add, a, b, [](auto x, auto y) { return x + y; });
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return arith("sub", BinaryOp::Sub, a, b, [](auto x, auto y) { return x - y; });
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return arith("mul", BinaryOp::Mul, a, b, [](auto x, auto y) { return x * y; });
+}
 Tensor div(const Tensor& a, const Tensor& b) {
   if (a.dtype() == DType::Int64 && b.dtype() == DType::Int64 && cuda_ops::on_cuda(a, b)) require_int64_divisible(a, b);
   return arith("div", BinaryOp::Div, a, b, [](auto x, auto y) {
     if constexpr (std::is_integral_v<decltype(x)>) {
       // Both are undefined behaviour in C++ and kill the process on x86 (SIGFPE).
       ENGINE_REQUIRE(y != 0, "[div] int64 division by zero");
-      ENGINE_REQUIRE(!(y == -1 && x == INT64_MIN), "[div] int64 ", x, " / -1 overflows (the quotient 2^63 does not fit)");
+      ENGINE_REQUIRE(!(y == -1 && x == INT64_MIN), "[div] int64 ", x,
+                     " / -1 overflows (the quotient 2^63 does not fit)");
     }
     return x / y;
   });
@@ -184,12 +192,24 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) {
   return arith("minimum", BinaryOp::Minimum, a, b, [](auto x, auto y) { return x < y || x != x ? x : y; });
 }
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", BinaryOp::Eq, a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", BinaryOp::Ne, a, b, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::Lt, a, b, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", BinaryOp::Le, a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::Gt, a, b, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryOp::Ge, a, b, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare("eq", BinaryOp::Eq, a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare("ne", BinaryOp::Ne, a, b, [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare("lt", BinaryOp::Lt, a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare("le", BinaryOp::Le, a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare("gt", BinaryOp::Gt, a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare("ge", BinaryOp::Ge, a, b, [](auto x, auto y) { return x >= y; });
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   require_same_dtype("where", a, b);
@@ -206,21 +226,28 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       const C* pc = static_cast<const C*>(cond.storage()->data());
       const T* pa = static_cast<const T*>(a.storage()->data());
       const T* pb = static_cast<const T*>(b.storage()->data());
-      detail::for_each_offset<4>(
-          shape, {out.strides(), detail::broadcast_strides(cond.shape(), cond.strides(), shape),
-                  detail::broadcast_strides(a.shape(), a.strides(), shape),
-                  detail::broadcast_strides(b.shape(), b.strides(), shape)},
-          {0, cond.offset(), a.offset(), b.offset()},
-          [&](const std::array<int64_t, 4>& k) { o[k[0]] = pc[k[1]] != C(0) ? pa[k[2]] : pb[k[3]]; });
+      detail::for_each_offset<4>(shape,
+                                 {out.strides(), detail::broadcast_strides(cond.shape(), cond.strides(), shape),
+                                  detail::broadcast_strides(a.shape(), a.strides(), shape),
+                                  detail::broadcast_strides(b.shape(), b.strides(), shape)},
+                                 {0, cond.offset(), a.offset(), b.offset()}, [&](const std::array<int64_t, 4>& k) {
+                                   o[k[0]] = pc[k[1]] != C(0) ? pa[k[2]] : pb[k[3]];
+                                 });
     });
   });
   return out;
 }
 
-Tensor neg(const Tensor& a) { return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return -x; }); }
-Tensor abs(const Tensor& a) { return unary_any("abs", UnaryOp::Abs, a, [](auto x) { return x < 0 ? -x : x; }); }
+Tensor neg(const Tensor& a) {
+  return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return -x; });
+}
+Tensor abs(const Tensor& a) {
+  return unary_any("abs", UnaryOp::Abs, a, [](auto x) { return x < 0 ? -x : x; });
+}
 // !(x <= 0) rather than x > 0: NaN passes through, as in PyTorch.
-Tensor relu(const Tensor& a) { return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return !(x <= 0) ? x : decltype(x)(0); }); }
+Tensor relu(const Tensor& a) {
+  return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return !(x <= 0) ? x : decltype(x)(0); });
+}
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   const bool dense = !cuda_ops::on_cuda(grad, x) && grad.dtype() == DType::Float32 && x.dtype() == DType::Float32 &&
                      grad.shape() == x.shape() && grad.is_contiguous() && x.is_contiguous();
@@ -246,13 +273,22 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
       },
       lo, hi);
 }
-Tensor exp(const Tensor& a) { return unary_float("exp", UnaryOp::Exp, a, [](float x) { return std::exp(x); }); }
-Tensor log(const Tensor& a) { return unary_float("log", UnaryOp::Log, a, [](float x) { return std::log(x); }); }
-Tensor sqrt(const Tensor& a) { return unary_float("sqrt", UnaryOp::Sqrt, a, [](float x) { return std::sqrt(x); }); }
-Tensor tanh(const Tensor& a) { return unary_float("tanh", UnaryOp::Tanh, a, [](float x) { return std::tanh(x); }); }
+Tensor exp(const Tensor& a) {
+  return unary_float("exp", UnaryOp::Exp, a, [](float x) { return std::exp(x); });
+}
+Tensor log(const Tensor& a) {
+  return unary_float("log", UnaryOp::Log, a, [](float x) { return std::log(x); });
+}
+Tensor sqrt(const Tensor& a) {
+  return unary_float("sqrt", UnaryOp::Sqrt, a, [](float x) { return std::sqrt(x); });
+}
+Tensor tanh(const Tensor& a) {
+  return unary_float("tanh", UnaryOp::Tanh, a, [](float x) { return std::tanh(x); });
+}
 Tensor pow(const Tensor& a, double e) {
   if (e == 2) return unary_float("pow", UnaryOp::Square, a, [](float x) { return x * x; });
-  return unary_float("pow", UnaryOp::PowScalar, a, [=](float x) { return std::pow(x, float(e)); }, e);
+  return unary_float(
+      "pow", UnaryOp::PowScalar, a, [=](float x) { return std::pow(x, float(e)); }, e);
 }
 Tensor sigmoid(const Tensor& a) {
   // 1 / (1 + e^-x), written so that neither branch overflows: for x < 0 use e^x / (1 + e^x).
@@ -314,7 +350,8 @@ Tensor& mul_(Tensor& a, double s) {
     using T = decltype(zero);
     T* p = static_cast<T*>(a.storage()->data());
     const T k = T(s);
-    detail::for_each_offset<1>(a.shape(), {a.strides()}, {a.offset()}, [&](const std::array<int64_t, 1>& o) { p[o[0]] *= k; });
+    detail::for_each_offset<1>(a.shape(), {a.strides()}, {a.offset()},
+                               [&](const std::array<int64_t, 1>& o) { p[o[0]] *= k; });
   });
   return a;
 }

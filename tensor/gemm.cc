@@ -31,9 +31,8 @@ namespace engine {
 
 using detail::MicroKernel;
 
-void gemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa,
-                    const float* B, int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc,
-                    bool accumulate) {
+void gemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
+                    int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       double s = accumulate ? C[i * rsc + j * csc] : 0.0;
@@ -121,7 +120,8 @@ const MicroKernel& pick_kernel(GemmKernel which) {
     case GemmKernel::Auto: break;
   }
   static const MicroKernel& best = gemm_kernel_supported(GemmKernel::Avx512) ? avx512
-                                   : gemm_kernel_supported(GemmKernel::Avx2) ? avx2 : scalar;
+                                   : gemm_kernel_supported(GemmKernel::Avx2) ? avx2
+                                                                             : scalar;
   return best;
 }
 
@@ -137,8 +137,8 @@ bool gemm_kernel_supported(GemmKernel kernel) {
 
 std::string gemm_kernel_name(GemmKernel kernel) { return pick_kernel(kernel).name; }
 
-void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
-          int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel which) {
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B, int64_t rsb,
+          int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel which) {
   ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=", M, " N=", N, " K=", K);
   ENGINE_REQUIRE(gemm_kernel_supported(which), "[gemm] kernel ", pick_kernel(which).name,
                  " is not supported by this CPU");

@@ -22,14 +22,12 @@ enum class GemmKernel { Auto, Scalar, Avx2, Avx512 };
 
 // C[i,j] = (accumulate ? C[i,j] : 0) + sum_k A[i,k] * B[k,j], for i < M, j < N.
 // Element (i,j) of X is X[i*rsX + j*csX]. C must not overlap A or B.
-void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
-          int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate,
-          GemmKernel kernel = GemmKernel::Auto);
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B, int64_t rsb,
+          int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel kernel = GemmKernel::Auto);
 
 // The definition, written as three loops (sums in double); slow, obviously correct.
-void gemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa,
-                    const float* B, int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc,
-                    bool accumulate);
+void gemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B,
+                    int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate);
 
 // Whether this CPU can run `kernel`, and the name of what GemmKernel::Auto picks here.
 bool gemm_kernel_supported(GemmKernel kernel);

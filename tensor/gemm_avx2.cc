@@ -14,8 +14,8 @@ namespace {
 
 constexpr int kMR = 6, kNR = 16;
 
-__attribute__((target("avx2,fma"))) void avx2_kernel(int64_t kc, const float* a, const float* b, float* c,
-                                                      int64_t rsc, bool accumulate) {
+__attribute__((target("avx2,fma"))) void avx2_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rsc,
+                                                     bool accumulate) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -54,8 +54,8 @@ namespace engine::detail {
 // W, as in y = x W^T): element (k, j) is at src[j * ld + k]. Reading 8 columns x 8 k at a
 // time and transposing the 8x8 block in registers turns 64 scattered stores into 8 vector
 // stores. Columns past `cols` and the k remainder take the plain scalar path.
-__attribute__((target("avx2"))) void pack_b_columns_avx2(int nr, int64_t kc, int64_t cols, const float* src,
-                                                          int64_t ld, float* Bp) {
+__attribute__((target("avx2"))) void pack_b_columns_avx2(int nr, int64_t kc, int64_t cols, const float* src, int64_t ld,
+                                                         float* Bp) {
   int64_t j0 = 0;
   for (; j0 + 8 <= cols; j0 += 8) {
     int64_t k0 = 0;

@@ -22,8 +22,8 @@ namespace {
 
 constexpr int kMR = 8, kNR = 32;
 
-__attribute__((target("avx512f"))) void avx512_kernel(int64_t kc, const float* a, const float* b, float* c,
-                                                       int64_t rsc, bool accumulate) {
+__attribute__((target("avx512f"))) void avx512_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rsc,
+                                                      bool accumulate) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();

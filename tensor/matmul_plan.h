@@ -8,7 +8,7 @@ namespace engine::detail {
 
 struct MatmulPlan {
   int64_t M = 0, K = 0, N = 0;
-  Shape batch;                       // the operands' batch dims, broadcast together
+  Shape batch;                        // the operands' batch dims, broadcast together
   Shape out_shape, a_shape, b_shape;  // batch + (M,N), (M,K), (K,N)
 };
 
@@ -16,8 +16,8 @@ struct MatmulPlan {
 inline MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
   MatmulPlan p;
   p.M = a.size(-2), p.K = a.size(-1), p.N = b.size(-1);
-  p.batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2),
-                             "matmul");
+  p.batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                             Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   p.out_shape = p.a_shape = p.b_shape = p.batch;
   p.out_shape.insert(p.out_shape.end(), {p.M, p.N});
   p.a_shape.insert(p.a_shape.end(), {p.M, p.K});

@@ -13,7 +13,8 @@ namespace engine {
 
 void check_window(const char* op, const Shape& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
   ENGINE_REQUIRE(x.size() == 4, "[", op, "] expects input (N, C, H, W), got shape ", shape_str(x));
-  ENGINE_REQUIRE(stride > 0 && padding >= 0 && kh > 0 && kw > 0, "[", op, "] needs kernel > 0, stride > 0, padding >= 0");
+  ENGINE_REQUIRE(stride > 0 && padding >= 0 && kh > 0 && kw > 0, "[", op,
+                 "] needs kernel > 0, stride > 0, padding >= 0");
   ENGINE_REQUIRE(x[2] + 2 * padding >= kh && x[3] + 2 * padding >= kw, "[", op, "] kernel ", kh, "x", kw,
                  " is larger than the padded input ", x[2] + 2 * padding, "x", x[3] + 2 * padding);
 }
@@ -55,8 +56,8 @@ void require_float(const char* op, const Tensor& t) {
 }
 
 void require_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
-  ENGINE_REQUIRE(a.device() == b.device(), "[", op, "] ", a_name, " is on ", a.device().str(), " but ", b_name,
-                 " on ", b.device().str());
+  ENGINE_REQUIRE(a.device() == b.device(), "[", op, "] ", a_name, " is on ", a.device().str(), " but ", b_name, " on ",
+                 b.device().str());
 }
 
 }  // namespace
@@ -124,7 +125,8 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
       // The window's rows, clipped to the image (padding never wins a max).
       const int64_t y0 = std::max<int64_t>(oy * stride - padding, 0), y1 = std::min(oy * stride - padding + kernel, H);
       for (int64_t ox = 0; ox < OW; ++ox) {
-        const int64_t x0 = std::max<int64_t>(ox * stride - padding, 0), x1 = std::min(ox * stride - padding + kernel, W);
+        const int64_t x0 = std::max<int64_t>(ox * stride - padding, 0),
+                      x1 = std::min(ox * stride - padding + kernel, W);
         int64_t best_at = (plane * H + y0) * W + x0;
         float best = in[best_at];
         for (int64_t y = y0; y < y1; ++y) {
@@ -209,8 +211,8 @@ CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets) 
   const int64_t* pt = t.data<int64_t>();
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    ENGINE_REQUIRE(pt[i] >= 0 && pt[i] < c, "[cross_entropy] target ", pt[i], " at index ", i,
-                   " is out of range for ", c, " classes");
+    ENGINE_REQUIRE(pt[i] >= 0 && pt[i] < c, "[cross_entropy] target ", pt[i], " at index ", i, " is out of range for ",
+                   c, " classes");
     total += cross_entropy_row(px + i * c, c, pt[i], r.probs.data<float>() + i * c, r.rest.data<float>() + i);
   }
   r.loss = scalar_tensor(total / double(n));
@@ -266,9 +268,12 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const
   };
   using T = std::true_type;
   using F = std::false_type;
-  if (!b) update(F{}, F{}, F{});
-  else if (a.first) a.nesterov ? update(T{}, T{}, T{}) : update(T{}, T{}, F{});
-  else a.nesterov ? update(T{}, F{}, T{}) : update(T{}, F{}, F{});
+  if (!b)
+    update(F{}, F{}, F{});
+  else if (a.first)
+    a.nesterov ? update(T{}, T{}, T{}) : update(T{}, T{}, F{});
+  else
+    a.nesterov ? update(T{}, F{}, T{}) : update(T{}, F{}, F{});
 }
 
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamArgs& a) {

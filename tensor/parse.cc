@@ -11,7 +11,8 @@ namespace engine {
 
 int64_t parse_int(const std::string& text, const std::string& what, int64_t min, int64_t max) {
   // strtoll skips leading spaces and accepts a prefix; both are junk here.
-  const bool starts_well = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-' || text[0] == '+');
+  const bool starts_well =
+      !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-' || text[0] == '+');
   char* end = nullptr;
   errno = 0;
   const long long v = starts_well ? std::strtoll(text.c_str(), &end, 10) : 0;

@@ -19,9 +19,12 @@ constexpr int64_t kEdgeItems = 3;
 
 std::string format_value(double v, DType dtype, bool sci) {
   char buf[64];
-  if (dtype == DType::Int64) std::snprintf(buf, sizeof buf, "%lld", (long long)v);
-  else if (sci) std::snprintf(buf, sizeof buf, "%.4e", v);
-  else std::snprintf(buf, sizeof buf, "%.4f", v);
+  if (dtype == DType::Int64)
+    std::snprintf(buf, sizeof buf, "%lld", (long long)v);
+  else if (sci)
+    std::snprintf(buf, sizeof buf, "%.4e", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.4f", v);
   return buf;
 }
 
@@ -51,8 +54,10 @@ struct Printer {
       }
       if (i + 1 < s[d]) {
         out << ",";
-        if (d + 1 == t.dim()) out << " ";
-        else out << std::string(t.dim() - d - 1, '\n') << std::string(indent + 1, ' ');
+        if (d + 1 == t.dim())
+          out << " ";
+        else
+          out << std::string(t.dim() - d - 1, '\n') << std::string(indent + 1, ' ');
       }
     }
     out << "]";
@@ -63,8 +68,8 @@ struct Printer {
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t0) {
   if (!t0.defined()) return out << "tensor(undefined)";
-  const std::string meta = "shape=" + shape_str(t0.shape()) + ", dtype=" + dtype_name(t0.dtype()) +
-                           ", device=" + t0.device().str();
+  const std::string meta =
+      "shape=" + shape_str(t0.shape()) + ", dtype=" + dtype_name(t0.dtype()) + ", device=" + t0.device().str();
   const Tensor t = t0.to(Device::cpu()).contiguous();
   out << "tensor(";
   if (t.numel() == 0) return out << "[], " << meta << ")";
@@ -76,7 +81,10 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t0) {
     return std::vector<double>(t.data<T>(), t.data<T>() + t.numel());
   });
   for (double v : vals) {
-    if (!std::isfinite(v)) { finite = false; continue; }
+    if (!std::isfinite(v)) {
+      finite = false;
+      continue;
+    }
     maxabs = std::max(maxabs, std::fabs(v));
     if (v != 0) minabs = std::min(minabs, std::fabs(v));
   }

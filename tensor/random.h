@@ -19,8 +19,8 @@ class Generator {
   void seed_with(uint64_t seed);
 
   uint32_t next_u32();
-  float uniform();                          // [0, 1), 24 random bits
-  float normal();                           // standard normal
+  float uniform();                             // [0, 1), 24 random bits
+  float normal();                              // standard normal
   int64_t randint(int64_t low, int64_t high);  // [low, high), unbiased
 
   // The full state, so a checkpoint can save and restore a generator exactly.

@@ -25,7 +25,7 @@ std::vector<bool> reduced_dims(const char* op, const Tensor& a, const std::vecto
 }
 
 struct Plan {
-  Tensor moved;     // (outer, inner) contiguous: kept dims first, reduced dims last
+  Tensor moved;  // (outer, inner) contiguous: kept dims first, reduced dims last
   int64_t outer = 1, inner = 1;
   Shape out_shape;  // with or without the size-1 reduced dims, as keepdim asks
 };
@@ -39,8 +39,10 @@ Plan plan_reduction(const char* op, const Tensor& a, const std::vector<int64_t>&
   for (int64_t d = 0; d < a.dim(); ++d)
     if (reduced[d]) order.push_back(d), p.inner *= a.size(d);
   for (int64_t d = 0; d < a.dim(); ++d) {
-    if (!reduced[d]) p.out_shape.push_back(a.size(d));
-    else if (keepdim) p.out_shape.push_back(1);
+    if (!reduced[d])
+      p.out_shape.push_back(a.size(d));
+    else if (keepdim)
+      p.out_shape.push_back(1);
   }
   p.moved = a.permute(order).contiguous();
   return p;
@@ -84,8 +86,10 @@ Slots plan_slots(const char* op, const Tensor& a, const std::vector<int64_t>& di
     }
   }
   for (int64_t d = 0; d < a.dim(); ++d) {
-    if (!reduced[d]) s.out_shape.push_back(a.size(d));
-    else if (keepdim) s.out_shape.push_back(1);
+    if (!reduced[d])
+      s.out_shape.push_back(a.size(d));
+    else if (keepdim)
+      s.out_shape.push_back(1);
   }
   return s;
 }
@@ -105,7 +109,8 @@ std::vector<double> accumulate(const Tensor& a, const Slots& s, F f) {
                               acc[o[1]] += run;
                             } else {
                               double* slot = acc.data() + o[1];
-                              for (int64_t i = 0; i < n; ++i) slot[i * step[1]] += f(x[i * step[0]], o[1] + i * step[1]);
+                              for (int64_t i = 0; i < n; ++i)
+                                slot[i * step[1]] += f(x[i * step[0]], o[1] + i * step[1]);
                             }
                           });
   return acc;
@@ -169,12 +174,12 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   require_float("mean", a);
-  if (cuda_ops::on_cuda(a)) return cuda_ops::reduce(cuda::ReduceOp::Sum, a, reduced_dims("mean", a, dims), keepdim, true);
+  if (cuda_ops::on_cuda(a))
+    return cuda_ops::reduce(cuda::ReduceOp::Sum, a, reduced_dims("mean", a, dims), keepdim, true);
   Slots s = plan_slots("mean", a, dims, keepdim);
   const std::vector<double> acc = accumulate(a, s, [](float x, int64_t) { return double(x); });
-  return to_tensor(s, [&](int64_t i) {
-    return s.count == 0 ? std::numeric_limits<double>::quiet_NaN() : acc[i] / double(s.count);
-  });
+  return to_tensor(
+      s, [&](int64_t i) { return s.count == 0 ? std::numeric_limits<double>::quiet_NaN() : acc[i] / double(s.count); });
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
@@ -199,8 +204,12 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int6
   });
 }
 
-Tensor max(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) { return extreme<true>("max", a, dims, keepdim); }
-Tensor min(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) { return extreme<false>("min", a, dims, keepdim); }
+Tensor max(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme<true>("max", a, dims, keepdim);
+}
+Tensor min(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  return extreme<false>("min", a, dims, keepdim);
+}
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   if (cuda_ops::on_cuda(a)) {
@@ -218,7 +227,10 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
       for (int64_t i = 1; i < n; ++i) {
         if constexpr (std::is_floating_point_v<T>) {
           if (std::isnan(x[best])) break;
-          if (std::isnan(x[i])) { best = i; break; }
+          if (std::isnan(x[i])) {
+            best = i;
+            break;
+          }
         }
         if (x[i] > x[best]) best = i;
       }
@@ -236,10 +248,13 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   const int64_t lead = grad.dim() - int64_t(shape.size());
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < grad.dim(); ++d) {
-    if (d < lead) dims.push_back(d);
-    else if (shape[d - lead] == 1 && grad.size(d) != 1) dims.push_back(d);
-    else ENGINE_REQUIRE(shape[d - lead] == grad.size(d), "[sum_to] cannot sum shape ", shape_str(grad.shape()),
-                        " down to ", shape_str(shape));
+    if (d < lead)
+      dims.push_back(d);
+    else if (shape[d - lead] == 1 && grad.size(d) != 1)
+      dims.push_back(d);
+    else
+      ENGINE_REQUIRE(shape[d - lead] == grad.size(d), "[sum_to] cannot sum shape ", shape_str(grad.shape()),
+                     " down to ", shape_str(shape));
   }
   if (dims.empty()) return grad.reshape(shape);
   return sum(grad, dims, true).reshape(shape);

@@ -36,9 +36,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     // Walk from the last dim; a missing leading dim acts as 1.
     const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
     const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-    ENGINE_REQUIRE(da == db || da == 1 || db == 1, "[", op, "] shapes ", shape_str(a), " and ",
-                   shape_str(b), " do not broadcast: dim ", int64_t(n - 1 - i), " is ", da,
-                   " vs ", db);
+    ENGINE_REQUIRE(da == db || da == 1 || db == 1, "[", op, "] shapes ", shape_str(a), " and ", shape_str(b),
+                   " do not broadcast: dim ", int64_t(n - 1 - i), " is ", da, " vs ", db);
     out[n - 1 - i] = da == 1 ? db : da;
   }
   return out;
@@ -46,8 +45,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  ENGINE_REQUIRE(dim >= lo && dim <= hi, "[", op, "] dim ", dim, " is out of range for a ",
-                 ndim, "-D tensor (expected ", lo, " to ", hi, ")");
+  ENGINE_REQUIRE(dim >= lo && dim <= hi, "[", op, "] dim ", dim, " is out of range for a ", ndim,
+                 "-D tensor (expected ", lo, " to ", hi, ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 

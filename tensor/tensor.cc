@@ -11,8 +11,11 @@
 namespace engine {
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, DType dtype)
-    : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)),
-      offset_(offset), dtype_(dtype) {
+    : storage_(std::move(storage)),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      offset_(offset),
+      dtype_(dtype) {
   ENGINE_CHECK(shape_.size() == strides_.size());
 }
 
@@ -29,7 +32,6 @@ bool Tensor::is_contiguous() const {
   }
   return true;
 }
-
 
 char* Tensor::bytes() const {
   ENGINE_REQUIRE(defined(), "[bytes] tensor is undefined");
@@ -49,8 +51,8 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
                  "-D tensor of shape ", shape_str(shape_));
   int64_t off = 0, d = 0;
   for (int64_t i : index) {
-    ENGINE_REQUIRE(i >= -shape_[d] && i < shape_[d], "[at] index ", i, " is out of range for dim ", d,
-                   " of size ", shape_[d]);
+    ENGINE_REQUIRE(i >= -shape_[d] && i < shape_[d], "[at] index ", i, " is out of range for dim ", d, " of size ",
+                   shape_[d]);
     off += (i < 0 ? i + shape_[d] : i) * strides_[d];
     ++d;
   }
@@ -85,8 +87,8 @@ Shape infer_shape(Shape shape, int64_t count, const Shape& from, const char* op)
     }
   }
   if (infer >= 0) {
-    ENGINE_REQUIRE(known != 0 && count % known == 0, "[", op, "] cannot infer -1 in ", shape_str(shape),
-                   " for ", count, " elements of shape ", shape_str(from));
+    ENGINE_REQUIRE(known != 0 && count % known == 0, "[", op, "] cannot infer -1 in ", shape_str(shape), " for ", count,
+                   " elements of shape ", shape_str(from));
     shape[infer] = count / known;
     known *= shape[infer];
   }
@@ -107,15 +109,24 @@ bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shap
   Shape os;
   Strides ost;
   for (size_t i = 0; i < old_shape.size(); ++i)
-    if (old_shape[i] != 1) { os.push_back(old_shape[i]); ost.push_back(old_strides[i]); }
+    if (old_shape[i] != 1) {
+      os.push_back(old_shape[i]);
+      ost.push_back(old_strides[i]);
+    }
   size_t oi = 0, ni = 0;
   while (ni < new_shape.size()) {
-    if (new_shape[ni] == 1) { ns[ni++] = 1; continue; }
+    if (new_shape[ni] == 1) {
+      ns[ni++] = 1;
+      continue;
+    }
     if (oi >= os.size()) return false;
     // Take a chunk of old dims that is contiguous in memory...
     size_t oj = oi;
     int64_t chunk = os[oi];
-    while (oj + 1 < os.size() && os.size() && ost[oj] == ost[oj + 1] * os[oj + 1]) { ++oj; chunk *= os[oj]; }
+    while (oj + 1 < os.size() && os.size() && ost[oj] == ost[oj + 1] * os[oj + 1]) {
+      ++oj;
+      chunk *= os[oj];
+    }
     // ...and split it into the next new dims, which must multiply to the same count.
     int64_t stride = ost[oj], prod = 1;
     std::vector<size_t> dims;
@@ -124,7 +135,10 @@ bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shap
       dims.push_back(ni++);
     }
     if (prod != chunk) return false;
-    for (size_t k = dims.size(); k-- > 0;) { ns[dims[k]] = stride; stride *= new_shape[dims[k]]; }
+    for (size_t k = dims.size(); k-- > 0;) {
+      ns[dims[k]] = stride;
+      stride *= new_shape[dims[k]];
+    }
     while (ni < new_shape.size() && new_shape[ni] == 1) ns[ni++] = 1;
     oi = oj + 1;
   }
@@ -200,8 +214,8 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
-  ENGINE_REQUIRE(index >= -shape_[d] && index < shape_[d], "[select] index ", index,
-                 " is out of range for dim ", d, " of size ", shape_[d]);
+  ENGINE_REQUIRE(index >= -shape_[d] && index < shape_[d], "[select] index ", index, " is out of range for dim ", d,
+                 " of size ", shape_[d]);
   if (index < 0) index += shape_[d];
   Shape s = shape_;
   Strides st = strides_;
@@ -218,8 +232,8 @@ Tensor Tensor::expand(const Shape& shape) const {
   Strides st(shape.size(), 0);
   for (size_t i = 0; i < shape_.size(); ++i) {
     const int64_t want = shape[lead + i] == -1 ? shape_[i] : shape[lead + i];
-    ENGINE_REQUIRE(shape_[i] == want || shape_[i] == 1, "[expand] cannot expand shape ", shape_str(shape_),
-                   " to ", shape_str(shape), ": dim ", i, " has size ", shape_[i], ", not 1");
+    ENGINE_REQUIRE(shape_[i] == want || shape_[i] == 1, "[expand] cannot expand shape ", shape_str(shape_), " to ",
+                   shape_str(shape), ": dim ", i, " has size ", shape_[i], ", not 1");
     s[lead + i] = want;
     st[lead + i] = shape_[i] == 1 && want != 1 ? 0 : strides_[i];
   }
@@ -230,7 +244,10 @@ Tensor Tensor::squeeze() const {
   Shape s;
   Strides st;
   for (int64_t i = 0; i < dim(); ++i)
-    if (shape_[i] != 1) { s.push_back(shape_[i]); st.push_back(strides_[i]); }
+    if (shape_[i] != 1) {
+      s.push_back(shape_[i]);
+      st.push_back(strides_[i]);
+    }
   return Tensor(storage_, s, st, offset_, dtype_);
 }
 

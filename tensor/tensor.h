@@ -62,8 +62,8 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   // ---- views: share storage, no copy
-  Tensor view(const Shape& shape) const;      // needs compatible strides; -1 infers one dim
-  Tensor reshape(const Shape& shape) const;   // a view when possible, else a copy
+  Tensor view(const Shape& shape) const;     // needs compatible strides; -1 infers one dim
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
@@ -71,9 +71,9 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const;  // removes `dim`
   Tensor expand(const Shape& shape) const;          // size-1 dims repeat with stride 0
   Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
-  Tensor squeeze() const;                           // drops every size-1 dim
-  Tensor squeeze(int64_t dim) const;                // drops `dim` if it has size 1
-  Tensor unsqueeze(int64_t dim) const;              // inserts a size-1 dim
+  Tensor squeeze() const;               // drops every size-1 dim
+  Tensor squeeze(int64_t dim) const;    // drops `dim` if it has size 1
+  Tensor unsqueeze(int64_t dim) const;  // inserts a size-1 dim
   Tensor flatten() const { return reshape({numel()}); }
 
   // ---- copies
@@ -109,7 +109,7 @@ Tensor arange(double start, double end, double step = 1, DType dtype = DType::Fl
 // On a GPU, rand and randn draw there (a seed from `gen`, then a kernel): no host copy.
 Tensor rand(const Shape& shape, Generator* gen = nullptr, Device device = Device::cpu());   // uniform in [0, 1)
 Tensor randn(const Shape& shape, Generator* gen = nullptr, Device device = Device::cpu());  // standard normal
-Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);  // int64
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);    // int64
 // Values in row-major order; the shape defaults to 1-D. Throws if the sizes disagree.
 Tensor from_vector(const std::vector<float>& values, Shape shape = {});
 Tensor from_vector(const std::vector<int64_t>& values, Shape shape = {});
@@ -120,8 +120,8 @@ Tensor scalar_tensor(double value, DType dtype = DType::Float32);
 template <class T>
 T* Tensor::data() const {
   ENGINE_REQUIRE(defined(), "[data] tensor is undefined");
-  ENGINE_REQUIRE(dtype_of<T>() == dtype_, "[data] tensor holds ", dtype_name(dtype_),
-                 ", asked for ", dtype_name(dtype_of<T>()));
+  ENGINE_REQUIRE(dtype_of<T>() == dtype_, "[data] tensor holds ", dtype_name(dtype_), ", asked for ",
+                 dtype_name(dtype_of<T>()));
   return static_cast<T*>(storage_->data()) + offset_;
 }
 

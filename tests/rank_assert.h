@@ -24,7 +24,7 @@ bool on_main_thread();  // defined in tests/catch2_main.cc
 }  // namespace engine::testing
 
 // CATCH_MACRO on the main thread; elsewhere the condition, and a throw if it is false.
-#define RANK_ASSERT_(CATCH_MACRO, ...)                                                                  \
+#define RANK_ASSERT_(CATCH_MACRO, ...)                                                               \
   do {                                                                                               \
     if (::engine::testing::on_main_thread()) {                                                       \
       CATCH_MACRO(__VA_ARGS__);                                                                      \
@@ -37,35 +37,33 @@ bool on_main_thread();  // defined in tests/catch2_main.cc
 // On a rank thread a failed CHECK stops that rank, like REQUIRE.
 #define RANK_CHECK(...) RANK_ASSERT_(CHECK, __VA_ARGS__)
 
-#define RANK_REQUIRE_THAT(value, matcher)                                                            \
-  do {                                                                                               \
-    if (::engine::testing::on_main_thread()) {                                                       \
-      REQUIRE_THAT(value, matcher);                                                                  \
-    } else {                                                                                         \
-      const std::string rank_value_ = (value);                                                       \
-      if (!(matcher).match(rank_value_))                                                             \
-        ::engine::testing::rank_failure(__FILE__, __LINE__,                                          \
-                                        "\"" + rank_value_ + "\" " + (matcher).describe());          \
-    }                                                                                                \
+#define RANK_REQUIRE_THAT(value, matcher)                                                                       \
+  do {                                                                                                          \
+    if (::engine::testing::on_main_thread()) {                                                                  \
+      REQUIRE_THAT(value, matcher);                                                                             \
+    } else {                                                                                                    \
+      const std::string rank_value_ = (value);                                                                  \
+      if (!(matcher).match(rank_value_))                                                                        \
+        ::engine::testing::rank_failure(__FILE__, __LINE__, "\"" + rank_value_ + "\" " + (matcher).describe()); \
+    }                                                                                                           \
   } while (0)
 
-#define RANK_REQUIRE_THROWS_WITH(expr, matcher)                                                      \
-  do {                                                                                               \
-    if (::engine::testing::on_main_thread()) {                                                       \
-      REQUIRE_THROWS_WITH(expr, matcher);                                                            \
-    } else {                                                                                         \
-      std::string rank_message_;                                                                     \
-      bool rank_threw_ = false;                                                                      \
-      try {                                                                                          \
-        static_cast<void>(expr);                                                                     \
-      } catch (const std::exception& e) {                                                            \
-        rank_threw_ = true;                                                                          \
-        rank_message_ = e.what();                                                                    \
-      }                                                                                              \
-      if (!rank_threw_) ::engine::testing::rank_failure(__FILE__, __LINE__, #expr " did not throw"); \
-      if (!(matcher).match(rank_message_))                                                           \
-        ::engine::testing::rank_failure(__FILE__, __LINE__,                                          \
-                                        #expr " threw \"" + rank_message_ + "\", which does not " +  \
-                                            (matcher).describe());                                   \
-    }                                                                                                \
+#define RANK_REQUIRE_THROWS_WITH(expr, matcher)                                                                    \
+  do {                                                                                                             \
+    if (::engine::testing::on_main_thread()) {                                                                     \
+      REQUIRE_THROWS_WITH(expr, matcher);                                                                          \
+    } else {                                                                                                       \
+      std::string rank_message_;                                                                                   \
+      bool rank_threw_ = false;                                                                                    \
+      try {                                                                                                        \
+        static_cast<void>(expr);                                                                                   \
+      } catch (const std::exception& e) {                                                                          \
+        rank_threw_ = true;                                                                                        \
+        rank_message_ = e.what();                                                                                  \
+      }                                                                                                            \
+      if (!rank_threw_) ::engine::testing::rank_failure(__FILE__, __LINE__, #expr " did not throw");               \
+      if (!(matcher).match(rank_message_))                                                                         \
+        ::engine::testing::rank_failure(                                                                           \
+            __FILE__, __LINE__, #expr " threw \"" + rank_message_ + "\", which does not " + (matcher).describe()); \
+    }                                                                                                              \
   } while (0)

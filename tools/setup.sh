@@ -5,11 +5,15 @@
 #   bash tools/setup.sh          # build + test dependencies (OpenBLAS only for bench/)
 #   bash tools/setup.sh --bench  # also OpenBLAS and PyTorch, the benchmark peers
 #   bash tools/setup.sh --fuzz   # also clang and libFuzzer (tools/fuzz.sh)
+#   bash tools/setup.sh --lint   # also clang-format (tools/lint.sh)
 set -euo pipefail
 
 packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev nlohmann-json3-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist python3 procps)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas0-pthread python3-torch)
+fi
+if [[ "${1:-}" == "--lint" ]]; then
+  packages+=(clang-format git)
 fi
 if [[ "${1:-}" == "--fuzz" ]]; then
   packages+=(clang libclang-rt-14-dev)

@@ -1,7 +1,7 @@
 // Lesson 0's claim: autograd + gradient descent recovers the line the data came from, and
 // the loss falls to the noise level (0.1^2 = 0.01).
-#include "catch2/catch.hpp"
 #include "lessons/00_tensors_and_autograd/fit_line.h"
+#include "catch2/catch.hpp"
 
 TEST_CASE("gradient descent with autograd finds y = 3x - 2") {
   lesson0::FitOptions options;

@@ -1,7 +1,7 @@
 // Lesson 1's claim: splitting the model across two processes computes exactly what the
 // whole model computes in one process (same loss, same updated weights), and it learns.
-#include "catch2/catch.hpp"
 #include "lessons/01_data_vs_model_parallelism/pipeline.h"
+#include "catch2/catch.hpp"
 #include "lessons/common/lesson.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -29,7 +29,8 @@ TEST_CASE("the split MLP equals the whole MLP in one process, step for step") {
   }
   // Two processes (as threads), the model split between them.
   std::vector<lesson1::SplitResult> parts(2);
-  engine::testing::run_threads(2, [&](engine::dist::ProcessGroupTCP& g) { parts[size_t(g.rank())] = lesson1::train_split_mlp(g, o); });
+  engine::testing::run_threads(
+      2, [&](engine::dist::ProcessGroupTCP& g) { parts[size_t(g.rank())] = lesson1::train_split_mlp(g, o); });
   RANK_REQUIRE(parts[1].losses.size() == losses.size());
   for (size_t s = 0; s < losses.size(); ++s) RANK_REQUIRE(parts[1].losses[s] == Approx(losses[s]).epsilon(1e-5));
   // Rank 0's layer is the whole model's first layer; rank 1's are its last two.

@@ -51,9 +51,9 @@ class BucketSync {
   std::vector<Variable> params_;
   ProcessGroup& group_;
   std::vector<std::vector<size_t>> plan_;
-  std::vector<engine::Tensor> buffers_;              // one flat buffer per bucket
-  std::vector<std::pair<size_t, int64_t>> where_;     // param -> (bucket, offset)
-  std::vector<int> pending_;                          // gradients each bucket still waits for
+  std::vector<engine::Tensor> buffers_;            // one flat buffer per bucket
+  std::vector<std::pair<size_t, int64_t>> where_;  // param -> (bucket, offset)
+  std::vector<int> pending_;                       // gradients each bucket still waits for
   std::vector<engine::dist::Work> work_;
   size_t launched_ = 0;
   std::vector<int> hooks_;

@@ -23,12 +23,27 @@ field() { { grep -E -- "$1" "$OUTPUT" || true; } | head -1 | sed -E "s#.*$1.*#\\
 # fields REGEX: the first capture group of every matching line, one per line.
 fields() { { grep -E -- "$1" "$OUTPUT" || true; } | sed -E "s#.*$1.*#\\1#"; }
 
+# results KEY: the value every rank reported for KEY (lessons::report), in rank order, one
+# per line; result KEY: the first of them (rank 0's). Nothing when no rank reported it.
+results() {
+  [[ -f "$LESSON_RESULTS" ]] || return 0
+  python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for r in sorted((r for r in rows if r["key"] == sys.argv[2]), key=lambda r: r["rank"]):
+    v = r["value"]
+    print(int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53 else v)' "$LESSON_RESULTS" "$1"
+}
+result() { results "$1" | head -1; }
+
 # holds "AWK-CONDITION" WHAT [name=value ...]: a numeric condition, e.g. holds "d < 1e-6" "small" d=$d
 holds() {
   local cond="$1" what="$2"
   shift 2
   local vars=()
-  for kv in "$@"; do vars+=(-v "$kv"); done
+  for kv in "$@"; do
+    [[ -n "${kv#*=}" ]] || fail "$what: no value for ${kv%%=*} (the program did not report it)"
+    vars+=(-v "$kv")
+  done
   awk "${vars[@]}" "BEGIN { exit !($cond) }" || fail "$what ($cond with $*)"
   echo "ok: $what ($*)"
 }

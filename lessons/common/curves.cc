@@ -22,14 +22,15 @@ std::vector<EpochPoint> read_curves_csv(const std::string& path) {
   ENGINE_REQUIRE(f.good(), "[read_curves_csv] cannot open ", path);
   std::string line;
   std::getline(f, line);
-  ENGINE_REQUIRE(line == "epoch,loss,test_accuracy_percent", "[read_curves_csv] ", path, ": unexpected header \"", line, "\"");
+  ENGINE_REQUIRE(line == "epoch,loss,test_accuracy_percent", "[read_curves_csv] ", path, ": unexpected header \"", line,
+                 "\"");
   std::vector<EpochPoint> points;
   for (int n = 2; std::getline(f, line); ++n) {
     std::istringstream s(line);
     EpochPoint p;
     char c1 = 0, c2 = 0;
-    ENGINE_REQUIRE(s >> p.epoch >> c1 >> p.loss >> c2 >> p.accuracy && c1 == ',' && c2 == ',',
-                   "[read_curves_csv] ", path, " line ", n, ": expected epoch,loss,accuracy, got \"", line, "\"");
+    ENGINE_REQUIRE(s >> p.epoch >> c1 >> p.loss >> c2 >> p.accuracy && c1 == ',' && c2 == ',', "[read_curves_csv] ",
+                   path, " line ", n, ": expected epoch,loss,accuracy, got \"", line, "\"");
     points.push_back(p);
   }
   return points;
@@ -67,8 +68,8 @@ std::string check_curves_png(const std::string& png_path, const std::string& csv
   if (!rgb) return png_path + " is not a readable image: " + stbi_failure_reason();
   std::string problem;
   if (w != l.width || h != l.height)
-    problem = png_path + " is " + std::to_string(w) + "x" + std::to_string(h) + ", expected " + std::to_string(l.width) +
-              "x" + std::to_string(l.height);
+    problem = png_path + " is " + std::to_string(w) + "x" + std::to_string(h) + ", expected " +
+              std::to_string(l.width) + "x" + std::to_string(l.height);
   auto expect = [&](const LineChart& chart, int x0, int epoch, double y, const char* what) {
     if (!problem.empty()) return;
     const auto [px, py] = chart.to_pixel(epoch, y);

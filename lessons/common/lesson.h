@@ -2,6 +2,7 @@
 //
 //   std::string dir = output_dir("02_ddp_basics");   // where to write traces and pictures
 //   std::printf("parameters %s\n", fingerprint(model).c_str());   // equal text = equal bits
+//   report("fingerprint", fingerprint(model));   // what the step's test asserts on
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,13 @@ namespace lessons {
 // $LESSON_OUT if set (tests set it), else <workspace>/out/<name> under `bazel run`, else
 // ./out/<name>; created if missing.
 std::string output_dir(const std::string& name);
+
+// Records a number or text the step claims, for its test: one JSON line {"rank", "key",
+// "value"} appended to the file $LESSON_RESULTS (the step's test sets it; nothing is
+// written without it). The printed lines are for the learner; check.sh reads these
+// (`result KEY`, `results KEY`), so rewording a message cannot break a test.
+void report(const std::string& key, double value);
+void report(const std::string& key, const std::string& value);
 
 // A 64-bit hash (FNV-1a) of every parameter's bytes, in order, as 16 hex digits: two
 // replicas print the same fingerprint exactly when their parameters are bit-identical.

@@ -75,8 +75,7 @@ void Canvas::paste(const Canvas& other, int x, int y) {
 }
 
 void Canvas::save_png(const std::string& path) const {
-  ENGINE_REQUIRE(stbi_write_png(path.c_str(), w_, h_, 3, rgb_.data(), w_ * 3) != 0, "[Canvas] cannot write PNG ",
-                 path);
+  ENGINE_REQUIRE(stbi_write_png(path.c_str(), w_, h_, 3, rgb_.data(), w_ * 3) != 0, "[Canvas] cannot write PNG ", path);
 }
 
 LineChart::Frame LineChart::frame() const {
@@ -117,7 +116,8 @@ static std::vector<double> nice_ticks(double lo, double hi) {
       break;
     }
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) ticks.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    ticks.push_back(std::fabs(t) < step * 1e-9 ? 0 : t);
   return ticks;
 }
 

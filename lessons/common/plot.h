@@ -36,7 +36,7 @@ class Canvas {
   void text(int x, int y, const std::string& s, Color c, int scale = 2);
   static int text_width(const std::string& s, int scale = 2);
   void paste(const Canvas& other, int x, int y);  // other's top-left corner at (x, y)
-  void save_png(const std::string& path) const;  // throws naming the path on failure
+  void save_png(const std::string& path) const;   // throws naming the path on failure
 
  private:
   int w_, h_;

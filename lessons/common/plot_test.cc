@@ -4,13 +4,12 @@
 #include <string>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "lessons/common/curves.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
 using namespace lessons;
-
 
 TEST_CASE("text draws dark pixels inside its width and nowhere else") {
   Canvas c(200, 40);
@@ -40,7 +39,8 @@ TEST_CASE("a curves picture passes its check, and fails it for other numbers") {
   const std::string problem = check_curves_png(tmp_path("curves.png"), tmp_path("other.csv"), "test");
   CHECK(problem.find("loss at epoch 3") != std::string::npos);
   // And a file that is not a picture.
-  CHECK(check_curves_png(tmp_path("curves.csv"), tmp_path("curves.csv"), "test").find("not a readable image") != std::string::npos);
+  CHECK(check_curves_png(tmp_path("curves.csv"), tmp_path("curves.csv"), "test").find("not a readable image") !=
+        std::string::npos);
 }
 
 TEST_CASE("a malformed CSV is named with its line") {

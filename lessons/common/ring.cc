@@ -52,8 +52,10 @@ void ring_all_reduce(dist::ProcessGroup& g, Tensor& t, RingLog* log) {
       Tensor out = chunk(send_c), mine = chunk(recv_c);
       Tensor in = empty(mine.shape());
       exchange(g, out.contiguous(), in, &local.bytes_sent);
-      if (phase == 0) add_(mine, in);  // add the previous rank's partial sum to mine
-      else mine.copy_(in);             // take the finished sum
+      if (phase == 0)
+        add_(mine, in);  // add the previous rank's partial sum to mine
+      else
+        mine.copy_(in);  // take the finished sum
       local.steps.push_back({phase == 0 ? "reduce-scatter" : "all-gather", s, send_c, (r + 1) % n, recv_c,
                              (r + n - 1) % n, first_values(t, n)});
     }

@@ -52,7 +52,8 @@ std::string contributors(float value) {
   return s + "}";
 }
 
-static void table(std::ostringstream& o, const std::vector<std::vector<float>>& rows, const std::vector<std::string>& notes) {
+static void table(std::ostringstream& o, const std::vector<std::vector<float>>& rows,
+                  const std::vector<std::string>& notes) {
   for (size_t r = 0; r < rows.size(); ++r) {
     char head[32];
     std::snprintf(head, sizeof head, "  rank %zu  ", r);
@@ -128,8 +129,8 @@ std::string ring_diagram_svg(const std::vector<RingLog>& logs) {
         const int held = int(std::count(who.begin(), who.end(), ',')) + 1;
         const int shade = 235 - 120 * (held - 1) / std::max(1, n - 1);
         o << "<rect class=\"cell\" x=\"" << left + c * cell_w << "\" y=\"" << y << "\" width=\"" << cell_w - 4
-          << "\" height=\"" << cell_h - 4 << "\" fill=\"rgb(" << (held == n ? 120 : shade) << "," << (held == n ? 200 : 220)
-          << "," << (held == n ? 120 : 255) << ")\"/>\n"
+          << "\" height=\"" << cell_h - 4 << "\" fill=\"rgb(" << (held == n ? 120 : shade) << ","
+          << (held == n ? 200 : 220) << "," << (held == n ? 120 : 255) << ")\"/>\n"
           << "<text class=\"cell\" x=\"" << left + c * cell_w + 8 << "\" y=\"" << y + 18 << "\">" << who << "</text>\n";
       }
       if (st > 0) {

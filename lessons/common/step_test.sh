@@ -9,6 +9,8 @@ shift 3
 root="$TEST_SRCDIR/ddp_engine"
 export LESSON_OUT="$TEST_TMPDIR/out"  # where a step writes its files (traces, pictures)
 mkdir -p "$LESSON_OUT"
+export LESSON_RESULTS="$TEST_TMPDIR/results.jsonl"  # what the step reports (lessons::report), for check.sh
+rm -f "$LESSON_RESULTS"
 OUTPUT="$TEST_TMPDIR/output.txt"
 if [[ "$launch" =~ ^[0-9]+$ ]]; then
   run=("$root/dist/launch" --nproc_per_node="$launch" "$root/$program")

@@ -107,8 +107,10 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events) {
   for (int r : ranks) {
     s << (first ? "" : ",\n") << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << r
       << ", \"args\": {\"name\": \"rank " << r << "\"}},\n"
-      << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r << ", \"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
-      << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r << ", \"tid\": 1, \"args\": {\"name\": \"communication\"}}";
+      << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r
+      << ", \"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
+      << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r
+      << ", \"tid\": 1, \"args\": {\"name\": \"communication\"}}";
     first = false;
   }
   for (const auto& e : events) {

@@ -64,7 +64,9 @@ void TracingGroup::watcher() {
   }
 }
 
-Work TracingGroup::all_reduce(Tensor t, dist::ReduceOp op) { return watch(inner_.all_reduce(t, op), sized("all_reduce", t)); }
+Work TracingGroup::all_reduce(Tensor t, dist::ReduceOp op) {
+  return watch(inner_.all_reduce(t, op), sized("all_reduce", t));
+}
 Work TracingGroup::broadcast(Tensor t, int root) { return watch(inner_.broadcast(t, root), sized("broadcast", t)); }
 Work TracingGroup::all_gather(std::vector<Tensor>* outputs, Tensor input) {
   return watch(inner_.all_gather(outputs, input), sized("all_gather", input));

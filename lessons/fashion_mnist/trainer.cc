@@ -30,9 +30,10 @@ using engine::data::Example;
 std::shared_ptr<Module> make_model(const std::string& name, uint64_t seed) {
   Generator g(seed);
   if (name == "mlp") {
-    return std::make_shared<Sequential>(std::vector<ModulePtr>{
-        std::make_shared<Flatten>(), std::make_shared<Linear>(784, 256, true, &g), std::make_shared<ReLU>(),
-        std::make_shared<Linear>(256, 256, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10, true, &g)});
+    return std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Flatten>(), std::make_shared<Linear>(784, 256, true, &g),
+                               std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256, true, &g),
+                               std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10, true, &g)});
   }
   if (name == "cnn") {
     // Two conv blocks (28 -> 14 -> 7), then a small classifier.
@@ -58,7 +59,8 @@ double test_accuracy(Module& model, int64_t limit) {
   int64_t correct = 0;
   for (int64_t start = 0; start < n; start += 1000) {
     const int64_t len = std::min<int64_t>(1000, n - start);
-    const Tensor x = test->inputs().narrow(0, start, len).to(device), y = test->targets().narrow(0, start, len).to(device);
+    const Tensor x = test->inputs().narrow(0, start, len).to(device),
+                 y = test->targets().narrow(0, start, len).to(device);
     correct += int64_t(sum(eq(argmax(model(Variable(x)).data(), 1), y)).item());
   }
   model.train();
@@ -97,7 +99,8 @@ void save(const TrainOptions& o, const Module& model, const Optimizer& opt, cons
   for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
   for (auto& [k, t] : opt.state_dict()) all["optimizer." + k] = t;
   all["sampler.generator"] = generator_state(g);
-  save_safetensors(o.checkpoint, all, {{"epoch", std::to_string(epoch)}, {"model", o.model}, {"optimizer", o.optimizer}});
+  save_safetensors(o.checkpoint, all,
+                   {{"epoch", std::to_string(epoch)}, {"model", o.model}, {"optimizer", o.optimizer}});
 }
 
 // Restores a checkpoint; returns the epoch it was saved after (0 when there is none).
@@ -111,8 +114,10 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) 
   const int epoch = checkpoint_epoch(meta, o.checkpoint);
   StateDict model_sd, opt_sd;
   for (auto& [k, t] : all) {
-    if (k.rfind("model.", 0) == 0) model_sd[k.substr(6)] = t;
-    else if (k.rfind("optimizer.", 0) == 0) opt_sd[k.substr(10)] = t;
+    if (k.rfind("model.", 0) == 0)
+      model_sd[k.substr(6)] = t;
+    else if (k.rfind("optimizer.", 0) == 0)
+      opt_sd[k.substr(10)] = t;
   }
   ENGINE_REQUIRE(all.count("sampler.generator"), "[train] checkpoint ", o.checkpoint, " has no sampler.generator");
   model.load_state_dict(model_sd);

@@ -25,11 +25,11 @@ namespace fmnist {
 constexpr int kMaxEpochs = 1000000;
 
 struct TrainOptions {
-  std::string model = "mlp";    // "mlp" (784-256-256-10) or "cnn"
+  std::string model = "mlp";      // "mlp" (784-256-256-10) or "cnn"
   std::string optimizer = "sgd";  // "sgd" (momentum 0.9) or "adam"
   int epochs = 3;
   int64_t batch_size = 64;
-  double lr = 0.05;         // peak learning rate; decays to 0 along a cosine over the run
+  double lr = 0.05;  // peak learning rate; decays to 0 along a cosine over the run
   uint64_t seed = 0;
   int64_t train_limit = 0;  // use only the first N training images (0: all 60,000)
   int64_t test_limit = 0;   // evaluate on the first N test images (0: all 10,000)

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "lessons/fashion_mnist/trainer.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -108,7 +108,8 @@ TEST_CASE("malformed checkpoint metadata is refused, naming the file and the key
   nn::StateDict bad_generator = good;
   bad_generator["sampler.generator"] = from_vector(std::vector<int64_t>{1, 2, 7, 0});
   nn::save_safetensors(o.checkpoint, bad_generator, meta);
-  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}), Catch::Contains("sampler.generator is malformed"));
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
+                      Catch::Contains("sampler.generator is malformed"));
 }
 
 TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted run") {

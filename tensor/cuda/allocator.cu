@@ -74,9 +74,8 @@ void* device_malloc(size_t bytes, int device) {
     if (status != cudaSuccess) {
       cudaGetLastError();
       throw Error("[cuda] cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" + std::to_string(device) +
-                  " failed: " + cudaGetErrorString(status) + " (the engine holds " +
-                  std::to_string(c.stats.allocated) + " bytes in tensors, " + std::to_string(c.stats.cached) +
-                  " bytes in all)");
+                  " failed: " + cudaGetErrorString(status) + " (the engine holds " + std::to_string(c.stats.allocated) +
+                  " bytes in tensors, " + std::to_string(c.stats.cached) + " bytes in all)");
     }
     ++c.stats.cuda_mallocs;
     c.stats.cached += size;

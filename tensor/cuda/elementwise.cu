@@ -105,8 +105,10 @@ __global__ void binary_kernel(BinaryOp op, int64_t n, Loop<3> loop, R* out, cons
     int64_t off[3];
     offsets_of(loop, i, off);
     const T x = load(a, sa, off[1]), y = load(b, sb, off[2]);
-    if (op >= BinaryOp::Eq && op <= BinaryOp::Ge) out[off[0]] = R(compare_op(op, x, y));  // a float mask
-    else out[off[0]] = R(binary_op(op, x, y, alpha));
+    if (op >= BinaryOp::Eq && op <= BinaryOp::Ge)
+      out[off[0]] = R(compare_op(op, x, y));  // a float mask
+    else
+      out[off[0]] = R(binary_op(op, x, y, alpha));
   }
 }
 
@@ -117,8 +119,8 @@ __global__ void binary_dense_float4_kernel(BinaryOp op, int64_t n4, float4* out,
                                            float alpha) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(blockDim.x) * gridDim.x) {
     const float4 x = a[i], y = b[i];
-    out[i] = make_float4(binary_op(op, x.x, y.x, alpha), binary_op(op, x.y, y.y, alpha),
-                         binary_op(op, x.z, y.z, alpha), binary_op(op, x.w, y.w, alpha));
+    out[i] = make_float4(binary_op(op, x.x, y.x, alpha), binary_op(op, x.y, y.y, alpha), binary_op(op, x.z, y.z, alpha),
+                         binary_op(op, x.w, y.w, alpha));
   }
 }
 
@@ -131,8 +133,7 @@ __global__ void unary_kernel(UnaryOp op, int64_t n, Loop<2> loop, T* out, const 
   }
 }
 
-__global__ void unary_dense_float4_kernel(UnaryOp op, int64_t n4, float4* out, const float4* in, double p0,
-                                          double p1) {
+__global__ void unary_dense_float4_kernel(UnaryOp op, int64_t n4, float4* out, const float4* in, double p0, double p1) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4; i += int64_t(blockDim.x) * gridDim.x) {
     const float4 x = in[i];
     out[i] = make_float4(unary_op(op, x.x, p0, p1), unary_op(op, x.y, p0, p1), unary_op(op, x.z, p0, p1),
@@ -206,9 +207,12 @@ void binary(BinaryOp op, int device, int64_t n, const Loop<3>& loop, DType dtype
     check_launch("binary_dense_float4_kernel");
     return;
   }
-  if (dtype == DType::Float32) launch_binary<float, float>(op, device, n, loop, out, a, b, alpha);
-  else if (is_comparison(op)) launch_binary<int64_t, float>(op, device, n, loop, out, a, b, alpha);
-  else launch_binary<int64_t, int64_t>(op, device, n, loop, out, a, b, alpha);
+  if (dtype == DType::Float32)
+    launch_binary<float, float>(op, device, n, loop, out, a, b, alpha);
+  else if (is_comparison(op))
+    launch_binary<int64_t, float>(op, device, n, loop, out, a, b, alpha);
+  else
+    launch_binary<int64_t, int64_t>(op, device, n, loop, out, a, b, alpha);
 }
 
 void unary(UnaryOp op, int device, int64_t n, const Loop<2>& loop, DType dtype, void* out, const void* in, double p0,
@@ -225,10 +229,10 @@ void unary(UnaryOp op, int device, int64_t n, const Loop<2>& loop, DType dtype, 
   const int blocks = blocks_for(n, kThreads, device);
   if (dtype == DType::Float32)
     unary_kernel<float><<<blocks, kThreads, 0, stream_of(device)>>>(op, n, loop, static_cast<float*>(out),
-                                                                     static_cast<const float*>(in), p0, p1);
+                                                                    static_cast<const float*>(in), p0, p1);
   else
     unary_kernel<int64_t><<<blocks, kThreads, 0, stream_of(device)>>>(op, n, loop, static_cast<int64_t*>(out),
-                                                                       static_cast<const int64_t*>(in), p0, p1);
+                                                                      static_cast<const int64_t*>(in), p0, p1);
   check_launch("unary_kernel");
 }
 

@@ -18,9 +18,8 @@ namespace engine::cuda {
 // element. It walks along K one tile at a time: the block loads a tile of A and a tile of
 // B into shared memory (each thread loads one element of each), waits, and every thread
 // accumulates its 32 products from shared memory (a warp reads one a_tile element, a
-// broadcast, and 32 neighbouring b_tile elements, 32 different banks: no conflicts). Each input element is read from global
-// memory K/32 times fewer than in the naive kernel. Out-of-range loads become zeros so
-// any M, N, K work.
+// broadcast, and 32 neighbouring b_tile elements, 32 different banks: no conflicts). Each input element is read from
+// global memory K/32 times fewer than in the naive kernel. Out-of-range loads become zeros so any M, N, K work.
 constexpr int kTile = 32;
 
 __global__ void tiled_gemm_kernel(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
@@ -102,8 +101,8 @@ void gemm(int device, const GemmArgs& g) {
                  "cublasSgemm");
   } else {
     cublas_check(cublas().sgemm_strided_batched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data,
-                                                int(g.B.ld), g.B.batch_stride, g.A.data, int(g.A.ld),
-                                                g.A.batch_stride, &zero, g.C, int(g.N), g.M * g.N, int(g.batch)),
+                                                int(g.B.ld), g.B.batch_stride, g.A.data, int(g.A.ld), g.A.batch_stride,
+                                                &zero, g.C, int(g.N), g.M * g.N, int(g.batch)),
                  "cublasSgemmStridedBatched");
   }
 }

@@ -76,21 +76,28 @@ __device__ __forceinline__ int64_t col_index(bool batch_in_columns, int64_t N, i
 }
 
 // One thread per entry of cols, walked in its memory order; padding reads as 0.
-__global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s,
-                              int64_t p, int64_t OH, int64_t OW, const float* x, float* cols, bool batch_in_columns) {
+__global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s, int64_t p,
+                              int64_t OH, int64_t OW, const float* x, float* cols, bool batch_in_columns) {
   const int64_t total = N * C * kh * kw * OH * OW;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
     int64_t r = k;
-    const int64_t ox = r % OW; r /= OW;
-    const int64_t oy = r % OH; r /= OH;
+    const int64_t ox = r % OW;
+    r /= OW;
+    const int64_t oy = r % OH;
+    r /= OH;
     int64_t n, ch, i, j;
     if (batch_in_columns) {  // k = ((c,i,j), n, oy, ox)
-      n = r % N; r /= N;
-      j = r % kw; r /= kw;
-      i = r % kh; ch = r / kh;
-    } else {                 // k = (n, (c,i,j), oy, ox)
-      j = r % kw; r /= kw;
-      i = r % kh; r /= kh;
+      n = r % N;
+      r /= N;
+      j = r % kw;
+      r /= kw;
+      i = r % kh;
+      ch = r / kh;
+    } else {  // k = (n, (c,i,j), oy, ox)
+      j = r % kw;
+      r /= kw;
+      i = r % kh;
+      r /= kh;
       ch = r % C, n = r / C;
     }
     const int64_t y = oy * s + i - p, xx = ox * s + j - p;
@@ -100,13 +107,15 @@ __global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_
 
 // One thread per image pixel, gathering every cols entry im2col copied it to: no two
 // threads write the same pixel, so no atomics and the sum order is fixed.
-__global__ void col2im_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s,
-                              int64_t p, int64_t OH, int64_t OW, const float* cols, float* x, bool batch_in_columns) {
+__global__ void col2im_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s, int64_t p,
+                              int64_t OH, int64_t OW, const float* cols, float* x, bool batch_in_columns) {
   const int64_t total = N * C * H * W;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
     int64_t r = k;
-    const int64_t xx = r % W; r /= W;
-    const int64_t y = r % H; r /= H;
+    const int64_t xx = r % W;
+    r /= W;
+    const int64_t y = r % H;
+    r /= H;
     const int64_t ch = r % C, n = r / C;
     float acc = 0;
     for (int64_t i = 0; i < kh; ++i) {
@@ -176,8 +185,8 @@ void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, 
   const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
   const int64_t total = N * C * kh * kw * OH * OW;
   if (total == 0) return;
-  im2col_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(N, C, H, W, kh, kw, stride,
-                                                                                        padding, OH, OW, x, cols, batch_in_columns);
+  im2col_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(
+      N, C, H, W, kh, kw, stride, padding, OH, OW, x, cols, batch_in_columns);
   check_launch("im2col_kernel");
 }
 
@@ -186,8 +195,8 @@ void col2im(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, 
   const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
   const int64_t total = N * C * H * W;
   if (total == 0) return;
-  col2im_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(N, C, H, W, kh, kw, stride,
-                                                                                        padding, OH, OW, cols, x, batch_in_columns);
+  col2im_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(
+      N, C, H, W, kh, kw, stride, padding, OH, OW, cols, x, batch_in_columns);
   check_launch("col2im_kernel");
 }
 

@@ -29,7 +29,8 @@ __global__ void uniform_kernel(int64_t n, float* out, uint64_t seed) {
 // Box-Muller on two uniforms drawn for element i (counters 2i and 2i + 1).
 __global__ void normal_kernel(int64_t n, float* out, uint64_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
-    const float u1 = 1.0f - uniform_at(seed, 2 * uint64_t(i)), u2 = uniform_at(seed, 2 * uint64_t(i) + 1);  // u1 in (0, 1]
+    const float u1 = 1.0f - uniform_at(seed, 2 * uint64_t(i)),
+                u2 = uniform_at(seed, 2 * uint64_t(i) + 1);  // u1 in (0, 1]
     out[i] = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
   }
 }

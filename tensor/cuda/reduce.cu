@@ -41,8 +41,10 @@ template <class T, bool kMax>
 struct ExtremeR {
   using A = T;
   __device__ static A identity() {
-    if constexpr (std::is_same_v<T, float>) return kMax ? -INFINITY : INFINITY;
-    else return kMax ? LLONG_MIN : LLONG_MAX;
+    if constexpr (std::is_same_v<T, float>)
+      return kMax ? -INFINITY : INFINITY;
+    else
+      return kMax ? LLONG_MIN : LLONG_MAX;
   }
   __device__ static A element(T x, int64_t) { return x; }
   __device__ static A combine(A a, A b) {
@@ -107,8 +109,10 @@ __global__ void reduce_rows_kernel(const In* in, Out* out, int64_t n, int64_t ch
   const int64_t begin = chunk * len, end = min(n, begin + len);
   const In* x = in + row * n;
   auto fold = [&](typename R::A acc, int64_t i) {
-    if constexpr (kFromAcc) return R::combine(acc, x[i]);
-    else return R::combine(acc, R::element(x[i], i));
+    if constexpr (kFromAcc)
+      return R::combine(acc, x[i]);
+    else
+      return R::combine(acc, R::element(x[i], i));
   };
   // Four loads per thread per iteration, issued before any is used: a memory-bound loop
   // needs many bytes in flight, and one dependent load at a time leaves the bus idle.
@@ -148,8 +152,10 @@ __global__ void reduce_rows_kernel(const In* in, Out* out, int64_t n, int64_t ch
   }
   acc = block_combine<R>(acc);
   if (threadIdx.x == 0) {
-    if constexpr (kFinal) out[blockIdx.x] = R::result(acc, scale);
-    else out[blockIdx.x] = acc;
+    if constexpr (kFinal)
+      out[blockIdx.x] = R::result(acc, scale);
+    else
+      out[blockIdx.x] = acc;
   }
 }
 
@@ -177,8 +183,8 @@ void run(int device, int64_t outer, int64_t reduced, int64_t inner, const T* in,
          bool may_split) {
   cudaStream_t s = stream_of(device);
   if (inner > 1) {
-    reduce_columns_kernel<R, T, Out><<<blocks_for(outer * inner, kThreads, device), kThreads, 0, s>>>(
-        in, out, outer, reduced, inner, scale);
+    reduce_columns_kernel<R, T, Out>
+        <<<blocks_for(outer * inner, kThreads, device), kThreads, 0, s>>>(in, out, outer, reduced, inner, scale);
     check_launch("reduce_columns_kernel");
     return;
   }
@@ -188,19 +194,19 @@ void run(int device, int64_t outer, int64_t reduced, int64_t inner, const T* in,
   if (may_split && outer < 2 * sms && reduced > 16384)
     chunks = std::min<int64_t>((reduced + 8191) / 8192, (8 * sms + outer - 1) / outer);  // 8 blocks per SM
   if (chunks == 1) {
-    reduce_rows_kernel<R, T, false, true, Out><<<unsigned(outer), kThreads, 0, s>>>(in, out, reduced, 1, reduced,
-                                                                                    scale);
+    reduce_rows_kernel<R, T, false, true, Out>
+        <<<unsigned(outer), kThreads, 0, s>>>(in, out, reduced, 1, reduced, scale);
     check_launch("reduce_rows_kernel");
     return;
   }
   using A = typename R::A;
   const int64_t len = (reduced + chunks - 1) / chunks;
   A* partial = static_cast<A*>(device_malloc(size_t(outer * chunks) * sizeof(A), device));
-  reduce_rows_kernel<R, T, false, false, A><<<unsigned(outer * chunks), kThreads, 0, s>>>(in, partial, reduced,
-                                                                                        chunks, len, scale);
+  reduce_rows_kernel<R, T, false, false, A>
+      <<<unsigned(outer * chunks), kThreads, 0, s>>>(in, partial, reduced, chunks, len, scale);
   check_launch("reduce_rows_kernel (chunks)");
-  reduce_rows_kernel<R, A, true, true, Out><<<unsigned(outer), kThreads, 0, s>>>(partial, out, chunks, 1, chunks,
-                                                                                 scale);
+  reduce_rows_kernel<R, A, true, true, Out>
+      <<<unsigned(outer), kThreads, 0, s>>>(partial, out, chunks, 1, chunks, scale);
   check_launch("reduce_rows_kernel (combine)");
   device_free(partial, device);  // reused only by work queued after this on the same stream
 }

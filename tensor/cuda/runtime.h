@@ -55,9 +55,9 @@ class Event {
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
-  void record(Stream stream);                 // marks the current end of `stream`
-  void block(Stream stream) const;            // `stream` waits for the mark (no host wait)
-  void synchronize() const;                   // the host waits for the mark
+  void record(Stream stream);                  // marks the current end of `stream`
+  void block(Stream stream) const;             // `stream` waits for the mark (no host wait)
+  void synchronize() const;                    // the host waits for the mark
   float elapsed_ms(const Event& start) const;  // time from `start` to this (both recorded, timing)
 
  private:

@@ -32,8 +32,8 @@ TEST_CASE("gradients accumulate across backward calls until zero_grad") {
 
 TEST_CASE("a leaf used many times gets the sum of all paths") {
   Variable a(tensor({2}), true);
-  Variable b = a * a;         // 2a
-  Variable c = b * a + a;     // d/da (a^3 + a) = 3a^2 + 1 = 13
+  Variable b = a * a;      // 2a
+  Variable c = b * a + a;  // d/da (a^3 + a) = 3a^2 + 1 = 13
   c.backward(ones({1}));
   REQUIRE(a.grad().item() == 13);
 }
@@ -44,8 +44,10 @@ TEST_CASE("backward with an explicit gradient, and its errors") {
   y.backward(tensor({1, 0, -1}));
   REQUIRE(w.grad().to_vector<float>() == V{2, 0, -2});
   Variable y2 = w * 2.0;
-  REQUIRE_THROWS_WITH(y2.backward(), Catch::Contains("[backward] a gradient can be implied only for a one-element output"));
-  REQUIRE_THROWS_WITH(y2.backward(ones({2})), Catch::Contains("[backward] gradient of shape (2,) does not match output of shape (3,)"));
+  REQUIRE_THROWS_WITH(y2.backward(),
+                      Catch::Contains("[backward] a gradient can be implied only for a one-element output"));
+  REQUIRE_THROWS_WITH(y2.backward(ones({2})),
+                      Catch::Contains("[backward] gradient of shape (2,) does not match output of shape (3,)"));
   Variable c(tensor({1}));
   REQUIRE_THROWS_WITH(c.backward(), Catch::Contains("does not require grad"));
 }
@@ -81,7 +83,8 @@ TEST_CASE("NoGradGuard records nothing; detach cuts the graph") {
   REQUIRE_FALSE(d.requires_grad());
   REQUIRE(d.data().storage() == y.data().storage());  // same values, no copy
   REQUIRE_THROWS_WITH(y.set_requires_grad(false), Catch::Contains("[set_requires_grad] can only be set on a leaf"));
-  REQUIRE_THROWS_WITH(Variable(zeros({2}, DType::Int64), true), Catch::Contains("only float32 tensors can require gradients"));
+  REQUIRE_THROWS_WITH(Variable(zeros({2}, DType::Int64), true),
+                      Catch::Contains("only float32 tensors can require gradients"));
 }
 
 TEST_CASE("post-accumulate hooks fire exactly once per leaf per backward, after accumulation") {

@@ -5,8 +5,8 @@
 
 #include "autograd/ops.h"
 #include "catch2/catch.hpp"
-#include "tests/testing/same_values.h"
 #include "tensor/ops.h"
+#include "tests/testing/same_values.h"
 
 using namespace engine;
 using namespace engine::autograd;

@@ -42,7 +42,8 @@ TEST_CASE("TensorDataset hands out paired examples and batches") {
   REQUIRE(b.input.shape() == Shape{2, 2});
   REQUIRE(b.target.to_vector<int64_t>() == std::vector<int64_t>{4, 0});
   REQUIRE_THROWS_WITH(ds->get(5), Catch::Contains("[Dataset] index 5 is out of range for a dataset of 5 examples"));
-  REQUIRE_THROWS_WITH(TensorDataset(zeros({3, 2}), zeros({4})), Catch::Contains("inputs have 3 examples but targets have 4"));
+  REQUIRE_THROWS_WITH(TensorDataset(zeros({3, 2}), zeros({4})),
+                      Catch::Contains("inputs have 3 examples but targets have 4"));
   REQUIRE_THROWS_WITH(stack({zeros({2}), zeros({3})}), Catch::Contains("[stack] tensor 1 has shape (3,)"));
 }
 
@@ -75,9 +76,9 @@ TEST_CASE("shuffling: a permutation each epoch, new every epoch, reproducible by
   std::vector<int64_t> sorted = a1;
   std::sort(sorted.begin(), sorted.end());
   for (int64_t i = 0; i < 50; ++i) REQUIRE(sorted[i] == i);  // every example exactly once
-  REQUIRE(a1 == b1);  // same seed, same order
-  REQUIRE(a1 != a2);  // a new order for the next epoch
-  REQUIRE(a1 != c1);  // another seed, another order
+  REQUIRE(a1 == b1);                                         // same seed, same order
+  REQUIRE(a1 != a2);                                         // a new order for the next epoch
+  REQUIRE(a1 != c1);                                         // another seed, another order
   std::vector<int64_t> identity(50);
   for (int64_t i = 0; i < 50; ++i) identity[i] = i;
   REQUIRE(a1 != identity);

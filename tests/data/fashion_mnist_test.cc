@@ -47,7 +47,8 @@ std::string fake_fashion_mnist(const std::string& name, int h, int w, const std:
   img.resize(img.size() + size_t(n) * h * w, 1);
   std::vector<uint8_t> lab = {0, 0, 8, 1, 0, 0, 0, n};
   lab.insert(lab.end(), labels.begin(), labels.end());
-  for (auto [file, bytes] : {std::pair{"/t10k-images-idx3-ubyte.gz", img}, std::pair{"/t10k-labels-idx1-ubyte.gz", lab}}) {
+  for (auto [file, bytes] :
+       {std::pair{"/t10k-images-idx3-ubyte.gz", img}, std::pair{"/t10k-labels-idx1-ubyte.gz", lab}}) {
     gzFile f = gzopen((dir + file).c_str(), "wb");
     gzwrite(f, bytes.data(), unsigned(bytes.size()));
     gzclose(f);
@@ -60,9 +61,11 @@ TEST_CASE("an out-of-range label or a wrong image size names the file and the in
   const std::string ok = fake_fashion_mnist("fm_ok", 28, 28, {3, 9, 0});
   REQUIRE(fashion_mnist(false, {.root = ok})->size() == 3);
   const std::string bad_label = fake_fashion_mnist("fm_label", 28, 28, {3, 12, 0});
-  REQUIRE_THROWS_WITH(fashion_mnist(false, {.root = bad_label}),
-                      "[FashionMNIST] " + bad_label + "/t10k-labels-idx1-ubyte.gz: label 12 at index 1 is not a class (0 to 9)");
+  REQUIRE_THROWS_WITH(
+      fashion_mnist(false, {.root = bad_label}),
+      "[FashionMNIST] " + bad_label + "/t10k-labels-idx1-ubyte.gz: label 12 at index 1 is not a class (0 to 9)");
   const std::string bad_size = fake_fashion_mnist("fm_size", 27, 28, {3, 1});
-  REQUIRE_THROWS_WITH(fashion_mnist(false, {.root = bad_size}),
-                      Catch::Contains(bad_size + "/t10k-images-idx3-ubyte.gz holds 27x28 images; Fashion-MNIST's are 28x28"));
+  REQUIRE_THROWS_WITH(
+      fashion_mnist(false, {.root = bad_size}),
+      Catch::Contains(bad_size + "/t10k-images-idx3-ubyte.gz holds 27x28 images; Fashion-MNIST's are 28x28"));
 }

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "data/idx.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -19,7 +19,8 @@ using namespace engine::data;
 namespace {
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -44,10 +45,12 @@ TEST_CASE("a gzip bomb is refused after the bytes its header declares, not infla
   gzwrite(f, head.data(), unsigned(head.size()));
   for (int i = 0; i < 256; ++i) gzwrite(f, zeros.data(), unsigned(zeros.size()));
   gzclose(f);
-  struct rusage before {}, after {};
+  struct rusage before {
+  }, after{};
   getrusage(RUSAGE_SELF, &before);
   const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE_THROWS_WITH(read_idx_images(path), Catch::Contains("bomb.idx.gz holds more than the 28 bytes its header declares"));
+  REQUIRE_THROWS_WITH(read_idx_images(path),
+                      Catch::Contains("bomb.idx.gz holds more than the 28 bytes its header declares"));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   getrusage(RUSAGE_SELF, &after);
   INFO("peak RSS grew by " << (after.ru_maxrss - before.ru_maxrss) << " KB; took " << seconds << " s");
@@ -79,9 +82,12 @@ TEST_CASE("malformed IDX input is an error naming the file and the problem") {
   REQUIRE_THROWS_WITH(parse_idx({0, 0, 8, 9}, "x"), Catch::Contains("declares 9 dims"));
   REQUIRE_THROWS_WITH(parse_idx({0, 0, 8, 2, 0, 0}, "x"), Catch::Contains("truncated inside its header"));
   REQUIRE_THROWS_WITH(parse_idx({0, 0}, "x"), Catch::Contains("too short"));
-  REQUIRE_THROWS_WITH(parse_idx({0, 0, 8, 2, 255, 255, 255, 255, 255, 255, 255, 255}, "x"), Catch::Contains("implausibly large"));
-  REQUIRE_THROWS_WITH(read_idx_labels(tmp_path("img.idx")), Catch::Contains("should hold labels (N,), got shape (2,2,3)"));
-  REQUIRE_THROWS_WITH(read_idx_images(tmp_path("missing.idx")), Catch::Contains("cannot open") && Catch::Contains("missing.idx"));
+  REQUIRE_THROWS_WITH(parse_idx({0, 0, 8, 2, 255, 255, 255, 255, 255, 255, 255, 255}, "x"),
+                      Catch::Contains("implausibly large"));
+  REQUIRE_THROWS_WITH(read_idx_labels(tmp_path("img.idx")),
+                      Catch::Contains("should hold labels (N,), got shape (2,2,3)"));
+  REQUIRE_THROWS_WITH(read_idx_images(tmp_path("missing.idx")),
+                      Catch::Contains("cannot open") && Catch::Contains("missing.idx"));
   // A gzip file cut in half.
   std::vector<uint8_t> labels = {0, 0, 8, 1, 0, 1, 0x86, 0xA0};  // 100000 labels
   labels.resize(labels.size() + 100000, 7);

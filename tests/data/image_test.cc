@@ -3,10 +3,10 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "data/dataloader.h"
 #include "data/image.h"
 #include "tensor/ops.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -56,7 +56,8 @@ TEST_CASE("ImageFolder over the shipped Fashion-MNIST PNGs") {
 
 TEST_CASE("bad image files are errors that name the file") {
   std::ofstream(tmp_path("junk.png")) << "this is not an image";
-  REQUIRE_THROWS_WITH(load_image(tmp_path("junk.png")), Catch::Contains("[load_image] cannot decode") && Catch::Contains("junk.png"));
+  REQUIRE_THROWS_WITH(load_image(tmp_path("junk.png")),
+                      Catch::Contains("[load_image] cannot decode") && Catch::Contains("junk.png"));
   REQUIRE_THROWS_WITH(load_image(tmp_path("absent.png")), Catch::Contains("absent.png"));
   // A real PNG cut short.
   std::ifstream in(kPngs + "/0_t-shirt_top/00019.png", std::ios::binary);
@@ -65,5 +66,6 @@ TEST_CASE("bad image files are errors that name the file") {
   std::ofstream(tmp_path("cut.png"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   REQUIRE_THROWS_WITH(load_image(tmp_path("cut.png")), Catch::Contains("cut.png"));
   REQUIRE_THROWS_WITH(ImageFolder(tmp_path("no_such_dir")), Catch::Contains("is not a directory"));
-  REQUIRE_THROWS_WITH(save_png(tmp_path("x.png"), zeros({2, 2, 2, 2})), Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
+  REQUIRE_THROWS_WITH(save_png(tmp_path("x.png"), zeros({2, 2, 2, 2})),
+                      Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
 }

@@ -15,9 +15,11 @@ using engine::testing::run_threads;
 namespace {
 // Rank r's input: x[i] = (r + 1) * (i % 7 + 1). Small integers, so float sums are exact.
 Tensor input(int rank, int64_t n, DType dtype = DType::Float32) {
-  return ((arange(0, double(n), 1, DType::Int64) - (arange(0, double(n), 1, DType::Int64) / scalar_tensor(7, DType::Int64)) *
-                                                       scalar_tensor(7, DType::Int64)) + scalar_tensor(1, DType::Int64))
-             .to(dtype) * double(rank + 1);
+  return ((arange(0, double(n), 1, DType::Int64) -
+           (arange(0, double(n), 1, DType::Int64) / scalar_tensor(7, DType::Int64)) * scalar_tensor(7, DType::Int64)) +
+          scalar_tensor(1, DType::Int64))
+             .to(dtype) *
+         double(rank + 1);
 }
 
 double closed_form(ReduceOp op, int world, int64_t i) {
@@ -39,31 +41,34 @@ double closed_form(ReduceOp op, int world, int64_t i) {
 
 TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared memory and TCP ring") {
   for (bool shm : {true, false})
-  for (int world : {1, 2, 3, 4, 5, 8}) {
-    std::vector<int64_t> counts = {0, 1, 7, 1023};
-    if (world <= 4) counts.push_back((1 << 20) + 3);
-    for (int64_t n : counts) {
-      std::vector<std::vector<float>> results(static_cast<size_t>(world));
-      run_threads(world, [&](ProcessGroupTCP& g) {
-        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
-          if (op == ReduceOp::Product && n > 1023) continue;
-          Tensor t = input(g.rank(), n);
-          g.all_reduce(t, op).wait();
-          const std::vector<float> v = t.to_vector<float>();
-          for (int64_t i = 0; i < n; ++i) {
-            const double want = closed_form(op, world, i);
-            if (std::abs(v[size_t(i)] - want) > 1e-6 * std::abs(want)) {
-              FAIL("world " << world << " n " << n << " op " << reduce_op_name(op) << " element " << i << ": got "
-                            << v[size_t(i)] << " want " << want);
-            }
-          }
-          if (op == ReduceOp::Sum) results[size_t(g.rank())] = v;
-        }
-        RANK_REQUIRE(g.uses_shared_memory() == (shm && world > 1));
-      }, std::chrono::seconds(20), shm);
-      for (int r = 1; r < world; ++r) RANK_REQUIRE(results[size_t(r)] == results[0]);  // identical bits
+    for (int world : {1, 2, 3, 4, 5, 8}) {
+      std::vector<int64_t> counts = {0, 1, 7, 1023};
+      if (world <= 4) counts.push_back((1 << 20) + 3);
+      for (int64_t n : counts) {
+        std::vector<std::vector<float>> results(static_cast<size_t>(world));
+        run_threads(
+            world,
+            [&](ProcessGroupTCP& g) {
+              for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+                if (op == ReduceOp::Product && n > 1023) continue;
+                Tensor t = input(g.rank(), n);
+                g.all_reduce(t, op).wait();
+                const std::vector<float> v = t.to_vector<float>();
+                for (int64_t i = 0; i < n; ++i) {
+                  const double want = closed_form(op, world, i);
+                  if (std::abs(v[size_t(i)] - want) > 1e-6 * std::abs(want)) {
+                    FAIL("world " << world << " n " << n << " op " << reduce_op_name(op) << " element " << i << ": got "
+                                  << v[size_t(i)] << " want " << want);
+                  }
+                }
+                if (op == ReduceOp::Sum) results[size_t(g.rank())] = v;
+              }
+              RANK_REQUIRE(g.uses_shared_memory() == (shm && world > 1));
+            },
+            std::chrono::seconds(20), shm);
+        for (int r = 1; r < world; ++r) RANK_REQUIRE(results[size_t(r)] == results[0]);  // identical bits
+      }
     }
-  }
 }
 
 TEST_CASE("all_reduce of int64 and of 16M floats") {
@@ -83,40 +88,43 @@ TEST_CASE("all_reduce of int64 and of 16M floats") {
 
 TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
   for (bool shm : {true, false})
-  for (int world : {1, 2, 3, 5}) {
-    run_threads(world, [world](ProcessGroupTCP& g) {
-      const int r = g.rank();
-      // broadcast from the last rank
-      Tensor b = full({5, 3}, double(r));
-      g.broadcast(b, world - 1).wait();
-      RANK_REQUIRE(min(b).item() == world - 1);
-      RANK_REQUIRE(max(b).item() == world - 1);
-      // all_gather: outputs[k] is rank k's input
-      std::vector<Tensor> outs;
-      g.all_gather(&outs, full({2, 2}, double(10 * r))).wait();
-      RANK_REQUIRE(int(outs.size()) == world);
-      for (int k = 0; k < world; ++k) RANK_REQUIRE(outs[size_t(k)].at({1, 1}) == 10 * k);
-      // reduce_scatter: rank k gets the sum over ranks of block k (block k of rank j is j*100+k)
-      Tensor in = empty({world * 4});
-      for (int k = 0; k < world; ++k) in.narrow(0, k * 4, 4).fill_(r * 100 + k);
-      Tensor out = empty({4});
-      g.reduce_scatter(out, in, ReduceOp::Sum).wait();
-      RANK_REQUIRE(out.at({3}) == 100.0 * world * (world - 1) / 2 + world * r);
-      g.reduce_scatter(out, in, ReduceOp::Avg).wait();
-      RANK_REQUIRE(out.at({3}) == Approx((100.0 * world * (world - 1) / 2 + world * r) / world));
-      g.reduce_scatter(out, in, ReduceOp::Max).wait();
-      RANK_REQUIRE(out.at({0}) == 100.0 * (world - 1) + r);
-      g.barrier().wait();
-      // send/recv around a ring, if there is more than one rank
-      if (world > 1) {
-        Tensor mine = full({3}, double(r)), theirs = empty({3});
-        Work s = g.send(mine, (r + 1) % world);
-        g.recv(theirs, (r + world - 1) % world).wait();
-        s.wait();
-        RANK_REQUIRE(theirs.at({0}) == (r + world - 1) % world);
-      }
-    }, std::chrono::seconds(20), shm);
-  }
+    for (int world : {1, 2, 3, 5}) {
+      run_threads(
+          world,
+          [world](ProcessGroupTCP& g) {
+            const int r = g.rank();
+            // broadcast from the last rank
+            Tensor b = full({5, 3}, double(r));
+            g.broadcast(b, world - 1).wait();
+            RANK_REQUIRE(min(b).item() == world - 1);
+            RANK_REQUIRE(max(b).item() == world - 1);
+            // all_gather: outputs[k] is rank k's input
+            std::vector<Tensor> outs;
+            g.all_gather(&outs, full({2, 2}, double(10 * r))).wait();
+            RANK_REQUIRE(int(outs.size()) == world);
+            for (int k = 0; k < world; ++k) RANK_REQUIRE(outs[size_t(k)].at({1, 1}) == 10 * k);
+            // reduce_scatter: rank k gets the sum over ranks of block k (block k of rank j is j*100+k)
+            Tensor in = empty({world * 4});
+            for (int k = 0; k < world; ++k) in.narrow(0, k * 4, 4).fill_(r * 100 + k);
+            Tensor out = empty({4});
+            g.reduce_scatter(out, in, ReduceOp::Sum).wait();
+            RANK_REQUIRE(out.at({3}) == 100.0 * world * (world - 1) / 2 + world * r);
+            g.reduce_scatter(out, in, ReduceOp::Avg).wait();
+            RANK_REQUIRE(out.at({3}) == Approx((100.0 * world * (world - 1) / 2 + world * r) / world));
+            g.reduce_scatter(out, in, ReduceOp::Max).wait();
+            RANK_REQUIRE(out.at({0}) == 100.0 * (world - 1) + r);
+            g.barrier().wait();
+            // send/recv around a ring, if there is more than one rank
+            if (world > 1) {
+              Tensor mine = full({3}, double(r)), theirs = empty({3});
+              Work s = g.send(mine, (r + 1) % world);
+              g.recv(theirs, (r + world - 1) % world).wait();
+              s.wait();
+              RANK_REQUIRE(theirs.at({0}) == (r + world - 1) % world);
+            }
+          },
+          std::chrono::seconds(20), shm);
+    }
 }
 
 TEST_CASE("async work runs in call order and overlaps the caller") {

@@ -7,7 +7,6 @@
 #include <mutex>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "dist/ddp.h"
 #include "dist/distributed_sampler.h"
 #include "nn/layers.h"
@@ -17,6 +16,7 @@
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -28,9 +28,8 @@ using engine::testing::run_threads;
 namespace {
 std::shared_ptr<Sequential> mlp(uint64_t seed) {
   Generator g(seed);
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(6, 16, true, &g),
-                                                             std::make_shared<ReLU>(),
-                                                             std::make_shared<Linear>(16, 4, true, &g)});
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(6, 16, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(16, 4, true, &g)});
 }
 
 // The whole dataset of the test: 48 examples, the same in every rank and in the reference.
@@ -106,9 +105,9 @@ TEST_CASE("DDP over N ranks with batch b equals one process with batch N*b") {
 TEST_CASE("buckets follow reverse registration order with a small first bucket") {
   run_threads(1, [](ProcessGroupTCP& g) {
     Generator gen(0);
-    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{
-        std::make_shared<Linear>(512, 512, true, &gen), std::make_shared<Linear>(512, 512, true, &gen),
-        std::make_shared<Linear>(512, 10, true, &gen)});
+    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(512, 512, true, &gen),
+                                                                     std::make_shared<Linear>(512, 512, true, &gen),
+                                                                     std::make_shared<Linear>(512, 10, true, &gen)});
     DistributedDataParallel ddp(model, {.bucket_cap_mb = 1.5, .first_bucket_mb = 0.5, .group = &g});
     const auto& names = ddp.bucket_names();
     RANK_REQUIRE(names.front().front() == "2.bias");  // the last parameter is first
@@ -152,7 +151,8 @@ TEST_CASE("no_sync accumulates locally; the next synced step equals the large-ba
     replicas[size_t(g.rank())] = flat(ddp.module());
   });
   RANK_REQUIRE(replicas[0] == replicas[1]);
-  for (size_t i = 0; i < reference.size(); ++i) RANK_REQUIRE(replicas[0][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
+  for (size_t i = 0; i < reference.size(); ++i)
+    RANK_REQUIRE(replicas[0][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
 }
 
 namespace {
@@ -181,7 +181,7 @@ TEST_CASE("an unused parameter is named; find_unused_parameters handles it") {
   });
   for (auto& e : errors)
     RANK_REQUIRE_THAT(e, Catch::Contains("received no gradient") && Catch::Contains("unused.weight") &&
-                        Catch::Contains("unused.bias") && Catch::Contains("find_unused_parameters"));
+                             Catch::Contains("unused.bias") && Catch::Contains("find_unused_parameters"));
   run_threads(2, [&](ProcessGroupTCP& g) {
     Data d;
     DistributedDataParallel ddp(std::make_shared<WithUnused>(), {.find_unused_parameters = true, .group = &g});
@@ -204,8 +204,8 @@ TEST_CASE("communication overlaps backward: buckets are launched before the last
     probe.ddp = &ddp;
     RANK_REQUIRE(ddp.bucket_names().size() == 2);  // {2.bias, 2.weight}, {0.bias, 0.weight}
     cross_entropy(ddp(Variable(d.x.narrow(0, 0, 8))), d.y.narrow(0, 0, 8)).backward();
-    RANK_REQUIRE(probe.launched == 1);  // the last layer's bucket was in flight while 0.weight was computed
-    RANK_REQUIRE(ddp.buckets_launched() == 0);   // all finished and reset by the end of backward
+    RANK_REQUIRE(probe.launched == 1);          // the last layer's bucket was in flight while 0.weight was computed
+    RANK_REQUIRE(ddp.buckets_launched() == 0);  // all finished and reset by the end of backward
   });
 }
 
@@ -222,7 +222,8 @@ TEST_CASE("DistributedSampler matches PyTorch's padding and interleaving") {
   RANK_REQUIRE(take(10, 1, true) == I{1, 4, 7});
   RANK_REQUIRE(take(10, 2, true) == I{2, 5, 8});
   RANK_REQUIRE(take(2, 2, false) == I{0});  // fewer examples than ranks: padding wraps around
-  RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), Catch::Contains("rank 2 is outside 0..1"));
+  RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}),
+                           Catch::Contains("rank 2 is outside 0..1"));
 }
 
 TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch reshuffles for everyone") {
@@ -247,7 +248,7 @@ TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch re
     RANK_REQUIRE(c >= 1);  // every example is covered...
     padded += c - 1;
   }
-  RANK_REQUIRE(padded == 4 * 26 - n);  // ...and only the padding repeats
+  RANK_REQUIRE(padded == 4 * 26 - n);    // ...and only the padding repeats
   RANK_REQUIRE(slices(1, true) != e0);   // set_epoch: a new order
   RANK_REQUIRE(slices(1, false) == e0);  // forgetting set_epoch: the same order every epoch
   RANK_REQUIRE(slices(0, true) == e0);   // deterministic
@@ -347,8 +348,10 @@ TEST_CASE("linear layers compute their weight gradients straight into the bucket
       }
       // With views, .grad after backward is the bucket slot: the gradient was born there.
       // Without, .grad is a copy of the average and does not alias the bucket.
-      if (view) RANK_REQUIRE(weight.grad().data<float>() == born);
-      else RANK_REQUIRE(weight.grad().data<float>() != born);
+      if (view)
+        RANK_REQUIRE(weight.grad().data<float>() == born);
+      else
+        RANK_REQUIRE(weight.grad().data<float>() != born);
     });
   }
 }

@@ -20,14 +20,17 @@ std::vector<std::string> errors_of(int world, const std::function<void(ProcessGr
                                    std::chrono::milliseconds timeout = 5s, bool shared_memory = true) {
   std::vector<std::string> errs(static_cast<size_t>(world));
   std::mutex mu;
-  run_threads(world, [&](ProcessGroupTCP& g) {
-    try {
-      fn(g);
-    } catch (const Error& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errs[size_t(g.rank())] = e.what();
-    }
-  }, timeout, shared_memory);
+  run_threads(
+      world,
+      [&](ProcessGroupTCP& g) {
+        try {
+          fn(g);
+        } catch (const Error& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          errs[size_t(g.rank())] = e.what();
+        }
+      },
+      timeout, shared_memory);
   return errs;
 }
 }  // namespace
@@ -36,36 +39,51 @@ TEST_CASE("a rank with a different element count: every rank reports both calls"
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
   const auto t0 = std::chrono::steady_clock::now();
-  auto errs = errors_of(3, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({g.rank() == 1 ? 1000 : 1024});
-    g.all_reduce(t).wait();
-  }, 5s, shm);
+  auto errs = errors_of(
+      3,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({g.rank() == 1 ? 1000 : 1024});
+        g.all_reduce(t).wait();
+      },
+      5s, shm);
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 4s);  // well before the 5 s timeout
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r << ": " << errs[size_t(r)]);
     RANK_REQUIRE_THAT(errs[size_t(r)], Catch::Contains("mismatched collectives") && Catch::Contains("1000 x float32") &&
-                                      Catch::Contains("1024 x float32"));
+                                           Catch::Contains("1024 x float32"));
   }
 }
 
 TEST_CASE("a different collective, op or dtype on one rank is reported, not a hang") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
-  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({64});
-    if (g.rank() == 0) g.all_reduce(t).wait();
-    else g.broadcast(t, 0).wait();
-  }, 5s, shm);
-  for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("all_reduce(SUM, 64 x float32) #0") && Catch::Contains("broadcast(root 0"));
-  errs = errors_of(2, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({8});
-    g.all_reduce(t, g.rank() == 0 ? ReduceOp::Sum : ReduceOp::Max).wait();
-  }, 5s, shm);
+  auto errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({64});
+        if (g.rank() == 0)
+          g.all_reduce(t).wait();
+        else
+          g.broadcast(t, 0).wait();
+      },
+      5s, shm);
+  for (auto& e : errs)
+    RANK_REQUIRE_THAT(e, Catch::Contains("all_reduce(SUM, 64 x float32) #0") && Catch::Contains("broadcast(root 0"));
+  errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({8});
+        g.all_reduce(t, g.rank() == 0 ? ReduceOp::Sum : ReduceOp::Max).wait();
+      },
+      5s, shm);
   for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("all_reduce(MAX") && Catch::Contains("all_reduce(SUM"));
-  errs = errors_of(2, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({8}, g.rank() == 0 ? DType::Float32 : DType::Int64);
-    g.all_reduce(t).wait();
-  }, 5s, shm);
+  errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({8}, g.rank() == 0 ? DType::Float32 : DType::Int64);
+        g.all_reduce(t).wait();
+      },
+      5s, shm);
   for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("8 x int64") && Catch::Contains("8 x float32"));
 }
 
@@ -73,20 +91,28 @@ TEST_CASE("a broadcast whose root disagrees, or that meets another collective, f
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
   // Every rank thinks it is the root: each only sends, and without a reply each would return.
-  auto errs = errors_of(3, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({16});
-    g.broadcast(t, g.rank()).wait();
-  }, 5s, shm);
+  auto errs = errors_of(
+      3,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({16});
+        g.broadcast(t, g.rank()).wait();
+      },
+      5s, shm);
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r << ": " << errs[size_t(r)]);
     RANK_REQUIRE_THAT(errs[size_t(r)], Catch::Contains("mismatched collectives") && Catch::Contains("broadcast(root "));
   }
   // A root other than 0 against an all_reduce.
-  errs = errors_of(2, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({16});
-    if (g.rank() == 1) g.broadcast(t, 1).wait();
-    else g.all_reduce(t).wait();
-  }, 5s, shm);
+  errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({16});
+        if (g.rank() == 1)
+          g.broadcast(t, 1).wait();
+        else
+          g.all_reduce(t).wait();
+      },
+      5s, shm);
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ": " << errs[size_t(r)]);
     RANK_REQUIRE_THAT(errs[size_t(r)], Catch::Contains("broadcast(root 1, 16 x float32) #0") &&
@@ -97,30 +123,37 @@ TEST_CASE("a broadcast whose root disagrees, or that meets another collective, f
 TEST_CASE("after a failure the group refuses further work with the original reason") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
-  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
-    Tensor t = zeros({g.rank() == 0 ? 4 : 5});
-    try {
-      g.all_reduce(t).wait();
-    } catch (const Error&) {
-    }
-    g.barrier().wait();  // must fail at once, not hang
-  }, 5s, shm);
-  for (auto& e : errs) RANK_REQUIRE_THAT(e, Catch::Contains("failed earlier") && Catch::Contains("mismatched collectives"));
+  auto errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        Tensor t = zeros({g.rank() == 0 ? 4 : 5});
+        try {
+          g.all_reduce(t).wait();
+        } catch (const Error&) {}
+        g.barrier().wait();  // must fail at once, not hang
+      },
+      5s, shm);
+  for (auto& e : errs)
+    RANK_REQUIRE_THAT(e, Catch::Contains("failed earlier") && Catch::Contains("mismatched collectives"));
 }
 
 TEST_CASE("a rank that skips a collective makes the others time out, naming whom they waited for") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
   const auto t0 = std::chrono::steady_clock::now();
-  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
-    if (g.rank() == 1) {
-      std::this_thread::sleep_for(1500ms);  // does not join the collective in time
-      return;
-    }
-    Tensor t = zeros({16});
-    g.all_reduce(t).wait();
-  }, 1s, shm);
-  RANK_REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s in all_reduce") && Catch::Contains("waiting for rank 1"));
+  auto errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        if (g.rank() == 1) {
+          std::this_thread::sleep_for(1500ms);  // does not join the collective in time
+          return;
+        }
+        Tensor t = zeros({16});
+        g.all_reduce(t).wait();
+      },
+      1s, shm);
+  RANK_REQUIRE_THAT(errs[0],
+                    Catch::Contains("timed out after 1 s in all_reduce") && Catch::Contains("waiting for rank 1"));
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
@@ -129,26 +162,29 @@ TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor name
   INFO("shared memory " << shm);
   int port = 0;
   { port = Listener::bind("127.0.0.1", 0).port(); }
-  auto results = run_processes(3, [port, shm](int rank, int fd) {
-    StoreOptions so;
-    so.timeout = 30s;
-    auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
-    TCPGroupOptions go;
-    go.shared_memory = shm;
-    go.timeout = 30s;  // far longer than the bound below: the error must come from detecting the death
-    ProcessGroupTCP g(store, rank, 3, go);
-    Tensor t = ones({4 << 20});
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      for (int i = 0; i < 100000; ++i) g.all_reduce(t).wait();
-    } catch (const Error& e) {
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const std::string m = std::string(e.what()) + " | after " + std::to_string(waited) + " s";
-      (void)!write(fd, m.data(), m.size());
-      return 3;
-    }
-    return 0;
-  }, /*kill_rank=*/2, /*kill_after=*/1500ms);
+  auto results = run_processes(
+      3,
+      [port, shm](int rank, int fd) {
+        StoreOptions so;
+        so.timeout = 30s;
+        auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
+        TCPGroupOptions go;
+        go.shared_memory = shm;
+        go.timeout = 30s;  // far longer than the bound below: the error must come from detecting the death
+        ProcessGroupTCP g(store, rank, 3, go);
+        Tensor t = ones({4 << 20});
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          for (int i = 0; i < 100000; ++i) g.all_reduce(t).wait();
+        } catch (const Error& e) {
+          const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          const std::string m = std::string(e.what()) + " | after " + std::to_string(waited) + " s";
+          (void)!write(fd, m.data(), m.size());
+          return 3;
+        }
+        return 0;
+      },
+      /*kill_rank=*/2, /*kill_after=*/1500ms);
   RANK_REQUIRE(results[2].exit_code == -SIGKILL);
   int named_dead_rank = 0;
   for (int r : {0, 1}) {
@@ -158,7 +194,8 @@ TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor name
     // close (or the ABORT of the survivor that saw it first). Under heavy load a survivor
     // may instead find the other survivor already gone after its own error: that too is a
     // closed connection, named.
-    RANK_REQUIRE_THAT(results[size_t(r)].output, Catch::Contains("rank ") && (Catch::Contains("died") || Catch::Contains("closed")));
+    RANK_REQUIRE_THAT(results[size_t(r)].output,
+                      Catch::Contains("rank ") && (Catch::Contains("died") || Catch::Contains("closed")));
     named_dead_rank += results[size_t(r)].output.find("rank 2") != std::string::npos;
     RANK_REQUIRE(results[size_t(r)].seconds < 10);  // killed at 1.5 s; survivors out well within seconds
   }
@@ -208,14 +245,17 @@ std::vector<std::string> shm_names_of(pid_t pid) {
 
 TEST_CASE("a rank that never joins a shared buffer's setup is named at the timeout, and no segment is left") {
   const auto t0 = std::chrono::steady_clock::now();
-  auto errs = errors_of(2, [](ProcessGroupTCP& g) {
-    if (g.rank() == 1) {
-      g.barrier().wait();                   // the barrier shared_buffer starts with...
-      std::this_thread::sleep_for(2500ms);  // ...but not the setup itself
-      return;
-    }
-    (void)g.shared_buffer(1024);
-  }, 1s);
+  auto errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        if (g.rank() == 1) {
+          g.barrier().wait();                   // the barrier shared_buffer starts with...
+          std::this_thread::sleep_for(2500ms);  // ...but not the setup itself
+          return;
+        }
+        (void)g.shared_buffer(1024);
+      },
+      1s);
   RANK_REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s setting up a shared buffer on rank 0") &&
                                  Catch::Contains("rank 1 never attached"));
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
@@ -249,7 +289,8 @@ TEST_CASE("a rank killed before a shared buffer's setup is named within seconds,
   INFO("rank 0: " << results[0].output);
   RANK_REQUIRE(results[1].exit_code == -SIGKILL);
   RANK_REQUIRE(results[0].exit_code == 3);
-  RANK_REQUIRE_THAT(results[0].output, Catch::Contains("rank 1 (pid") && Catch::Contains("died while the ranks were setting up a shared buffer"));
+  RANK_REQUIRE_THAT(results[0].output, Catch::Contains("rank 1 (pid") &&
+                                           Catch::Contains("died while the ranks were setting up a shared buffer"));
   RANK_REQUIRE(results[0].seconds < 10);
   const pid_t rank0 = pid_t(std::atol(results[0].output.c_str() + 4));
   RANK_REQUIRE(shm_names_of(rank0).empty());

@@ -6,10 +6,10 @@
 #include <cstring>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "dist/dist.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -144,7 +144,8 @@ TEST_CASE("bad configuration says what to fix") {
   // A port that another process holds.
   dist::Listener holder = dist::Listener::bind("127.0.0.1", 0);
   setenv("MASTER_PORT", std::to_string(holder.port()).c_str(), 1);
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("another process, perhaps another job, holds this port"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("another process, perhaps another job, holds this port"));
   // nccl without a GPU (or without CUDA in the build) says so and points to gloo.
   setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
   REQUIRE_THROWS_WITH(dist::init_process_group("nccl"), Catch::Contains("nccl") && Catch::Contains("gloo"));
@@ -168,15 +169,18 @@ TEST_CASE("set but invalid RANK and WORLD_SIZE, and MASTER_PORT=0 for several ra
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("MASTER_PORT=0 with WORLD_SIZE=2"));
   setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
   setenv("ENGINE_DIST_TIMEOUT", "99999999999", 1);
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("ENGINE_DIST_TIMEOUT=99999999999 is out of range"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("ENGINE_DIST_TIMEOUT=99999999999 is out of range"));
   setenv("ENGINE_DIST_TIMEOUT", "1000000", 1);
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("ENGINE_DIST_TIMEOUT must be a number of seconds"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("ENGINE_DIST_TIMEOUT must be a number of seconds"));
   unsetenv("ENGINE_DIST_TIMEOUT");
   setenv("LOCAL_RANK", "-3", 1);
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("LOCAL_RANK=-3 is invalid"));
   setenv("LOCAL_RANK", "2", 1);
   setenv("LOCAL_WORLD_SIZE", "2", 1);
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2 do not fit"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("LOCAL_RANK=2 and LOCAL_WORLD_SIZE=2 do not fit"));
   setenv("LOCAL_RANK", "0", 1);
   setenv("LOCAL_WORLD_SIZE", "0", 1);
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("LOCAL_WORLD_SIZE=0 do not fit"));
@@ -185,7 +189,8 @@ TEST_CASE("set but invalid RANK and WORLD_SIZE, and MASTER_PORT=0 for several ra
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("WORLD_SIZE=2000000 is more ranks"));
   setenv("WORLD_SIZE", "1", 1);
   setenv("ENGINE_JOB_TOKEN", std::string(5000, 'a').c_str(), 1);
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("the job token") && Catch::Contains("5000 bytes"));
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("the job token") && Catch::Contains("5000 bytes"));
   unsetenv("ENGINE_JOB_TOKEN");
   setenv("WORLD_SIZE", "2", 1);
   dist::InitOptions tcp;
@@ -239,13 +244,16 @@ TEST_CASE("ranks that disagree on WORLD_SIZE fail within seconds, naming both si
 
 TEST_CASE("two processes with the same RANK: the second claimant is refused within seconds, naming both") {
   const int port = free_port();
-  auto res = run_misconfigured(3, [port](int child) {
-    setenv("RANK", child == 0 ? "0" : "1", 1);  // children 1 and 2 both say RANK=1
-    setenv("WORLD_SIZE", "2", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    if (child == 2) std::this_thread::sleep_for(300ms);  // the late one: the job has passed its rendezvous
-  }, /*hold=*/1500ms);
+  auto res = run_misconfigured(
+      3,
+      [port](int child) {
+        setenv("RANK", child == 0 ? "0" : "1", 1);  // children 1 and 2 both say RANK=1
+        setenv("WORLD_SIZE", "2", 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+        if (child == 2) std::this_thread::sleep_for(300ms);  // the late one: the job has passed its rendezvous
+      },
+      /*hold=*/1500ms);
   for (auto& r : res) {
     INFO(r.output);
     REQUIRE(r.seconds < 10);  // the timeout is 60 s
@@ -287,9 +295,9 @@ TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective 
         port_free = false;
       }
     }
-    report(fd, "threads " + std::to_string(threads0) + "->" + std::to_string(threads1) + "->" + std::to_string(threads2) +
-                   " fds " + std::to_string(fds0) + "->" + std::to_string(fds2) + " port_free " +
-                   std::to_string(port_free) + " after: " + after);
+    report(fd, "threads " + std::to_string(threads0) + "->" + std::to_string(threads1) + "->" +
+                   std::to_string(threads2) + " fds " + std::to_string(fds0) + "->" + std::to_string(fds2) +
+                   " port_free " + std::to_string(port_free) + " after: " + after);
     return threads2 == threads0 && fds2 == fds0 && port_free ? 0 : 5;
   });
   for (auto& r : res) {

@@ -24,9 +24,8 @@ using engine::testing::run_threads;
 namespace {
 std::shared_ptr<Sequential> mlp() {
   Generator g(3);
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(5, 8, true, &g),
-                                                             std::make_shared<ReLU>(),
-                                                             std::make_shared<Linear>(8, 3, true, &g)});
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(5, 8, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(8, 3, true, &g)});
 }
 
 // Rank r's batch number s: its own data, 4 rows.
@@ -59,8 +58,10 @@ std::vector<float> closed_form(const std::vector<int>& batches) {
       cross_entropy((*model)(Variable(x)), y).backward();
       const auto ps = model->parameters();
       for (size_t i = 0; i < ps.size(); ++i) {
-        if (sum.size() <= i) sum.push_back(ps[i].grad().clone());
-        else sum[i] = sum[i] + ps[i].grad();
+        if (sum.size() <= i)
+          sum.push_back(ps[i].grad().clone());
+        else
+          sum[i] = sum[i] + ps[i].grad();
       }
     }
     auto ps = model->parameters();
@@ -72,31 +73,36 @@ std::vector<float> closed_form(const std::vector<int>& batches) {
 }  // namespace
 
 TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and every replica ends the same") {
-  for (const std::vector<int>& batches : {std::vector<int>{2, 4}, std::vector<int>{2, 4, 3}, std::vector<int>{5, 1, 1}}) {
+  for (const std::vector<int>& batches :
+       {std::vector<int>{2, 4}, std::vector<int>{2, 4, 3}, std::vector<int>{5, 1, 1}}) {
     const int world = int(batches.size());
-    INFO("batches per rank: " << batches[0] << ", " << batches[1] << (world > 2 ? ", " + std::to_string(batches[2]) : ""));
+    INFO("batches per rank: " << batches[0] << ", " << batches[1]
+                              << (world > 2 ? ", " + std::to_string(batches[2]) : ""));
     const std::vector<float> expect = closed_form(batches);
     std::vector<std::vector<float>> got(static_cast<size_t>(world));
     std::vector<int> shadowed(static_cast<size_t>(world));
-    run_threads(world, [&](ProcessGroupTCP& g) {
-      DistributedDataParallel ddp(mlp(), {.group = &g});
-      SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
-      Join join(ddp);
-      for (int s = 0; s < batches[size_t(g.rank())]; ++s) {
-        Tensor x, y;
-        batch(g.rank(), s, &x, &y);
-        opt.zero_grad();
-        cross_entropy(ddp(Variable(x)), y).backward();
-        opt.step();
-      }
-      shadowed[size_t(g.rank())] = join.finish();
-      got[size_t(g.rank())] = flat(ddp.module());
-    }, 10s);
+    run_threads(
+        world,
+        [&](ProcessGroupTCP& g) {
+          DistributedDataParallel ddp(mlp(), {.group = &g});
+          SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+          Join join(ddp);
+          for (int s = 0; s < batches[size_t(g.rank())]; ++s) {
+            Tensor x, y;
+            batch(g.rank(), s, &x, &y);
+            opt.zero_grad();
+            cross_entropy(ddp(Variable(x)), y).backward();
+            opt.step();
+          }
+          shadowed[size_t(g.rank())] = join.finish();
+          got[size_t(g.rank())] = flat(ddp.module());
+        },
+        10s);
     const int most = *std::max_element(batches.begin(), batches.end());
     for (int r = 0; r < world; ++r) {
       INFO("rank " << r);
       REQUIRE(shadowed[size_t(r)] == most - batches[size_t(r)]);  // it stood in for every step it had no data for
-      REQUIRE(got[size_t(r)] == got[0]);                           // replicas identical, bit for bit
+      REQUIRE(got[size_t(r)] == got[0]);                          // replicas identical, bit for bit
     }
     REQUIRE(got[0].size() == expect.size());
     for (size_t i = 0; i < expect.size(); ++i) {
@@ -109,21 +115,24 @@ TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and eve
 TEST_CASE("without Join, uneven inputs leave the others waiting until their timeout, which names the rank") {
   std::string error;
   std::mutex mu;
-  run_threads(2, [&](ProcessGroupTCP& g) {
-    DistributedDataParallel ddp(mlp(), {.group = &g});
-    SGD opt(ddp.parameters(), {.lr = 0.1});
-    try {
-      for (int s = 0; s < (g.rank() == 0 ? 1 : 2); ++s) {
-        Tensor x, y;
-        batch(g.rank(), s, &x, &y);
-        opt.zero_grad();
-        cross_entropy(ddp(Variable(x)), y).backward();
-        opt.step();
-      }
-    } catch (const Error& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      error = e.what();
-    }
-  }, 1s);
+  run_threads(
+      2,
+      [&](ProcessGroupTCP& g) {
+        DistributedDataParallel ddp(mlp(), {.group = &g});
+        SGD opt(ddp.parameters(), {.lr = 0.1});
+        try {
+          for (int s = 0; s < (g.rank() == 0 ? 1 : 2); ++s) {
+            Tensor x, y;
+            batch(g.rank(), s, &x, &y);
+            opt.zero_grad();
+            cross_entropy(ddp(Variable(x)), y).backward();
+            opt.step();
+          }
+        } catch (const Error& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          error = e.what();
+        }
+      },
+      1s);
   RANK_REQUIRE_THAT(error, Catch::Contains("timed out") || Catch::Contains("closed") || Catch::Contains("died"));
 }

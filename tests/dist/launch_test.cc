@@ -43,8 +43,8 @@ TEST_CASE("each rank gets its environment; every line is labelled with its rank"
   INFO(r.output);
   REQUIRE(r.status == 0);
   for (int k = 0; k < 3; ++k) {
-    REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] rank " + std::to_string(k) + " of 3 local " +
-                                           std::to_string(k) + "/3 token set"));
+    REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] rank " + std::to_string(k) +
+                                           " of 3 local " + std::to_string(k) + "/3 token set"));
     REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] sum 3"));
   }
 }
@@ -60,14 +60,16 @@ TEST_CASE("when a rank fails, the others are stopped and its status is returned 
   INFO(r.output);
   REQUIRE(r.status == 3);
   REQUIRE_THAT(r.output, Catch::Contains("[rank 1] failing on purpose"));
-  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") && Catch::Contains("exited with status 3; the other ranks were stopped"));
+  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
+                             Catch::Contains("exited with status 3; the other ranks were stopped"));
   REQUIRE(r.seconds < 15);
 }
 
 TEST_CASE("node ranks and multi-node arguments") {
   // Node 1 of 2 with 2 processes per node: ranks 2 and 3 of 4. Without node 0 they cannot
   // rendezvous, so only the environment is checked, through a shell.
-  const Run r = run(kLaunch + " --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_port=29999 --job_token=t "
+  const Run r = run(kLaunch +
+                    " --nnodes=2 --node_rank=1 --nproc_per_node=2 --master_port=29999 --job_token=t "
                     "/bin/sh -c 'echo $RANK/$WORLD_SIZE/$LOCAL_RANK/$GROUP_RANK/$MASTER_PORT/$ENGINE_JOB_TOKEN'");
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -104,8 +106,9 @@ TEST_CASE("shared-memory names a killed rank left are removed when the job ends"
 TEST_CASE("two jobs started together on one port with one token: each ends within seconds, the loser told why") {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   for (int round = 0; round < 3; ++round) {
-    const std::string job = "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nproc_per_node=2 --master_port=" +
-                            std::to_string(29650 + round) + " --job_token=same " + kProbe;
+    const std::string job = "ENGINE_DIST_TIMEOUT=60 " + kLaunch +
+                            " --nproc_per_node=2 --master_port=" + std::to_string(29650 + round) +
+                            " --job_token=same " + kProbe;
     const Run r = run("sh -c '" + job + " >" + dir + "/a.log 2>&1 & " + job + " >" + dir + "/b.log 2>&1 & wait; cat " +
                       dir + "/a.log " + dir + "/b.log'");
     INFO("round " << round << ":\n" << r.output);
@@ -119,7 +122,8 @@ TEST_CASE("two jobs started together on one port with one token: each ends withi
 }
 
 TEST_CASE("--max_restarts: the whole group starts again with TORCHELASTIC_RESTART_COUNT one higher") {
-  const Run r = run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch + " --nproc_per_node=2 --max_restarts=2 " + kProbe);
+  const Run r =
+      run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch + " --nproc_per_node=2 --max_restarts=2 " + kProbe);
   INFO(r.output);
   REQUIRE(r.status == 0);
   REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
@@ -148,32 +152,38 @@ TEST_CASE("a rank killed by a signal is named first, not the peer that failed be
 
 TEST_CASE("--log_dir with --redirects and --tee: per-rank log files, per attempt") {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/logs";
-  const Run r = run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch + " --nproc_per_node=2 --max_restarts=1 --log_dir " +
-                    dir + " --redirects 1 --tee 2 " + kProbe);
+  const Run r = run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch +
+                    " --nproc_per_node=2 --max_restarts=1 --log_dir " + dir + " --redirects 1 --tee 2 " + kProbe);
   INFO(r.output);
   REQUIRE(r.status == 0);
-  REQUIRE_THAT(r.output, !Catch::Contains("[rank 0] attempt"));      // stdout: only in the files
+  REQUIRE_THAT(r.output, !Catch::Contains("[rank 0] attempt"));            // stdout: only in the files
   REQUIRE_THAT(r.output, Catch::Contains("[rank 1] failing on purpose"));  // stderr: teed
   const Run files = run("cat " + dir + "/attempt_0/1/stdout.log " + dir + "/attempt_0/1/stderr.log " + dir +
                         "/attempt_1/0/stdout.log");
-  REQUIRE_THAT(files.output, Catch::Contains("attempt 0\nfailing on purpose\n") &&
-                                 Catch::Contains("attempt 1\nsum 1\n"));
+  REQUIRE_THAT(files.output,
+               Catch::Contains("attempt 0\nfailing on purpose\n") && Catch::Contains("attempt 1\nsum 1\n"));
 }
 
 TEST_CASE("torchrun's other variables: GROUP_WORLD_SIZE, TORCHELASTIC_RUN_ID, OMP_NUM_THREADS") {
-  const Run r = run("env -u OMP_NUM_THREADS " + kLaunch + " --nproc_per_node=1 --run_id=job7 /bin/sh -c "
-                    "'echo $GROUP_WORLD_SIZE/$TORCHELASTIC_RUN_ID/$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS/$OMP_NUM_THREADS'");
+  const Run r = run("env -u OMP_NUM_THREADS " + kLaunch +
+                    " --nproc_per_node=1 --run_id=job7 /bin/sh -c "
+                    "'echo "
+                    "$GROUP_WORLD_SIZE/$TORCHELASTIC_RUN_ID/$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS/"
+                    "$OMP_NUM_THREADS'");
   INFO(r.output);
   REQUIRE_THAT(r.output, Catch::Contains("[rank 0] 1/job7/0/0/1"));
-  const Run kept = run("OMP_NUM_THREADS=4 " + kLaunch + " --nproc_per_node=1 /bin/sh -c 'echo threads $OMP_NUM_THREADS'");
+  const Run kept =
+      run("OMP_NUM_THREADS=4 " + kLaunch + " --nproc_per_node=1 /bin/sh -c 'echo threads $OMP_NUM_THREADS'");
   REQUIRE_THAT(kept.output, Catch::Contains("[rank 0] threads 4"));
   const Run bad = run(kLaunch + " --tee 3 /bin/true");
   REQUIRE(bad.status == 2);
   REQUIRE_THAT(bad.output, Catch::Contains("give --log_dir too"));
 }
 
-TEST_CASE("a rank stopped for longer than --stopped_timeout ends the job within seconds, not at the collective timeout") {
-  const Run r = run("PROBE_STOP_RANK=1 ENGINE_DIST_TIMEOUT=120 " + kLaunch + " --nproc_per_node=3 --stopped_timeout=2 " + kProbe);
+TEST_CASE(
+    "a rank stopped for longer than --stopped_timeout ends the job within seconds, not at the collective timeout") {
+  const Run r =
+      run("PROBE_STOP_RANK=1 ENGINE_DIST_TIMEOUT=120 " + kLaunch + " --nproc_per_node=3 --stopped_timeout=2 " + kProbe);
   INFO(r.output);
   REQUIRE(r.status == 128 + SIGSTOP);
   REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&

@@ -6,8 +6,6 @@
 #include <iostream>
 
 #include "catch2/catch.hpp"
-#include "tests/rank_assert.h"
-#include "tests/testing/gpu.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/nccl_group.h"
@@ -16,6 +14,8 @@
 #include "nn/sgd.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
+#include "tests/rank_assert.h"
+#include "tests/testing/gpu.h"
 
 using namespace engine;
 
@@ -73,9 +73,9 @@ TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without D
   dist::init_process_group("nccl");
   auto make = [] {
     Generator init(9);
-    return std::make_shared<nn::Sequential>(std::vector<nn::ModulePtr>{
-        std::make_shared<nn::Linear>(20, 32, true, &init), std::make_shared<nn::ReLU>(),
-        std::make_shared<nn::Linear>(32, 4, true, &init)});
+    return std::make_shared<nn::Sequential>(
+        std::vector<nn::ModulePtr>{std::make_shared<nn::Linear>(20, 32, true, &init), std::make_shared<nn::ReLU>(),
+                                   std::make_shared<nn::Linear>(32, 4, true, &init)});
   };
   // reduce_when_alone: the buckets go through NCCL on the communication stream even at
   // world size 1 (gradients copied in on the compute stream, averaged, copied back).
@@ -116,8 +116,8 @@ TEST_CASE("nccl collectives wait for the compute stream, and the compute stream 
   for (int i = 0; i < 8; ++i) x = matmul(x, a) * (1.0 / 64);
   const Tensor last = x.narrow(0, 0, 1).flatten().contiguous();
   std::vector<Tensor> outs;
-  dist::all_gather(outs, last);                // runs on the communication stream
-  const Tensor doubled = outs[0] * 2.0;        // queued on the compute stream right after
+  dist::all_gather(outs, last);          // runs on the communication stream
+  const Tensor doubled = outs[0] * 2.0;  // queued on the compute stream right after
   const std::vector<float> want = last.to_vector<float>(), got = doubled.to_vector<float>();
   RANK_REQUIRE(want.size() == got.size());
   for (size_t i = 0; i < want.size(); ++i) RANK_REQUIRE(got[i] == 2 * want[i]);
@@ -144,8 +144,8 @@ TEST_CASE("nccl: a communicator whose peer never joins fails at the timeout, not
   auto store = std::make_shared<dist::TCPStore>("127.0.0.1", 0, true, so);
   const auto t0 = std::chrono::steady_clock::now();
   // Rank 0 of 2; rank 1 never starts. The non-blocking communicator lets the wait end.
-  RANK_REQUIRE_THROWS_WITH(dist::make_nccl_group(store, 0, 2, 0, std::chrono::seconds(3)),
-                           Catch::Contains("timed out after 3 s creating the NCCL communicator") &&
-                               Catch::Contains("rank 0 (nccl)"));
+  RANK_REQUIRE_THROWS_WITH(
+      dist::make_nccl_group(store, 0, 2, 0, std::chrono::seconds(3)),
+      Catch::Contains("timed out after 3 s creating the NCCL communicator") && Catch::Contains("rank 0 (nccl)"));
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
 }

@@ -22,7 +22,8 @@ namespace engine::testing {
 using dist::ProcessGroupTCP;
 
 // A store server on a free port, returned with the port.
-inline std::shared_ptr<dist::TCPStore> serve_store(int* port, std::chrono::milliseconds timeout, const std::string& token = "") {
+inline std::shared_ptr<dist::TCPStore> serve_store(int* port, std::chrono::milliseconds timeout,
+                                                   const std::string& token = "") {
   dist::StoreOptions so;
   so.timeout = timeout;
   so.token = token;
@@ -61,9 +62,9 @@ inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& 
 }
 
 struct ChildResult {
-  int exit_code = -1;   // -signal when killed
-  std::string output;   // what the child wrote to its report pipe
-  double seconds = 0;   // from start until it exited
+  int exit_code = -1;  // -signal when killed
+  std::string output;  // what the child wrote to its report pipe
+  double seconds = 0;  // from start until it exited
   pid_t pid = 0;
 };
 

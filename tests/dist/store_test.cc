@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
-#include "tests/rank_assert.h"
 #include "dist/store.h"
 #include "tensor/check.h"
+#include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -84,14 +84,14 @@ TEST_CASE("no server: the error says where it tried and what to check") {
   int port = 0;
   { port = Listener::bind("127.0.0.1", 0).port(); }
   RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", port, false, opts(300ms)),
-                      Catch::Contains("could not connect to the rendezvous store") &&
-                          Catch::Contains("127.0.0.1:" + std::to_string(port)));
+                           Catch::Contains("could not connect to the rendezvous store") &&
+                               Catch::Contains("127.0.0.1:" + std::to_string(port)));
 }
 
 TEST_CASE("a client with another job's token is refused; the store keeps serving") {
   TCPStore server("127.0.0.1", 0, true, opts(2s, "secret"));
   RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", server.port(), false, opts(2s, "wrong")),
-                      Catch::Contains("job token differs"));
+                           Catch::Contains("job token differs"));
   TCPStore good("127.0.0.1", server.port(), false, opts(2s, "secret"));
   good.set("x", "1");
   RANK_REQUIRE(server.get("x") == "1");
@@ -154,7 +154,7 @@ TEST_CASE("hundreds of idle connections cost the store no threads, and the job's
   const int before = threads_now();
   std::vector<Socket> idle;
   for (int i = 0; i < 600; ++i) idle.push_back(Socket::connect("127.0.0.1", server.port(), deadline_in(2s), "store"));
-  std::this_thread::sleep_for(200ms);  // the server has seen them all
+  std::this_thread::sleep_for(200ms);         // the server has seen them all
   RANK_REQUIRE(threads_now() - before <= 2);  // one thread handshakes them all
   const auto t0 = std::chrono::steady_clock::now();
   TCPStore client("127.0.0.1", server.port(), false, opts(5s, "secret"));
@@ -195,7 +195,7 @@ TEST_CASE("clients announcing huge values cannot make the store hold more than i
       ++dropped;
     }
   }
-  RANK_REQUIRE(dropped >= 8);                  // 16 x 16 MB reach the limit
+  RANK_REQUIRE(dropped >= 8);                 // 16 x 16 MB reach the limit
   RANK_REQUIRE(rss_kb() - rss0 < 64 * 1024);  // not 24 x 16 MB = 384 MB
   TCPStore client("127.0.0.1", server.port(), false, opts(5s, "secret"));
   client.set("small", "fits");
@@ -219,8 +219,8 @@ TEST_CASE("a store that closes during the handshake is reported as such, not as 
     char buf[16];
     s.recv_all(buf, 8, deadline_in(5s), "client");  // magic and an empty token's length
   });                                               // then closes, as a rank 0 that failed would
-  RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", l.port(), false, opts(5s)),
-                           Catch::Contains("closed the connection during the handshake") &&
-                               !Catch::Contains("token differs"));
+  RANK_REQUIRE_THROWS_WITH(
+      TCPStore("127.0.0.1", l.port(), false, opts(5s)),
+      Catch::Contains("closed the connection during the handshake") && !Catch::Contains("token differs"));
   closer.join();
 }

@@ -36,9 +36,12 @@ void check(const std::vector<int64_t>& sizes, const Shape& rest) {
 
   // The reference: ordinary BatchNorm on the whole batch in one process.
   std::unique_ptr<BatchNorm> bn;
-  if (rest.empty()) bn = std::make_unique<BatchNorm1d>(C);
-  else if (rest.size() == 1) bn = std::make_unique<BatchNorm1d>(C);
-  else bn = std::make_unique<BatchNorm2d>(C);
+  if (rest.empty())
+    bn = std::make_unique<BatchNorm1d>(C);
+  else if (rest.size() == 1)
+    bn = std::make_unique<BatchNorm1d>(C);
+  else
+    bn = std::make_unique<BatchNorm2d>(C);
   bn->weight.set_data(W.clone());
   bn->bias.set_data(B.clone());
   Variable x_ref(X.clone(), true);
@@ -93,8 +96,8 @@ TEST_CASE("convert_sync_batchnorm swaps every BatchNorm and keeps its state") {
     Generator gen(0);
     auto bn = std::make_shared<BatchNorm2d>(4);
     bn->running_mean.fill_(0.5);
-    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Conv2d>(1, 4, 3, 1, 1, true, &gen), bn,
-                                                                     std::make_shared<ReLU>()});
+    auto model = std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Conv2d>(1, 4, 3, 1, 1, true, &gen), bn, std::make_shared<ReLU>()});
     auto converted = convert_sync_batchnorm(model, &g);
     RANK_REQUIRE(converted == model);
     auto* sync = dynamic_cast<SyncBatchNorm*>((*model)[1].get());
@@ -102,6 +105,6 @@ TEST_CASE("convert_sync_batchnorm swaps every BatchNorm and keeps its state") {
     RANK_REQUIRE(sync->running_mean.at({2}) == 0.5);
     RANK_REQUIRE((*model)(Variable(randn({2, 1, 5, 5}, &gen))).shape() == Shape{2, 4, 5, 5});
     RANK_REQUIRE_THROWS_WITH(SyncBatchNorm(4, 1e-5, 0.1, &g)(Variable(zeros({1, 4, 1, 1}))),
-                        Catch::Contains("more than 1 value per channel across all ranks"));
+                             Catch::Contains("more than 1 value per channel across all ranks"));
   });
 }

@@ -13,7 +13,8 @@ using namespace std::chrono_literals;
 TEST_CASE("a collective that never finishes is aborted at its deadline, named in the CPU backend's words") {
   std::atomic<int> aborts{0};
   std::string said;
-  Watchdog dog(1, 1s, [&](const std::string& why) { said = why, ++aborts; }, [] { return std::string(); }, 5ms);
+  Watchdog dog(
+      1, 1s, [&](const std::string& why) { said = why, ++aborts; }, [] { return std::string(); }, 5ms);
   std::atomic<bool> first_done{false};
   dog.watch("all_reduce(SUM, 4 x float32) #0", [&] { return first_done.load(); });
   dog.watch("broadcast(root 0, 4 x float32) #1", [] { return false; });  // a peer never joins this one
@@ -36,7 +37,8 @@ TEST_CASE("a collective that never finishes is aborted at its deadline, named in
 
 TEST_CASE("collectives that finish in time are forgotten and nothing is aborted") {
   std::atomic<int> aborts{0};
-  Watchdog dog(0, 1s, [&](const std::string&) { ++aborts; }, [] { return std::string(); }, 2ms);
+  Watchdog dog(
+      0, 1s, [&](const std::string&) { ++aborts; }, [] { return std::string(); }, 2ms);
   for (int i = 0; i < 100; ++i) {
     auto finished = std::make_shared<std::atomic<bool>>(false);
     dog.watch("all_reduce #" + std::to_string(i), [finished] { return finished->load(); });
@@ -53,8 +55,9 @@ TEST_CASE("collectives that finish in time are forgotten and nothing is aborted"
 TEST_CASE("an error the backend reports on its own (a failed peer) aborts at once") {
   std::atomic<bool> peer_failed{false};
   std::atomic<int> aborts{0};
-  Watchdog dog(0, 60s, [&](const std::string&) { ++aborts; },
-               [&] { return peer_failed ? std::string("remote process exited or there was a network error") : ""; }, 2ms);
+  Watchdog dog(
+      0, 60s, [&](const std::string&) { ++aborts; },
+      [&] { return peer_failed ? std::string("remote process exited or there was a network error") : ""; }, 2ms);
   dog.watch("all_gather(16 x float32) #5", [] { return false; });
   peer_failed = true;
   const auto t0 = std::chrono::steady_clock::now();

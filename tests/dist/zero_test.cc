@@ -20,8 +20,8 @@ namespace {
 // 6*7+7 + 7*3+3 = 73 parameters: divisible by neither 2 nor 3.
 std::shared_ptr<Sequential> small_mlp() {
   Generator g(2);
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(6, 7, true, &g),
-                                                             std::make_shared<ReLU>(), std::make_shared<Linear>(7, 3, true, &g)});
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(6, 7, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(7, 3, true, &g)});
 }
 
 Variable loss_on(Module& m, int rank, int step) {
@@ -172,7 +172,8 @@ TEST_CASE("a ZeRO state consolidated at world size 2 re-shards at world size 3 a
       // Re-sharding loses nothing: consolidating again gives back the saved state.
       const StateDict again = zero.consolidate_state_dict(0);
       if (g.rank() == 0)
-        for (auto& [k, t] : saved_state) RANK_REQUIRE(again.at(k).to_vector<float>() == t.to(DType::Float32).to_vector<float>());
+        for (auto& [k, t] : saved_state)
+          RANK_REQUIRE(again.at(k).to_vector<float>() == t.to(DType::Float32).to_vector<float>());
       // Reference: DDP with an unsharded Adam loaded with the same full state.
       auto ref_model = small_mlp();
       ref_model->load_state_dict(clone(saved_model));

@@ -64,12 +64,14 @@ double max_diff(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("conv2d matches the direct loops for several strides and paddings") {
-  for (auto [s, p, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 0, 3}, {1, 1, 3}, {2, 1, 3}, {2, 0, 2}, {3, 2, 5}, {1, 0, 1}}) {
+  for (auto [s, p, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 0, 3}, {1, 1, 3}, {2, 1, 3}, {2, 0, 2}, {3, 2, 5}, {1, 0, 1}}) {
     INFO("stride " << s << " padding " << p << " kernel " << k);
     const Tensor x = randn({2, 3, 9, 8}, &gen), w = randn({4, 3, k, k}, &gen), b = randn({4}, &gen);
     const Tensor got = conv2d(Variable(x), Variable(w), Variable(b), s, p).data();
     REQUIRE(max_diff(got, conv_reference(x, w, b, s, p)) < 1e-4);
-    REQUIRE(max_diff(conv2d(Variable(x), Variable(w), Variable(), s, p).data(), conv_reference(x, w, Tensor(), s, p)) < 1e-4);
+    REQUIRE(max_diff(conv2d(Variable(x), Variable(w), Variable(), s, p).data(), conv_reference(x, w, Tensor(), s, p)) <
+            1e-4);
   }
 }
 
@@ -98,13 +100,15 @@ TEST_CASE("conv2d errors name the shapes") {
 }
 
 TEST_CASE("max_pool2d matches the direct loops and routes gradients to the maxima") {
-  for (auto [k, s, p] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 2, 0}, {3, 2, 1}, {3, 1, 0}, {2, 1, 1}}) {
+  for (auto [k, s, p] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 2, 0}, {3, 2, 1}, {3, 1, 0}, {2, 1, 1}}) {
     INFO("kernel " << k << " stride " << s << " padding " << p);
     const Tensor x = randn({2, 3, 7, 6}, &gen);
     REQUIRE(max_diff(max_pool2d(Variable(x), k, s, p).data(), pool_reference(x, k, s, p)) == 0);
   }
   check_gradients("max_pool2d", [](const Vs& v) { return max_pool2d(v[0], 2, 2); }, {randn({1, 2, 4, 6}, &gen)});
-  check_gradients("max_pool2d overlapping", [](const Vs& v) { return max_pool2d(v[0], 3, 2, 1); }, {randn({1, 1, 5, 5}, &gen)});
+  check_gradients("max_pool2d overlapping", [](const Vs& v) { return max_pool2d(v[0], 3, 2, 1); },
+                  {randn({1, 1, 5, 5}, &gen)});
   REQUIRE(MaxPool2d(2)(Variable(zeros({1, 1, 28, 28}))).shape() == Shape{1, 1, 14, 14});
 }
 
@@ -159,16 +163,19 @@ TEST_CASE("BatchNorm2d in training normalises per channel and updates running st
 }
 
 TEST_CASE("BatchNorm gradients match finite differences; shapes are checked") {
-  check_gradients("batchnorm2d train",
-                  [](const Vs& v) {
-                    BatchNorm2d bn(2);
-                    bn.weight = v[1];
-                    bn.bias = v[2];
-                    return bn(v[0]);
-                  },
-                  {randn({3, 2, 2, 2}, &gen), randn({2}, &gen), randn({2}, &gen)}, 1e-2, 3e-2);
-  check_gradients("batchnorm1d train", [](const Vs& v) { return BatchNorm1d(3)(v[0]); }, {randn({5, 3}, &gen)}, 1e-2, 3e-2);
+  check_gradients(
+      "batchnorm2d train",
+      [](const Vs& v) {
+        BatchNorm2d bn(2);
+        bn.weight = v[1];
+        bn.bias = v[2];
+        return bn(v[0]);
+      },
+      {randn({3, 2, 2, 2}, &gen), randn({2}, &gen), randn({2}, &gen)}, 1e-2, 3e-2);
+  check_gradients(
+      "batchnorm1d train", [](const Vs& v) { return BatchNorm1d(3)(v[0]); }, {randn({5, 3}, &gen)}, 1e-2, 3e-2);
   REQUIRE(BatchNorm1d(3)(Variable(randn({4, 3, 6}, &gen))).shape() == Shape{4, 3, 6});
-  REQUIRE_THROWS_WITH(BatchNorm2d(3)(Variable(zeros({2, 4, 2, 2}))), Catch::Contains("[BatchNorm] expects input with 4 dims and 3 channels"));
+  REQUIRE_THROWS_WITH(BatchNorm2d(3)(Variable(zeros({2, 4, 2, 2}))),
+                      Catch::Contains("[BatchNorm] expects input with 4 dims and 3 channels"));
   REQUIRE_THROWS_WITH(BatchNorm1d(3)(Variable(zeros({1, 3}))), Catch::Contains("more than 1 value per channel"));
 }

@@ -14,8 +14,8 @@
 
 using namespace engine;
 using namespace engine::nn;
-using testing::rel_error;
 using testing::max_abs_error;
+using testing::rel_error;
 
 namespace {
 const Device kGpu = Device::cuda(0);

@@ -4,10 +4,10 @@
 #include <limits>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/same_values.h"
 #include "nn/functional.h"
 #include "nn/loss.h"
 #include "tensor/ops.h"
+#include "tests/testing/same_values.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -26,8 +26,8 @@ TEST_CASE("max_pool2d: a NaN in the window wins, and takes the gradient") {
 }
 
 TEST_CASE("log_softmax and cross_entropy: Inf and NaN logits as in PyTorch") {
-  require_same(log_softmax(Variable(tensor({kInf, 1}).reshape({1, 2}))).data(), {kNaN, kNaN});   // torch: [nan, nan]
-  require_same(log_softmax(Variable(tensor({-kInf, 1}).reshape({1, 2}))).data(), {-kInf, 0});  // torch: [-inf, 0]
+  require_same(log_softmax(Variable(tensor({kInf, 1}).reshape({1, 2}))).data(), {kNaN, kNaN});  // torch: [nan, nan]
+  require_same(log_softmax(Variable(tensor({-kInf, 1}).reshape({1, 2}))).data(), {-kInf, 0});   // torch: [-inf, 0]
   require_same(log_softmax(Variable(tensor({kNaN, 1}).reshape({1, 2}))).data(), {kNaN, kNaN});
   const Tensor zero = from_vector(std::vector<int64_t>{0}), one = from_vector(std::vector<int64_t>{1});
   require_same(cross_entropy(Variable(tensor({kNaN, 1}).reshape({1, 2})), one).data(), {kNaN});   // torch: nan

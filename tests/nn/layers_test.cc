@@ -19,7 +19,8 @@ TEST_CASE("Linear computes x W^T + b") {
   Variable y = fc(Variable(from_vector(V{1, 0, -1, 2, 1, 0}, {2, 3})));
   // row 0: [1-3, 4-6] + b = [8, 18]; row 1: [2+2, 8+5] + b = [14, 33]
   REQUIRE(y.data().to_vector<float>() == V{8, 18, 14, 33});
-  REQUIRE_THROWS_WITH(fc(Variable(zeros({2, 4}))), Catch::Contains("[Linear] expects input with last dim 3, got shape (2,4)"));
+  REQUIRE_THROWS_WITH(fc(Variable(zeros({2, 4}))),
+                      Catch::Contains("[Linear] expects input with last dim 3, got shape (2,4)"));
 }
 
 TEST_CASE("Linear starts where PyTorch's would: U(-1/sqrt(in), 1/sqrt(in))") {
@@ -48,11 +49,13 @@ TEST_CASE("Linear's gradients match finite differences") {
 TEST_CASE("linear on batched input matches matmul + bias, forward and backward") {
   check_gradients("linear 3-D", [](const Vs& v) { return linear(v[0], v[1], v[2]); },
                   {randn({2, 3, 4}), randn({5, 4}), randn({5})});
-  check_gradients("linear no bias", [](const Vs& v) { return linear(v[0], v[1], Variable()); }, {randn({3, 4}), randn({2, 4})});
+  check_gradients("linear no bias", [](const Vs& v) { return linear(v[0], v[1], Variable()); },
+                  {randn({3, 4}), randn({2, 4})});
   const Tensor x = randn({2, 3, 4}), w = randn({5, 4}), b = randn({5});
   const Tensor expect = matmul(x, w.transpose(0, 1)) + b;
   REQUIRE(max(abs(linear(Variable(x), Variable(w), Variable(b)).data() - expect)).item() < 1e-5);
-  REQUIRE_THROWS_WITH(linear(Variable(x), Variable(w), Variable(zeros({4}))), Catch::Contains("[linear] bias must be (5,)"));
+  REQUIRE_THROWS_WITH(linear(Variable(x), Variable(w), Variable(zeros({4}))),
+                      Catch::Contains("[linear] bias must be (5,)"));
 }
 
 TEST_CASE("cross_entropy by hand, and its gradient") {
@@ -63,7 +66,8 @@ TEST_CASE("cross_entropy by hand, and its gradient") {
   REQUIRE(cross_entropy(Variable(from_vector(V{1, 2, 3}, {1, 3})), from_vector(std::vector<int64_t>{2})).item() ==
           Approx(expect));
   // Large logits stay finite (the max is subtracted before exp).
-  REQUIRE(std::isfinite(cross_entropy(Variable(from_vector(V{1000, -1000}, {1, 2})), from_vector(std::vector<int64_t>{1})).item()));
+  REQUIRE(std::isfinite(
+      cross_entropy(Variable(from_vector(V{1000, -1000}, {1, 2})), from_vector(std::vector<int64_t>{1})).item()));
   const Tensor targets = from_vector(std::vector<int64_t>{0, 3, 1, 3});
   check_gradients("cross_entropy", [targets](const Vs& v) { return cross_entropy(v[0], targets); }, {randn({4, 5})});
   check_gradients("log_softmax", [](const Vs& v) { return log_softmax(v[0]); }, {randn({3, 4})});
@@ -79,7 +83,8 @@ TEST_CASE("cross_entropy rejects bad targets, naming them") {
   REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0, 3})),
                       Catch::Contains("[cross_entropy] target 3 at index 1 is out of range for 3 classes"));
   REQUIRE_THROWS_WITH(cross_entropy(logits, tensor({0, 1})), Catch::Contains("targets must be int64"));
-  REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0})), Catch::Contains("do not match logits"));
+  REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0})),
+                      Catch::Contains("do not match logits"));
 }
 
 TEST_CASE("mse_loss, ReLU and Flatten") {

@@ -13,9 +13,8 @@ using V = std::vector<float>;
 
 namespace {
 std::shared_ptr<Sequential> mlp(Generator* g) {
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(4, 8, true, g),
-                                                             std::make_shared<ReLU>(),
-                                                             std::make_shared<Linear>(8, 3, true, g)});
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(4, 8, true, g), std::make_shared<ReLU>(), std::make_shared<Linear>(8, 3, true, g)});
 }
 }  // namespace
 
@@ -128,8 +127,8 @@ TEST_CASE("an MLP learns to separate three Gaussian blobs") {
 
 TEST_CASE("to(device) keeps parameters and buffers, and says so when the device is missing") {
   Generator g(0);
-  auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(4, 3, true, &g),
-                                                                   std::make_shared<BatchNorm1d>(3)});
+  auto model = std::make_shared<Sequential>(
+      std::vector<ModulePtr>{std::make_shared<Linear>(4, 3, true, &g), std::make_shared<BatchNorm1d>(3)});
   const Variable w = model->parameters()[0];
   model->to(Device::cpu());  // already there: nothing changes
   REQUIRE(model->parameters()[0].data().storage() == w.data().storage());

@@ -11,10 +11,10 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "nn/layers.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -28,9 +28,7 @@ std::string read_bytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // A file built by hand: header JSON + data bytes, with the length prefix.
 std::string make_file(const std::string& header, const std::string& data) {
@@ -60,15 +58,18 @@ TEST_CASE("save then load returns the same tensors, dtypes and metadata") {
     INFO(k);
     REQUIRE(back.at(k).shape() == t.shape());
     REQUIRE(back.at(k).dtype() == t.dtype());
-    if (t.dtype() == DType::Float32) REQUIRE(back.at(k).to_vector<float>() == t.to_vector<float>());
-    else REQUIRE(back.at(k).to_vector<int64_t>() == t.to_vector<int64_t>());
+    if (t.dtype() == DType::Float32)
+      REQUIRE(back.at(k).to_vector<float>() == t.to_vector<float>());
+    else
+      REQUIRE(back.at(k).to_vector<int64_t>() == t.to_vector<int64_t>());
   }
   REQUIRE(meta.at("format") == "pt");
   REQUIRE(meta.at("note") == "quote \" and \\ ok");
 }
 
 TEST_CASE("the file layout, read back by an independent reader") {
-  save_safetensors(tmp_path("b.safetensors"), {{"w", tensor({1.5f, -2.0f})}, {"i", from_vector(std::vector<int64_t>{3})}});
+  save_safetensors(tmp_path("b.safetensors"),
+                   {{"w", tensor({1.5f, -2.0f})}, {"i", from_vector(std::vector<int64_t>{3})}});
   const std::string f = read_bytes(tmp_path("b.safetensors"));
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(f[i])) << (8 * i);
@@ -89,8 +90,9 @@ TEST_CASE("the file layout, read back by an independent reader") {
 
 TEST_CASE("PyPI's safetensors + numpy read our file with the same values (where installed)") {
   if (std::system("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") != 0) {
-    WARN("SKIPPED: python3 with safetensors and numpy is not available (bash tools/setup.sh installs them); "
-         "the independent reader above checked the layout");
+    WARN(
+        "SKIPPED: python3 with safetensors and numpy is not available (bash tools/setup.sh installs them); "
+        "the independent reader above checked the layout");
     return;
   }
   const StateDict sd = sample();
@@ -122,7 +124,9 @@ TEST_CASE("PyPI's safetensors + numpy read our file with the same values (where 
     expect += buf;
   }
   FILE* r = popen(("python3 -c \"import sys; print(' '.join(repr(float(x)) for x in sys.argv[1:]))\"" +
-                   expect.substr(expect.find(']') + 1)).c_str(), "r");
+                   expect.substr(expect.find(']') + 1))
+                      .c_str(),
+                  "r");
   REQUIRE(r != nullptr);
   std::string reprs;
   while (size_t n = fread(buf, 1, sizeof buf, r)) reprs.append(buf, n);
@@ -141,21 +145,29 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
   const std::string good_header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::string data(8, '\0');
   fails_with("abc", "too short");
-  fails_with(make_file(good_header, data).substr(0, 20), "declares a");              // header cut
+  fails_with(make_file(good_header, data).substr(0, 20), "declares a");                       // header cut
   fails_with(make_file(good_header, data.substr(0, 4)), "run past the 4-byte data section");  // data cut
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", data), "malformed header");
-  fails_with(make_file(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", data.substr(0, 4)), "dtype F16 is not supported");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data), "tensor \"x\": shape (3,) needs 12 bytes");
+  fails_with(make_file(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", data.substr(0, 4)),
+             "dtype F16 is not supported");
+  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
+             "tensor \"x\": shape (3,) needs 12 bytes");
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "0 <= begin <= end");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                       data), "overlaps the previous tensor");
+  fails_with(
+      make_file(
+          R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          data),
+      "overlaps the previous tensor");
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "leaves a gap");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data), "the data section has 8 bytes but the tensors cover 4");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data), "shape has an invalid size");
+  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data),
+             "the data section has 8 bytes but the tensors cover 4");
+  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data),
+             "shape has an invalid size");
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2]}})", data), "needs dtype, shape and data_offsets");
   fails_with(make_file(R"([1,2])", data), "not a JSON object");
   fails_with(make_file(std::string(40, '[') + std::string(40, ']'), data), "nested too deeply");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing)", data), "malformed header at byte");
+  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing)", data),
+             "malformed header at byte");
   std::string huge(8, '\xff');
   fails_with(huge + "{}", "declares a");
   // Every prefix of a good file fails cleanly (no crash, no out-of-range read).
@@ -165,7 +177,8 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
     write_bytes(path, good.substr(0, cut));
     REQUIRE_THROWS_AS(load_safetensors(path), Error);
   }
-  REQUIRE_THROWS_WITH(load_safetensors(tmp_path("nope.safetensors")), Catch::Contains("cannot open") && Catch::Contains("nope.safetensors"));
+  REQUIRE_THROWS_WITH(load_safetensors(tmp_path("nope.safetensors")),
+                      Catch::Contains("cannot open") && Catch::Contains("nope.safetensors"));
 }
 
 TEST_CASE("a model round-trips through a checkpoint; a mismatched one names the key") {
@@ -182,9 +195,11 @@ TEST_CASE("a failed save leaves the previous checkpoint intact and no temporary 
   const std::string path = tmp_path("keep.safetensors");
   save_safetensors(path, {{"v", tensor({1, 2, 3})}});
   const std::string before = read_bytes(path);
-  REQUIRE_THROWS_WITH(save_safetensors(path, {{"a", tensor({1})}, {"b", Tensor()}}), Catch::Contains("tensor \"b\" is undefined"));
+  REQUIRE_THROWS_WITH(save_safetensors(path, {{"a", tensor({1})}, {"b", Tensor()}}),
+                      Catch::Contains("tensor \"b\" is undefined"));
   REQUIRE(read_bytes(path) == before);
-  REQUIRE_THROWS_WITH(save_safetensors(tmp_path("no_such_dir/x.safetensors"), {{"v", tensor({1})}}), Catch::Contains("cannot create"));
+  REQUIRE_THROWS_WITH(save_safetensors(tmp_path("no_such_dir/x.safetensors"), {{"v", tensor({1})}}),
+                      Catch::Contains("cannot create"));
 }
 
 TEST_CASE("kill -9 during saves never leaves a half-written checkpoint") {

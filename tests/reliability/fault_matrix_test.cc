@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "dist/ddp.h"
 #include "dist/socket.h"
 #include "dist/tcp_group.h"
@@ -24,6 +23,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -72,8 +72,9 @@ int run_rank(int rank, int fd, int port, const Cell& cell, int faulty, const std
     ProcessGroupTCP group(store, rank, kWorld, go);
 
     Generator g(7);
-    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{
-        std::make_shared<Linear>(64, 64, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(64, 8, true, &g)});
+    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(64, 64, true, &g),
+                                                                     std::make_shared<ReLU>(),
+                                                                     std::make_shared<Linear>(64, 8, true, &g)});
     DistributedDataParallel ddp(model, {.bucket_cap_mb = 0.001, .first_bucket_mb = 0.001, .group = &group});
     SGD opt(ddp.parameters(), {.lr = 0.1});
     if (cell.phase == Phase::AllReduce && rank == faulty)  // the last layer's gradient is the first ready:
@@ -175,53 +176,53 @@ TEST_CASE("fault matrix: kill -9 or SIGSTOP of rank 0 or rank 1 at every phase")
   for (Phase phase : {Phase::Rendezvous, Phase::Forward, Phase::AllReduce, Phase::CheckpointSave, Phase::Destroy})
     for (int faulty : {0, 1})  // rank 0 also serves the store; rank 1 is any other rank
       for (int sig : {SIGKILL, SIGSTOP}) {
-      if (phase == Phase::CheckpointSave && faulty != 0) continue;  // only rank 0 writes the checkpoint
-      const std::string ckpt = dir + "fault_ckpt.safetensors";
-      std::filesystem::remove(ckpt);
-      const Cell cell{phase, sig};
-      const auto out = run_cell(cell, faulty, ckpt);
-      INFO("phase " << name(phase) << ", " << (sig == SIGKILL ? "SIGKILL" : "SIGSTOP") << " of rank " << faulty);
-      std::string survivors, said;
-      for (int r = 0; r < kWorld; ++r) {
-        if (r == faulty) continue;
-        const Outcome& o = out[size_t(r)];
-        INFO("rank " << r << " exit " << o.exit_code << " after " << o.seconds << " s: " << o.message);
-        char b[64];
-        std::snprintf(b, sizeof b, "%s%d, %.1f s", survivors.empty() ? "" : "; ", o.exit_code, o.seconds);
-        survivors += b;
-        if (said.empty() && o.exit_code != 0) said = o.message.substr(0, 150);
-        CHECK(o.seconds < 20);           // nobody hangs: every survivor is done well within the limit
-        CHECK(o.exit_code >= 0);         // and it ended by itself (not killed by the 30 s guard)
-        if (phase == Phase::Destroy) {
-          CHECK(o.exit_code == 0);  // leaving needs nobody else
-        } else {  // a failure before the end is reported, naming the cause
-          CHECK(o.exit_code == 1);
-          CHECK((o.message.find("rank " + std::to_string(faulty)) != std::string::npos ||
-                 o.message.find("timed out") != std::string::npos));
+        if (phase == Phase::CheckpointSave && faulty != 0) continue;  // only rank 0 writes the checkpoint
+        const std::string ckpt = dir + "fault_ckpt.safetensors";
+        std::filesystem::remove(ckpt);
+        const Cell cell{phase, sig};
+        const auto out = run_cell(cell, faulty, ckpt);
+        INFO("phase " << name(phase) << ", " << (sig == SIGKILL ? "SIGKILL" : "SIGSTOP") << " of rank " << faulty);
+        std::string survivors, said;
+        for (int r = 0; r < kWorld; ++r) {
+          if (r == faulty) continue;
+          const Outcome& o = out[size_t(r)];
+          INFO("rank " << r << " exit " << o.exit_code << " after " << o.seconds << " s: " << o.message);
+          char b[64];
+          std::snprintf(b, sizeof b, "%s%d, %.1f s", survivors.empty() ? "" : "; ", o.exit_code, o.seconds);
+          survivors += b;
+          if (said.empty() && o.exit_code != 0) said = o.message.substr(0, 150);
+          CHECK(o.seconds < 20);    // nobody hangs: every survivor is done well within the limit
+          CHECK(o.exit_code >= 0);  // and it ended by itself (not killed by the 30 s guard)
+          if (phase == Phase::Destroy) {
+            CHECK(o.exit_code == 0);  // leaving needs nobody else
+          } else {                    // a failure before the end is reported, naming the cause
+            CHECK(o.exit_code == 1);
+            CHECK((o.message.find("rank " + std::to_string(faulty)) != std::string::npos ||
+                   o.message.find("timed out") != std::string::npos));
+          }
         }
+        // The checkpoint on disk is always a whole one: absent, or it loads.
+        std::string ck = "none";
+        if (std::filesystem::exists(ckpt)) {
+          StateDict sd;
+          REQUIRE_NOTHROW(sd = load_safetensors(ckpt));
+          ck = "whole, from step " + std::to_string(int(sd.at("step").item()));
+        }
+        // A writer killed mid-save leaves its temporary (never a half-written checkpoint);
+        // the next save clears it away.
+        auto temporaries = [&] {
+          int n = 0;
+          for (const auto& e : std::filesystem::directory_iterator(dir))
+            n += e.path().filename().string().rfind("fault_ckpt.safetensors.tmp.", 0) == 0;
+          return n;
+        };
+        const int left = temporaries();
+        if (phase != Phase::CheckpointSave) CHECK(left == 0);
+        if (left) ck += ", plus the interrupted writer's temporary (the next save clears it)";
+        save_safetensors(ckpt, {{"step", full({1}, 9.0)}});
+        CHECK(temporaries() == 0);
+        std::printf("| %s | %s | %d | %s | %s | %s |\n", name(phase), sig == SIGKILL ? "kill -9" : "SIGSTOP", faulty,
+                    survivors.c_str(), said.empty() ? "(finished normally)" : said.c_str(), ck.c_str());
+        std::fflush(stdout);
       }
-      // The checkpoint on disk is always a whole one: absent, or it loads.
-      std::string ck = "none";
-      if (std::filesystem::exists(ckpt)) {
-        StateDict sd;
-        REQUIRE_NOTHROW(sd = load_safetensors(ckpt));
-        ck = "whole, from step " + std::to_string(int(sd.at("step").item()));
-      }
-      // A writer killed mid-save leaves its temporary (never a half-written checkpoint);
-      // the next save clears it away.
-      auto temporaries = [&] {
-        int n = 0;
-        for (const auto& e : std::filesystem::directory_iterator(dir))
-          n += e.path().filename().string().rfind("fault_ckpt.safetensors.tmp.", 0) == 0;
-        return n;
-      };
-      const int left = temporaries();
-      if (phase != Phase::CheckpointSave) CHECK(left == 0);
-      if (left) ck += ", plus the interrupted writer's temporary (the next save clears it)";
-      save_safetensors(ckpt, {{"step", full({1}, 9.0)}});
-      CHECK(temporaries() == 0);
-      std::printf("| %s | %s | %d | %s | %s | %s |\n", name(phase), sig == SIGKILL ? "kill -9" : "SIGSTOP", faulty,
-                  survivors.c_str(), said.empty() ? "(finished normally)" : said.c_str(), ck.c_str());
-      std::fflush(stdout);
-    }
 }

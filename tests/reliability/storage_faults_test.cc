@@ -11,10 +11,10 @@
 #include <fstream>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/tmp_path.h"
 #include "data/fashion_mnist.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+#include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
 
@@ -81,7 +81,8 @@ TEST_CASE("a missing or corrupt dataset file is an error naming the file") {
   const std::string dir = tmp_path("fmnist_corrupt");
   fs::create_directories(dir);
   const std::string images = dir + "/t10k-images-idx3-ubyte.gz", labels = dir + "/t10k-labels-idx1-ubyte.gz";
-  REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}), Catch::Contains("t10k-images-idx3-ubyte.gz not found in " + dir));
+  REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}),
+                      Catch::Contains("t10k-images-idx3-ubyte.gz not found in " + dir));
   // Truncated gzip, then a valid gzip of garbage.
   std::ofstream(images, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
   std::ofstream(labels, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);

@@ -27,12 +27,18 @@ TEST_CASE("binary ops on the GPU match the CPU: same shape, broadcast, strided v
   if (!testing::gpu_or_skip("binary ops on the GPU")) return;
   Generator g = testing::fresh_generator();
   const std::vector<std::pair<const char*, Binary>> ops = {
-      {"add", [](auto& a, auto& b) { return add(a, b); }},         {"sub", [](auto& a, auto& b) { return sub(a, b); }},
-      {"mul", [](auto& a, auto& b) { return mul(a, b); }},         {"div", [](auto& a, auto& b) { return div(a, b); }},
-      {"maximum", [](auto& a, auto& b) { return maximum(a, b); }}, {"minimum", [](auto& a, auto& b) { return minimum(a, b); }},
-      {"eq", [](auto& a, auto& b) { return eq(a, b); }},           {"ne", [](auto& a, auto& b) { return ne(a, b); }},
-      {"lt", [](auto& a, auto& b) { return lt(a, b); }},           {"le", [](auto& a, auto& b) { return le(a, b); }},
-      {"gt", [](auto& a, auto& b) { return gt(a, b); }},           {"ge", [](auto& a, auto& b) { return ge(a, b); }},
+      {"add", [](auto& a, auto& b) { return add(a, b); }},
+      {"sub", [](auto& a, auto& b) { return sub(a, b); }},
+      {"mul", [](auto& a, auto& b) { return mul(a, b); }},
+      {"div", [](auto& a, auto& b) { return div(a, b); }},
+      {"maximum", [](auto& a, auto& b) { return maximum(a, b); }},
+      {"minimum", [](auto& a, auto& b) { return minimum(a, b); }},
+      {"eq", [](auto& a, auto& b) { return eq(a, b); }},
+      {"ne", [](auto& a, auto& b) { return ne(a, b); }},
+      {"lt", [](auto& a, auto& b) { return lt(a, b); }},
+      {"le", [](auto& a, auto& b) { return le(a, b); }},
+      {"gt", [](auto& a, auto& b) { return gt(a, b); }},
+      {"ge", [](auto& a, auto& b) { return ge(a, b); }},
       {"pow", [](auto& a, auto& b) { return pow(abs(a) + 0.5, b); }},
   };
   const Tensor a = randn({37, 65}, &g), b = randn({37, 65}, &g), row = randn({65}, &g), col = randn({37, 1}, &g);
@@ -44,7 +50,8 @@ TEST_CASE("binary ops on the GPU match the CPU: same shape, broadcast, strided v
     CHECK(rel_error(f(a.to(kGpu), row.to(kGpu)), f(a, row)) <= 1e-6);
     CHECK(rel_error(f(col.to(kGpu), row.to(kGpu)), f(col, row)) <= 1e-6);
     CHECK(rel_error(f(t.to(kGpu), a.to(kGpu)), f(t, a)) <= 1e-6);
-    CHECK(rel_error(f(a.to(kGpu).transpose(0, 1), t.transpose(0, 1).to(kGpu)), f(a.transpose(0, 1), t.transpose(0, 1))) <= 1e-6);
+    CHECK(rel_error(f(a.to(kGpu).transpose(0, 1), t.transpose(0, 1).to(kGpu)),
+                    f(a.transpose(0, 1), t.transpose(0, 1))) <= 1e-6);
     CHECK(rel_error(f(a.to(kGpu), scalar_tensor(0.25)), f(a, scalar_tensor(0.25))) <= 1e-6);  // a host scalar
     CHECK(rel_error(f(big.to(kGpu), big2.to(kGpu)), f(big, big2)) <= 1e-6);
     CHECK(rel_error(f(big.to(kGpu).narrow(0, 1, 1000), big2.to(kGpu).narrow(0, 3, 1000)),  // misaligned: scalar path
@@ -67,11 +74,16 @@ TEST_CASE("unary ops, where, copies and fill on the GPU match the CPU") {
   Generator g = testing::fresh_generator();
   const Tensor x = randn({123, 77}, &g) * 3.0, pos = abs(x) + 0.1;
   const std::vector<std::tuple<const char*, Unary, double>> ops = {
-      {"neg", [](auto& a) { return neg(a); }, 0},          {"abs", [](auto& a) { return abs(a); }, 0},
-      {"relu", [](auto& a) { return relu(a); }, 0},        {"clamp", [](auto& a) { return clamp(a, -1, 2); }, 0},
-      {"square", [](auto& a) { return pow(a, 2.0); }, 0},  {"exp", [](auto& a) { return exp(a); }, 1e-6},
-      {"tanh", [](auto& a) { return tanh(a); }, 1e-6},     {"sigmoid", [](auto& a) { return sigmoid(a); }, 1e-6},
-      {"log", [](auto& a) { return log(abs(a) + 0.1); }, 1e-6}, {"sqrt", [](auto& a) { return sqrt(abs(a)); }, 1e-6},
+      {"neg", [](auto& a) { return neg(a); }, 0},
+      {"abs", [](auto& a) { return abs(a); }, 0},
+      {"relu", [](auto& a) { return relu(a); }, 0},
+      {"clamp", [](auto& a) { return clamp(a, -1, 2); }, 0},
+      {"square", [](auto& a) { return pow(a, 2.0); }, 0},
+      {"exp", [](auto& a) { return exp(a); }, 1e-6},
+      {"tanh", [](auto& a) { return tanh(a); }, 1e-6},
+      {"sigmoid", [](auto& a) { return sigmoid(a); }, 1e-6},
+      {"log", [](auto& a) { return log(abs(a) + 0.1); }, 1e-6},
+      {"sqrt", [](auto& a) { return sqrt(abs(a)); }, 1e-6},
       {"pow 1.5", [](auto& a) { return pow(abs(a), 1.5); }, 1e-6},
   };
   for (auto& [name, f, bound] : ops) {
@@ -121,8 +133,7 @@ TEST_CASE("reductions on the GPU match the CPU") {
       CHECK(rel_error(sum(xg.transpose(0, 2), dims, keep), sum(x.transpose(0, 2), dims, keep)) <= 1e-6);
     }
   }
-  for (int64_t d : {0, 1, 2})
-    CHECK(rel_error(argmax(xg, d), argmax(x, d)) == 0);
+  for (int64_t d : {0, 1, 2}) CHECK(rel_error(argmax(xg, d), argmax(x, d)) == 0);
   // Long rows take the two-pass path; many short rows the one-block-per-row path.
   const Tensor big = randn({3, 3000001}, &g);
   CHECK(rel_error(sum(big.to(kGpu), {1}), sum(big, {1})) <= 1e-6);
@@ -145,10 +156,12 @@ TEST_CASE("matmul on the GPU (cuBLAS) matches the CPU GEMM: transposes, batches,
     bool ta, tb;
   };
   const std::vector<Case> cases = {
-      {{64, 784}, {784, 256}, false, false}, {{33, 17}, {17, 65}, false, false}, {{1, 40}, {40, 1}, false, false},
-      {{30, 20}, {20, 10}, true, false},     {{30, 20}, {20, 10}, false, true},  {{30, 20}, {20, 10}, true, true},
+      {{64, 784}, {784, 256}, false, false},    {{33, 17}, {17, 65}, false, false},
+      {{1, 40}, {40, 1}, false, false},         {{30, 20}, {20, 10}, true, false},
+      {{30, 20}, {20, 10}, false, true},        {{30, 20}, {20, 10}, true, true},
       {{5, 30, 20}, {5, 20, 10}, false, false}, {{5, 30, 20}, {20, 10}, false, false},
-      {{30, 20}, {4, 20, 10}, false, true},   {{2, 3, 7, 8}, {3, 8, 9}, false, false}, {{7, 1}, {1, 9}, false, false},
+      {{30, 20}, {4, 20, 10}, false, true},     {{2, 3, 7, 8}, {3, 8, 9}, false, false},
+      {{7, 1}, {1, 9}, false, false},
   };
   for (const Case& c : cases) {
     INFO("a " << shape_str(c.a) << (c.ta ? "^T" : "") << " b " << shape_str(c.b) << (c.tb ? "^T" : ""));

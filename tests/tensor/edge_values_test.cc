@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "catch2/catch.hpp"
-#include "tests/testing/same_values.h"
 #include "tensor/ops.h"
+#include "tests/testing/same_values.h"
 
 using namespace engine;
 using V = std::vector<float>;
@@ -18,16 +18,16 @@ using engine::testing::require_same;
 
 TEST_CASE("relu and clamp keep NaN, as PyTorch does") {
   const Tensor x = tensor({kNaN, -1, 2, kInf, -kInf});
-  require_same(relu(x), {kNaN, 0, 2, kInf, 0});                   // torch.relu
-  require_same(relu(x.narrow(0, 0, 4)), {kNaN, 0, 2, kInf});      // the strided path too
+  require_same(relu(x), {kNaN, 0, 2, kInf, 0});                     // torch.relu
+  require_same(relu(x.narrow(0, 0, 4)), {kNaN, 0, 2, kInf});        // the strided path too
   require_same(clamp(x, -0.5, 0.5), {kNaN, -0.5, 0.5, 0.5, -0.5});  // torch.clamp
-  require_same(maximum(x, zeros({5})), {kNaN, 0, 2, kInf, 0});     // torch.maximum
+  require_same(maximum(x, zeros({5})), {kNaN, 0, 2, kInf, 0});      // torch.maximum
   require_same(minimum(x, zeros({5})), {kNaN, -1, 0, 0, -kInf});
 }
 
 TEST_CASE("relu's backward lets the gradient through at NaN, not at 0, as PyTorch's threshold_backward") {
   const Tensor x = tensor({kNaN, -1, 2, 0}), g = tensor({1, 1, 1, 1});
-  require_same(relu_backward(g, x), {1, 0, 1, 0});  // dense path
+  require_same(relu_backward(g, x), {1, 0, 1, 0});                                                         // dense path
   require_same(relu_backward(g.expand({2, 4}), x.expand({2, 4})).reshape({8}), {1, 0, 1, 0, 1, 0, 1, 0});  // views
 }
 

@@ -36,8 +36,8 @@ void check_case(const Case& c, GemmKernel kernel, Generator& g) {
   const double tol = 1e-5 * (std::sqrt(double(c.K)) + 1) * 4;
   for (int64_t i = 0; i < c.M; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
-      INFO("kernel " << gemm_kernel_name(kernel) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " ta="
-                     << c.trans_a << " tb=" << c.trans_b << " acc=" << c.accumulate << " at (" << i << "," << j << ")");
+      INFO("kernel " << gemm_kernel_name(kernel) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.trans_a
+                     << " tb=" << c.trans_b << " acc=" << c.accumulate << " at (" << i << "," << j << ")");
       REQUIRE(std::fabs(C[i * ldc + j] - R[i * ldc + j]) <= tol * (1 + std::fabs(R[i * ldc + j])));
     }
 }
@@ -45,8 +45,10 @@ void check_case(const Case& c, GemmKernel kernel, Generator& g) {
 std::vector<GemmKernel> kernels_here() {
   std::vector<GemmKernel> ks;
   for (GemmKernel k : {GemmKernel::Scalar, GemmKernel::Avx2, GemmKernel::Avx512})
-    if (gemm_kernel_supported(k)) ks.push_back(k);
-    else WARN("GEMM kernel " << gemm_kernel_name(k) << " skipped: this CPU does not support it");
+    if (gemm_kernel_supported(k))
+      ks.push_back(k);
+    else
+      WARN("GEMM kernel " << gemm_kernel_name(k) << " skipped: this CPU does not support it");
   return ks;
 }
 
@@ -65,8 +67,8 @@ TEST_CASE("gemm matches the reference across block boundaries") {
   Generator g(2);
   // Sizes straddle MR, NR, MC, KC and NC of every kernel (prime sizes included).
   const std::vector<Case> cases = {
-      {97, 101, 257, false, false, false, 0}, {131, 67, 263, true, false, true, 1},
-      {61, 131, 311, false, true, false, 3},  {29, 4099, 19, true, true, true, 0},
+      {97, 101, 257, false, false, false, 0},  {131, 67, 263, true, false, true, 1},
+      {61, 131, 311, false, true, false, 3},   {29, 4099, 19, true, true, true, 0},
       {256, 256, 256, false, false, false, 0}, {64, 256, 784, false, true, false, 0},
   };
   for (GemmKernel k : kernels_here())

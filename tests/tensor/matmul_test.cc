@@ -45,7 +45,8 @@ TEST_CASE("matmul errors show both shapes") {
   REQUIRE_THROWS_WITH(matmul(zeros({2, 3}), zeros({4, 5})),
                       Catch::Equals("[matmul] inner dimensions differ: (2,3) @ (4,5)"));
   REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({3, 4})), Catch::Contains("[matmul] needs 2-D or batched operands"));
-  REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})), Catch::Contains("[matmul] shapes (2,) and (3,) do not broadcast"));
+  REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})),
+                      Catch::Contains("[matmul] shapes (2,) and (3,) do not broadcast"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2}, DType::Int64), zeros({2, 2})), Catch::Contains("[matmul] needs float32"));
 }
 

@@ -16,8 +16,10 @@ void require_close(const Tensor& t, const V& expect, double tol = 1e-6) {
   REQUIRE(got.size() == expect.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
-    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
-    else REQUIRE(std::abs(got[i] - expect[i]) <= tol * (1 + std::abs(expect[i])));
+    if (std::isnan(expect[i]))
+      REQUIRE(std::isnan(got[i]));
+    else
+      REQUIRE(std::abs(got[i] - expect[i]) <= tol * (1 + std::abs(expect[i])));
   }
 }
 }  // namespace
@@ -108,16 +110,17 @@ TEST_CASE("every elementwise op accepts non-contiguous and zero-size inputs") {
   REQUIRE_FALSE(x.is_contiguous());
   using U = std::function<Tensor(const Tensor&)>;
   using B = std::function<Tensor(const Tensor&, const Tensor&)>;
-  const std::vector<U> unary = {[](auto& t) { return neg(t); },     [](auto& t) { return abs(t); },
-                                [](auto& t) { return exp(t); },     [](auto& t) { return log(t); },
-                                [](auto& t) { return sqrt(t); },    [](auto& t) { return tanh(t); },
-                                [](auto& t) { return sigmoid(t); }, [](auto& t) { return relu(t); },
+  const std::vector<U> unary = {[](auto& t) { return neg(t); },      [](auto& t) { return abs(t); },
+                                [](auto& t) { return exp(t); },      [](auto& t) { return log(t); },
+                                [](auto& t) { return sqrt(t); },     [](auto& t) { return tanh(t); },
+                                [](auto& t) { return sigmoid(t); },  [](auto& t) { return relu(t); },
                                 [](auto& t) { return pow(t, 3.0); }, [](auto& t) { return clamp(t, 0.2, 0.5); }};
-  const std::vector<B> binary = {[](auto& a, auto& b) { return add(a, b); }, [](auto& a, auto& b) { return sub(a, b); },
-                                 [](auto& a, auto& b) { return mul(a, b); }, [](auto& a, auto& b) { return div(a, b); },
-                                 [](auto& a, auto& b) { return pow(a, b); }, [](auto& a, auto& b) { return maximum(a, b); },
-                                 [](auto& a, auto& b) { return minimum(a, b); }, [](auto& a, auto& b) { return lt(a, b); },
-                                 [](auto& a, auto& b) { return where(a, a, b); }};
+  const std::vector<B> binary = {
+      [](auto& a, auto& b) { return add(a, b); },     [](auto& a, auto& b) { return sub(a, b); },
+      [](auto& a, auto& b) { return mul(a, b); },     [](auto& a, auto& b) { return div(a, b); },
+      [](auto& a, auto& b) { return pow(a, b); },     [](auto& a, auto& b) { return maximum(a, b); },
+      [](auto& a, auto& b) { return minimum(a, b); }, [](auto& a, auto& b) { return lt(a, b); },
+      [](auto& a, auto& b) { return where(a, a, b); }};
   for (size_t i = 0; i < unary.size(); ++i) {
     INFO("unary op " << i);
     require_close(unary[i](x), unary[i](xc).to_vector<float>());
@@ -128,7 +131,8 @@ TEST_CASE("every elementwise op accepts non-contiguous and zero-size inputs") {
     require_close(binary[i](x, y), binary[i](xc, y.contiguous()).to_vector<float>());
     // Broadcast a non-contiguous column against a row.
     Tensor colv = x.select(1, 0).unsqueeze(1);
-    require_close(binary[i](colv, y.select(0, 1)), binary[i](colv.contiguous(), y.select(0, 1).contiguous()).to_vector<float>());
+    require_close(binary[i](colv, y.select(0, 1)),
+                  binary[i](colv.contiguous(), y.select(0, 1).contiguous()).to_vector<float>());
     REQUIRE(binary[i](zeros({0, 3}), ones({3})).shape() == Shape{0, 3});
   }
 }
@@ -148,16 +152,16 @@ TEST_CASE("reductions over all elements and given dims, with keepdim") {
   REQUIRE(sum(a).item() == 21);
   REQUIRE(sum(a).dim() == 0);
   require_close(sum(a, {0}), {5, 7, 9});
-  require_close(sum(arange(0, 12).reshape({2, 2, 3}), {0, 1}), {18, 22, 26});   // leading dims
+  require_close(sum(arange(0, 12).reshape({2, 2, 3}), {0, 1}), {18, 22, 26});  // leading dims
   REQUIRE(sum(arange(0, 12).reshape({2, 2, 3}), {1, 0}, true).shape() == Shape{1, 1, 3});
-  require_close(sum(arange(0, 12).reshape({2, 2, 3}), {0, 2}), {24, 42});      // not a prefix
+  require_close(sum(arange(0, 12).reshape({2, 2, 3}), {0, 2}), {24, 42});  // not a prefix
   require_close(sum(a, {1}), {9, 12});
   REQUIRE(sum(a, {1}, true).shape() == Shape{2, 1});
   REQUIRE(sum(a, {0, 1}, true).shape() == Shape{1, 1});
   require_close(mean(a, {-1}), {3, 4});
   require_close(max(a, {0}), {4, 5, 6});
   require_close(min(a, {1}), {1, 2});
-  require_close(var(a, {1}), {4, 4});                  // (1,5,3): mean 3, ss 8, /2
+  require_close(var(a, {1}), {4, 4});  // (1,5,3): mean 3, ss 8, /2
   require_close(var(a, {1}, false, 0), {8.0f / 3, 8.0f / 3});
   REQUIRE(argmax(a, 1).to_vector<int64_t>() == I{1, 2});
   REQUIRE(argmax(a, 0, true).shape() == Shape{1, 3});

@@ -12,9 +12,9 @@ TEST_CASE("parse_int: the whole text, in range, or an error naming what was read
   CHECK(parse_int("+7", "x", -10, 10) == 7);
   CHECK(parse_int("9223372036854775807", "x", 0, INT64_MAX) == INT64_MAX);
   for (const char* bad : {"", " 1", "1 ", "1.5", "0x10", "abc", "12abc", "-", "101", "-11", "9223372036854775808"})
-    CHECK_THROWS_WITH(parse_int(bad, "key \"epoch\" of a.safetensors", -10, 100),
-                      std::string("key \"epoch\" of a.safetensors: expected an integer in [-10, 100], got \"") + bad +
-                          "\"");
+    CHECK_THROWS_WITH(
+        parse_int(bad, "key \"epoch\" of a.safetensors", -10, 100),
+        std::string("key \"epoch\" of a.safetensors: expected an integer in [-10, 100], got \"") + bad + "\"");
 }
 
 TEST_CASE("parse_double: finite numbers in range only") {

@@ -22,8 +22,8 @@ namespace engine::testing {
 using autograd::Variable;
 using OpFn = std::function<Variable(const std::vector<Variable>&)>;
 
-inline void check_gradients(const char* name, const OpFn& f, const std::vector<Tensor>& inputs,
-                            double h = 1e-2, double tol = 2e-2) {
+inline void check_gradients(const char* name, const OpFn& f, const std::vector<Tensor>& inputs, double h = 1e-2,
+                            double tol = 2e-2) {
   std::vector<Variable> vars;
   for (const Tensor& t : inputs) vars.emplace_back(t.clone(), true);
   const Variable out = f(vars);

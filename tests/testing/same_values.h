@@ -21,8 +21,10 @@ inline void require_same(const Tensor& t, const std::vector<float>& expect) {
   REQUIRE(got.size() == expect.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i << ": got " << got[i] << " expected " << expect[i]);
-    if (std::isnan(expect[i])) REQUIRE(std::isnan(got[i]));
-    else REQUIRE(got[i] == expect[i]);
+    if (std::isnan(expect[i]))
+      REQUIRE(std::isnan(got[i]));
+    else
+      REQUIRE(got[i] == expect[i]);
   }
 }
 

@@ -43,15 +43,18 @@ int main() try {
       // computed here by one copy of the model on all 64 rows.
       auto whole = lessons::toy_mlp(0);
       cross_entropy((*whole)(Variable(x)), y).backward();
-      std::printf("rank %d: max |averaged gradient - whole-batch gradient| = %.2e\n", rank,
-                  lessons::max_difference(*model, *whole, /*grads=*/true));
+      const double d = lessons::max_difference(*model, *whole, /*grads=*/true);
+      std::printf("rank %d: max |averaged gradient - whole-batch gradient| = %.2e\n", rank, d);
+      lessons::report("gradient_difference", d);
     }
     Tensor l = from_vector(std::vector<float>{float(loss.item())});
     dist::all_reduce(l, dist::ReduceOp::Avg);
     if (rank == 0 && step % 20 == 0) std::printf("step %2d  loss %.4f\n", step, l.item());
+    if (step == 0 || step == 40) lessons::report("loss_step_" + std::to_string(step), l.item());
     opt.step();
   }
   std::printf("rank %d parameters %s\n", rank, lessons::fingerprint(*model).c_str());
+  lessons::report("fingerprint", lessons::fingerprint(*model));
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

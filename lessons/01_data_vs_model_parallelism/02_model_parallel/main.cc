@@ -4,6 +4,7 @@
 
 #include "dist/dist.h"
 #include "lessons/01_data_vs_model_parallelism/pipeline.h"
+#include "lessons/common/lesson.h"
 
 using namespace engine;
 
@@ -16,9 +17,11 @@ int main() try {
   if (rank == 1)
     for (size_t s = 0; s < r.losses.size(); s += 40) std::printf("step %3zu  loss %.4f\n", s, r.losses[s]);
   if (rank == 1) std::printf("step %3zu  loss %.4f\n", r.losses.size() - 1, r.losses.back());
+  if (rank == 1) lessons::report("first_loss", r.losses.front()), lessons::report("last_loss", r.losses.back());
   int64_t count = 0;
   for (auto& p : r.part->parameters()) count += p.numel();
   std::printf("rank %d trained %lld of the model's 269322 parameters\n", rank, (long long)count);
+  lessons::report("parameters_trained", double(count));
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 // Lesson 1's quick check: the ranks' rows cover the batch once, in order, evenly.
-#include "catch2/catch.hpp"
 #include "lessons/01_data_vs_model_parallelism/quick_check/exercise.h"
+#include "catch2/catch.hpp"
 
 using lesson1::my_rows;
 

@@ -43,9 +43,12 @@ int main() try {
     }
   }
   std::printf("rank %d parameters %s\n", rank, lessons::fingerprint(ddp.module()).c_str());
+  lessons::report("fingerprint", lessons::fingerprint(ddp.module()));
   if (rank == 0) {
+    const double rel = lessons::relative_difference(*model, *alone);
     std::printf("DDP on %d x %lld rows vs one process on %lld rows: max |difference| / max |weight| = %.2e\n", world,
-                (long long)rows, (long long)batch, lessons::relative_difference(*model, *alone));
+                (long long)rows, (long long)batch, rel);
+    lessons::report("relative_difference", rel);
   }
   dist::destroy_process_group();
   return 0;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "dist/dist.h"
+#include "lessons/common/lesson.h"
 #include "tensor/cuda/runtime.h"
 
 using namespace engine;
@@ -19,6 +20,8 @@ int main() try {
   const std::string device =
       cuda::device_count() > 0 ? "cuda:" + std::to_string(dist::get_local_rank()) : std::string("cpu");
   std::printf("rank %d is process %d, parent %d, driving %s\n", rank, int(getpid()), int(getppid()), device.c_str());
+  lessons::report("pid", double(getpid()));
+  lessons::report("parent", double(getppid()));
   std::fflush(stdout);
 
   // Every rank's process id, gathered on every rank.
@@ -28,6 +31,7 @@ int main() try {
     std::set<int64_t> distinct;
     for (auto& p : pids) distinct.insert(int64_t(p.item()));
     std::printf("%d ranks ran in %zu distinct processes\n", world, distinct.size());
+    lessons::report("distinct_processes", double(distinct.size()));
   }
   dist::destroy_process_group();
   return 0;

@@ -11,7 +11,7 @@ using namespace engine;
 
 int main() try {
   dist::init_process_group("gloo");
-  const int rank = dist::get_rank();       // rank = dist.get_rank()
+  const int rank = dist::get_rank();         // rank = dist.get_rank()
   const int world = dist::get_world_size();  // world = dist.get_world_size()
   std::printf("rank %d of world size %d (local rank %d of %d on this machine)\n", rank, world, dist::get_local_rank(),
               dist::get_local_world_size());

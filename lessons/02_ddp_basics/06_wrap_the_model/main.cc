@@ -17,11 +17,13 @@ int main() try {
   // A different seed on every rank: the models start different, on purpose.
   auto model = lessons::toy_mlp(/*seed=*/100 + uint64_t(rank));
   std::printf("rank %d before wrapping: parameters %s\n", rank, lessons::fingerprint(*model).c_str());
+  lessons::report("before_wrapping", lessons::fingerprint(*model));
   std::fflush(stdout);
   dist::barrier();
 
   dist::DistributedDataParallel ddp(model);  // model = DDP(model, device_ids=[local_rank])
   std::printf("rank %d after wrapping:  parameters %s\n", rank, lessons::fingerprint(ddp.module()).c_str());
+  lessons::report("after_wrapping", lessons::fingerprint(ddp.module()));
   std::printf("rank %d: ddp.module() is the model it wraps: %s\n", rank, &ddp.module() == model.get() ? "yes" : "no");
   dist::destroy_process_group();
   return 0;

@@ -38,8 +38,9 @@ static void check_average(int rank) {
   auto model = lessons::toy_mlp(0);
   dist::DistributedDataParallel ddp(model);
   cross_entropy(ddp(Variable(x)), y).backward();  // DDP averages during backward
-  std::printf("rank %d: max |DDP's .grad - average of the ranks' gradients| = %.2e\n", rank,
-              lessons::max_difference(*model, *mine, /*grads=*/true));
+  const double d = lessons::max_difference(*model, *mine, /*grads=*/true);
+  std::printf("rank %d: max |DDP's .grad - average of the ranks' gradients| = %.2e\n", rank, d);
+  lessons::report("gradient_difference", d);
 }
 
 // 2. The ring, drawn from a run on a vector of `world` elements where rank r holds 2^r.

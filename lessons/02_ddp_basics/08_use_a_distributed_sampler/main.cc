@@ -30,6 +30,7 @@ int main() try {
   for (const data::Example& b : loader)
     for (int64_t i = 0; i < b.input.size(0); ++i) seen.push_back(int64_t(b.input.select(0, i).item()));
   std::printf("rank %d of %d got %zu examples: %s\n", rank, world, seen.size(), lessons::join(seen).c_str());
+  lessons::report("examples", lessons::join(seen));
 
   // Everyone's examples, on rank 0: how often was each index handed out?
   std::vector<Tensor> all;

@@ -18,8 +18,10 @@ int main() try {
   for (int epoch = 0; epoch < 3; ++epoch) {
     // Without set_epoch:
     std::printf("rank %d epoch %d without set_epoch: %s\n", rank, epoch, lessons::join(forgot.indices()).c_str());
+    lessons::report("epoch_" + std::to_string(epoch) + "_without_set_epoch", lessons::join(forgot.indices()));
     right.set_epoch(epoch);  // sampler.set_epoch(epoch) at the top of every epoch
     std::printf("rank %d epoch %d with set_epoch:    %s\n", rank, epoch, lessons::join(right.indices()).c_str());
+    lessons::report("epoch_" + std::to_string(epoch) + "_with_set_epoch", lessons::join(right.indices()));
   }
   dist::destroy_process_group();
   return 0;

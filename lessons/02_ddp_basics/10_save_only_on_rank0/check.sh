@@ -1,11 +1,12 @@
 # Step 10's claims, on 3 processes: only rank 0 writes the checkpoint (the others write
 # next to nothing while it saves: a barrier's few bytes); exactly one file is left, with
 # no temporary beside it; every rank loads exactly its live replica's parameters.
-size=$(field 'the file has ([0-9]+) bytes')
-w0=$(field '^\[rank 0\] rank 0 wrote ([0-9]+) bytes')
+size=$(result file_bytes)
+mapfile -t wrote < <(results bytes_written)
+w0=${wrote[0]:-}
 holds "w0 >= size" "rank 0 wrote the file" w0="$w0" size="$size"
 for r in 1 2; do
-  w=$(field "^\[rank $r\] rank $r wrote ([0-9]+) bytes")
+  w=${wrote[$r]:-}
   holds "w < 0.01 * size" "rank $r wrote none of it" w="$w" size="$size"
 done
 [[ $(ls "$LESSON_OUT" | wc -l) -eq 1 && -f "$LESSON_OUT/ckpt.safetensors" ]] || fail "expected only ckpt.safetensors in the output folder: $(ls "$LESSON_OUT")"

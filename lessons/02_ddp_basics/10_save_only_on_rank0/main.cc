@@ -46,8 +46,10 @@ int main() try {
   const long long before = bytes_written();
   dist::save_on_rank0(path, ddp.module().state_dict());  // if rank == 0: torch.save(model.module.state_dict(), path)
   const long long during = bytes_written() - before;
-  std::printf("rank %d wrote %lld bytes while saving; the file has %lld bytes\n", rank, during,
-              (long long)std::filesystem::file_size(path));
+  const long long file_bytes = (long long)std::filesystem::file_size(path);
+  std::printf("rank %d wrote %lld bytes while saving; the file has %lld bytes\n", rank, during, file_bytes);
+  lessons::report("bytes_written", double(during));
+  lessons::report("file_bytes", double(file_bytes));
 
   // Every rank loads it back into a fresh model: the same bits as its live replica.
   auto fresh = lessons::toy_mlp(7);

@@ -56,7 +56,8 @@ int main() try {
   const int t2 = threads(), s2 = sockets();
   std::printf("rank %d: threads %d before init, %d in the group, %d after destroy; sockets %d, %d, %d\n", rank, t0, t1,
               t2, s0, s1, s2);
-  if (rank == 0 && port > 0) std::printf("rank 0: rendezvous port %d free again: %s\n", port, port_free(port) ? "yes" : "no");
+  if (rank == 0 && port > 0)
+    std::printf("rank 0: rendezvous port %d free again: %s\n", port, port_free(port) ? "yes" : "no");
   std::printf("rank %d: initialized after destroy: %s\n", rank, dist::is_initialized() ? "yes" : "no");
   return 0;
 } catch (const std::exception& e) {

@@ -4,14 +4,14 @@
 expect '^\[rank 0\] Fashion-MNIST, mlp, DDP over 2 processes \(gloo\)' "rank 0 prints the header"
 expect_count 2 '^\[rank 0\] epoch' "rank 0 prints 2 epoch lines"
 expect_none '^\[rank 1\] epoch' "rank 1 prints no epoch line"
-acc=$(field '^\[rank 0\] epoch  2  loss [0-9.]+  test accuracy ([0-9.]+)%')
+acc=$(result accuracy_epoch_2)
 holds "acc > 70" "it learns: accuracy after 2 epochs on 4000 images" acc="$acc"
 expect "^\[rank 0\] checkpoint saved by rank 0: $LESSON_OUT/ddp_mlp.safetensors" "rank 0 saves"
 [[ -s "$LESSON_OUT/ddp_mlp.safetensors" ]] || fail "the checkpoint is missing"
 # The CSV holds the printed numbers, and the picture shows the CSV.
 while IFS=, read -r epoch loss accuracy; do
   [[ $epoch == epoch ]] && continue
-  printed=$(field "^\[rank 0\] epoch +$epoch  loss ([0-9.]+)  test")
-  holds "(p - l) ^ 2 < 1e-8" "epoch $epoch: the curve's loss is the printed one" p="$printed" l="$loss"
+  reported=$(result "loss_epoch_$epoch")
+  holds "(p - l) ^ 2 < 1e-8" "epoch $epoch: the curve's loss is the epoch's loss" p="$reported" l="$loss"
 done <"$LESSON_OUT/curves.csv"
 "$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "$LESSON_OUT/curves.csv" "Fashion-MNIST mlp, DDP x2" || fail "the picture does not show the run"

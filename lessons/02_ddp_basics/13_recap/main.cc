@@ -10,10 +10,10 @@
 //
 //   bazel run //lessons/02_ddp_basics:train                 # the same as :13_recap: 2 processes
 //   bazel run //lessons/02_ddp_basics:train -- --epochs 3 --model cnn
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -23,6 +23,8 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
+#include "lessons/02_ddp_basics/13_recap/training_state.h"
+#include "lessons/02_ddp_basics/13_recap/twin.h"
 #include "lessons/common/curves.h"
 #include "lessons/common/lesson.h"
 #include "lessons/fashion_mnist/trainer.h"
@@ -31,8 +33,6 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
 #include "tools/flags/flags.h"
-#include "lessons/02_ddp_basics/13_recap/training_state.h"
-#include "lessons/02_ddp_basics/13_recap/twin.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -47,7 +47,8 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  Flags flags("13_recap", "Lesson 2's recap: Fashion-MNIST trained with DDP, one process per rank (run it under the launcher).");
+  Flags flags("13_recap",
+              "Lesson 2's recap: Fashion-MNIST trained with DDP, one process per rank (run it under the launcher).");
   flags.add("--model", &a.model, {"mlp", "cnn"}, "the network");
   flags.add("--backend", &a.backend, {"gloo", "nccl"}, "the process group's backend");
   flags.add("--epochs", &a.epochs, 1, 100000, "epochs to train");
@@ -55,9 +56,12 @@ Args parse(int argc, char** argv) {
   flags.add("--lr", &a.lr, 0, 100, "peak learning rate (cosine decay)");
   flags.add("--train-limit", &a.train_limit, 0, 60000, "train on the first N images (0: all)");
   flags.add("--test-limit", &a.test_limit, 0, 10000, "evaluate on the first N test images (0: all)");
-  flags.add("--checkpoint", &a.checkpoint, "where rank 0 saves the model (default: out/02_ddp_basics/ddp_MODEL.safetensors)");
-  flags.add("--state", &a.state, "the whole training state, for resuming (default: out/02_ddp_basics/state_MODEL.safetensors)");
-  flags.add("--save-every", &a.save_every, 0, int64_t(1) << 40, "steps between saves of the training state (0: epoch ends only)");
+  flags.add("--checkpoint", &a.checkpoint,
+            "where rank 0 saves the model (default: out/02_ddp_basics/ddp_MODEL.safetensors)");
+  flags.add("--state", &a.state,
+            "the whole training state, for resuming (default: out/02_ddp_basics/state_MODEL.safetensors)");
+  flags.add("--save-every", &a.save_every, 0, int64_t(1) << 40,
+            "steps between saves of the training state (0: epoch ends only)");
   flags.add("--resume", &a.resume, "continue from the training state (automatic when the launcher restarts the job)");
   flags.add("--twin", &a.twin, "also write what the PyTorch twin needs into this folder (lesson 2, step 14)");
   flags.parse_or_exit(argc, argv);
@@ -160,6 +164,8 @@ int main(int argc, char** argv) try {
       std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, stats.item(),
                   100 * acc, double(trained * args.batch * world) / seconds);
       std::fflush(stdout);
+      lessons::report("loss_epoch_" + std::to_string(epoch + 1), stats.item());
+      lessons::report("accuracy_epoch_" + std::to_string(epoch + 1), 100 * acc);
     }
     curves.push_back({epoch + 1, stats.item(), 100 * acc});
     state.epoch = epoch + 1, state.batch = 0, state.loss_sum = 0;  // the next epoch, from its start
@@ -174,7 +180,8 @@ int main(int argc, char** argv) try {
   if (rank == 0) {
     std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
     lessons::write_curves_csv(dir + "/curves.csv", curves);
-    lessons::save_curves_png(dir + "/curves.png", curves, "Fashion-MNIST " + args.model + ", DDP x" + std::to_string(world));
+    lessons::save_curves_png(dir + "/curves.png", curves,
+                             "Fashion-MNIST " + args.model + ", DDP x" + std::to_string(world));
     std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)\n", dir.c_str());
     if (!save_ms.empty()) {
       std::sort(save_ms.begin(), save_ms.end());

@@ -26,7 +26,8 @@ std::string exact(double x) {  // 17 digits: a double survives the round trip to
 // "1:0.53:83.0;2:0.37:85.3": epoch:loss:accuracy of each finished epoch.
 std::string encode_curves(const std::vector<::lessons::EpochPoint>& curves) {
   std::string s;
-  for (const auto& p : curves) s += (s.empty() ? "" : ";") + std::to_string(p.epoch) + ":" + exact(p.loss) + ":" + exact(p.accuracy);
+  for (const auto& p : curves)
+    s += (s.empty() ? "" : ";") + std::to_string(p.epoch) + ":" + exact(p.loss) + ":" + exact(p.accuracy);
   return s;
 }
 
@@ -68,13 +69,17 @@ void save_training_state(const std::string& path, const TrainingState& s, const 
   all["loss_sums"] = engine::from_vector(bits);
   for (const auto& [k, t] : model) all["model." + k] = t;
   for (const auto& [k, t] : optimizer) all["optimizer." + k] = t;
-  const Metadata manifest = {
-      {"format", "recap-training-state-1"},  {"world_size", std::to_string(world_size)},
-      {"epoch", std::to_string(s.epoch)},     {"batch", std::to_string(s.batch)},
-      {"step", std::to_string(s.step)},
-      {"curves", encode_curves(s.curves)},    {"model", settings.model},
-      {"epochs", std::to_string(settings.epochs)}, {"batch_size", std::to_string(settings.batch)},
-      {"train_limit", std::to_string(settings.train_limit)}, {"lr", exact(settings.lr)}};
+  const Metadata manifest = {{"format", "recap-training-state-1"},
+                             {"world_size", std::to_string(world_size)},
+                             {"epoch", std::to_string(s.epoch)},
+                             {"batch", std::to_string(s.batch)},
+                             {"step", std::to_string(s.step)},
+                             {"curves", encode_curves(s.curves)},
+                             {"model", settings.model},
+                             {"epochs", std::to_string(settings.epochs)},
+                             {"batch_size", std::to_string(settings.batch)},
+                             {"train_limit", std::to_string(settings.train_limit)},
+                             {"lr", exact(settings.lr)}};
   engine::nn::save_safetensors(path, all, manifest);  // atomic: a temporary, then a rename
 }
 
@@ -83,10 +88,13 @@ TrainingState load_training_state(const std::string& path, const Settings& setti
   const StateDict all = engine::nn::load_safetensors(path, &m);
   const std::string where = "[resume] " + path;
   auto key = [&](const char* k) -> const std::string& {
-    ENGINE_REQUIRE(m.count(k), where, " has no \"", k, "\" in its metadata: not a training state written by this program");
+    ENGINE_REQUIRE(m.count(k), where, " has no \"", k,
+                   "\" in its metadata: not a training state written by this program");
     return m.at(k);
   };
-  auto number = [&](const char* k, int64_t lo, int64_t hi) { return engine::parse_int(key(k), where + ": " + k, lo, hi); };
+  auto number = [&](const char* k, int64_t lo, int64_t hi) {
+    return engine::parse_int(key(k), where + ": " + k, lo, hi);
+  };
   ENGINE_REQUIRE(key("format") == "recap-training-state-1", where, " has format \"", key("format"), "\"");
   // The same run, or the resumed one would not end where the uninterrupted one does.
   auto same = [&](const char* k, const std::string& mine) {
@@ -107,7 +115,8 @@ TrainingState load_training_state(const std::string& path, const Settings& setti
   ENGINE_REQUIRE(saved_world == world_size || s.batch == 0, where, " was saved by ", saved_world,
                  " ranks in the middle of epoch ", s.epoch + 1, " (after batch ", s.batch, "): with ", world_size,
                  " ranks each rank's slice of the data differs, so the rest of the epoch cannot be matched; resume "
-                 "with WORLD_SIZE=", saved_world, ", or from a state saved at the end of an epoch");
+                 "with WORLD_SIZE=",
+                 saved_world, ", or from a state saved at the end of an epoch");
   if (s.batch > 0) {  // mid-epoch, so the same world size: this rank's own sum
     const auto it = all.find("loss_sums");
     ENGINE_REQUIRE(it != all.end() && it->second.dtype() == engine::DType::Int64 && it->second.numel() == saved_world,
@@ -116,8 +125,10 @@ TrainingState load_training_state(const std::string& path, const Settings& setti
     std::memcpy(&s.loss_sum, &b, sizeof b);
   }
   for (const auto& [k, t] : all) {
-    if (k.rfind("model.", 0) == 0) s.model[k.substr(6)] = t;
-    else if (k.rfind("optimizer.", 0) == 0) s.optimizer[k.substr(10)] = t;
+    if (k.rfind("model.", 0) == 0)
+      s.model[k.substr(6)] = t;
+    else if (k.rfind("optimizer.", 0) == 0)
+      s.optimizer[k.substr(10)] = t;
   }
   return s;
 }

@@ -28,10 +28,10 @@ struct Settings {
 };
 
 struct TrainingState {
-  int epoch = 0;            // the epoch in progress (0-based)
-  int64_t batch = 0;        // batches of it already done
-  int64_t step = 0;         // optimizer steps in all
-  double loss_sum = 0;      // this rank's summed loss of this epoch so far (for its printed mean)
+  int epoch = 0;                              // the epoch in progress (0-based)
+  int64_t batch = 0;                          // batches of it already done
+  int64_t step = 0;                           // optimizer steps in all
+  double loss_sum = 0;                        // this rank's summed loss of this epoch so far (for its printed mean)
   std::vector<::lessons::EpochPoint> curves;  // the epochs finished
   engine::nn::StateDict model, optimizer;
 };

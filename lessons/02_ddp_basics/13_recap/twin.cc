@@ -25,7 +25,8 @@ void TwinRecorder::start(engine::nn::Module& model, const Settings& s, int64_t t
                 "{\"model\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %.17g, \"momentum\": 0.9, "
                 "\"world\": %d, \"train_limit\": %lld, \"steps_per_epoch\": %lld, \"mean\": %.9g, \"std\": %.9g}\n",
                 s.model.c_str(), s.epochs, (long long)s.batch, s.lr, world_, (long long)train_size,
-                (long long)steps_per_epoch, double(engine::data::kFashionMnistMean), double(engine::data::kFashionMnistStd));
+                (long long)steps_per_epoch, double(engine::data::kFashionMnistMean),
+                double(engine::data::kFashionMnistStd));
   std::ofstream(dir_ + "/run.json") << json;
 }
 

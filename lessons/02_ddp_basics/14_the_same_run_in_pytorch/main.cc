@@ -37,8 +37,8 @@ int main(int argc, char** argv) try {
   double worst_10 = 0, worst_50 = 0, worst_all = 0;
   size_t steps = 0;
   int ranks = 0;
-  lessons::LineChart losses{title + ": loss per step, rank 0", "step", "loss"};
-  lessons::LineChart diff{"relative difference |engine - pytorch| / pytorch, rank 0 (log10)", "step", "log10"};
+  lessons::LineChart losses{title + ": loss per step, rank 0", "step", "loss", {}};
+  lessons::LineChart diff{"relative difference |engine - pytorch| / pytorch, rank 0 (log10)", "step", "log10", {}};
   for (int r = 0; std::ifstream(ours_dir + "/losses_rank" + std::to_string(r) + ".txt").good(); ++r, ++ranks) {
     const auto a = read_losses(ours_dir + "/losses_rank" + std::to_string(r) + ".txt");
     const auto b = read_losses(torch_dir + "/losses_rank" + std::to_string(r) + ".txt");
@@ -53,7 +53,8 @@ int main(int argc, char** argv) try {
       if (s < 50) worst_50 = std::max(worst_50, d);
     }
     if (r != 0) continue;
-    lessons::Series e{"engine", lessons::kBlue, {}}, t{"pytorch", lessons::kOrange, {}}, d{"difference", lessons::kRed, {}};
+    lessons::Series e{"engine", lessons::kBlue, {}}, t{"pytorch", lessons::kOrange, {}},
+        d{"difference", lessons::kRed, {}};
     for (size_t s = 0; s < a.size(); ++s) {
       e.points.push_back({double(s + 1), a[s]});
       t.points.push_back({double(s + 1), b[s]});
@@ -68,8 +69,10 @@ int main(int argc, char** argv) try {
   canvas.paste(losses.draw(), 0, 0);
   canvas.paste(diff.draw(), 0, losses.height);
   canvas.save_png(picture);
-  std::printf("%d rank(s), %zu steps each: largest relative loss difference %.2e in the first 10 steps, %.2e in the "
-              "first 50, %.2e in all\n", ranks, steps, worst_10, worst_50, worst_all);
+  std::printf(
+      "%d rank(s), %zu steps each: largest relative loss difference %.2e in the first 10 steps, %.2e in the "
+      "first 50, %.2e in all\n",
+      ranks, steps, worst_10, worst_50, worst_all);
   std::printf("picture: %s\n", picture.c_str());
   return 0;
 } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 // Lesson 2's quick check: after average_gradients, every rank holds the mean gradient.
-#include "catch2/catch.hpp"
 #include "lessons/02_ddp_basics/quick_check/exercise.h"
+#include "catch2/catch.hpp"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"

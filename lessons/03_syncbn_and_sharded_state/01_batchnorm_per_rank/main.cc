@@ -26,12 +26,16 @@ int main() try {
   BatchNorm1d whole(3);  // what one process would compute on the whole batch
   const Tensor want = whole(Variable(x)).data().narrow(0, rank * rows, rows);
 
+  const double my_mean = mean(mine.select(1, 0)).item(), global_mean = mean(x.select(1, 0)).item();
   std::printf("rank %d: feature 0 mean of my %lld rows %+.3f, of the global batch %+.3f\n", rank, (long long)rows,
-              mean(mine.select(1, 0)).item(), mean(x.select(1, 0)).item());
+              my_mean, global_mean);
+  lessons::report("my_mean", my_mean);
+  lessons::report("global_mean", global_mean);
   std::printf("rank %d: running_mean[0] after one step %+.4f (the global batch would give %+.4f)\n", rank,
               bn.running_mean.select(0, 0).item(), whole.running_mean.select(0, 0).item());
-  std::printf("rank %d: max |my BatchNorm output - global BatchNorm output| = %.3f\n", rank,
-              lessons::max_abs_diff(y, want));
+  const double d = lessons::max_abs_diff(y, want);
+  std::printf("rank %d: max |my BatchNorm output - global BatchNorm output| = %.3f\n", rank, d);
+  lessons::report("output_difference", d);
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

@@ -2,9 +2,8 @@
 # rank's output, gradients and running statistics equal one process's plain BatchNorm over
 # the whole batch, to float rounding.
 expect_count 4 'layer 1 is now SyncBatchNorm' "convert_sync_batchnorm swapped the layer"
-for what in "output" "gradient" "running_var"; do
-  for d in $(fields "max \|$what - one process's\| = ([0-9.e+-]+)"); do
-    holds "d < 1e-5" "$what equals the global batch's" d="$d"
-  done
-  expect_count 4 "max \|$what - one process's\|" "every rank compared its $what"
+for what in output gradient running_var; do
+  mapfile -t ds < <(results "${what}_difference")
+  [[ ${#ds[@]} -eq 4 ]] || fail "every rank should compare its $what (got ${#ds[@]})"
+  for d in "${ds[@]}"; do holds "d < 1e-5" "$what equals the global batch's" d="$d"; done
 done

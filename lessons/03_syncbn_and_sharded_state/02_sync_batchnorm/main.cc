@@ -20,8 +20,8 @@ using namespace engine::nn;
 
 static std::shared_ptr<Sequential> model() {
   Generator g(5);
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(3, 4, true, &g),
-                                                             std::make_shared<BatchNorm1d>(4)});
+  return std::make_shared<Sequential>(
+      std::vector<ModulePtr>{std::make_shared<Linear>(3, 4, true, &g), std::make_shared<BatchNorm1d>(4)});
 }
 
 int main() try {
@@ -45,14 +45,17 @@ int main() try {
   Variable y_all = (*alone)(Variable(x));
   (sum(y_all * Variable(w.reshape({1, 4}))) * (1.0 / world)).backward();
 
-  std::printf("rank %d: max |output - one process's| = %.2e\n", rank,
-              lessons::max_abs_diff(y.data(), y_all.data().narrow(0, rank * rows, rows)));
-  std::printf("rank %d: max |gradient - one process's| = %.2e\n", rank,
-              lessons::max_difference(*synced, *alone, /*grads=*/true));
+  const double d_out = lessons::max_abs_diff(y.data(), y_all.data().narrow(0, rank * rows, rows));
+  const double d_grad = lessons::max_difference(*synced, *alone, /*grads=*/true);
+  std::printf("rank %d: max |output - one process's| = %.2e\n", rank, d_out);
+  std::printf("rank %d: max |gradient - one process's| = %.2e\n", rank, d_grad);
+  lessons::report("output_difference", d_out);
+  lessons::report("gradient_difference", d_grad);
   auto* bn = dynamic_cast<BatchNorm*>(&*synced->children()[1].second);
   auto* ref = dynamic_cast<BatchNorm*>(&*alone->children()[1].second);
-  std::printf("rank %d: max |running_var - one process's| = %.2e\n", rank,
-              lessons::max_abs_diff(bn->running_var, ref->running_var));
+  const double d_var = lessons::max_abs_diff(bn->running_var, ref->running_var);
+  std::printf("rank %d: max |running_var - one process's| = %.2e\n", rank, d_var);
+  lessons::report("running_var_difference", d_var);
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

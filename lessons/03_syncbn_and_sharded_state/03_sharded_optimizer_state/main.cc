@@ -47,9 +47,13 @@ int main() try {
     if (key.rfind("state.", 0) == 0) full += t.nbytes();
   std::printf("rank %d: Adam state %zu bytes unsharded, %zu bytes in my ZeRO shard (%.3f of it)\n", rank, full,
               zero.state_bytes(), double(zero.state_bytes()) / double(full));
-  std::printf("rank %d: after 10 steps max |ZeRO parameters - DDP+Adam parameters| = %.2e\n", rank,
-              lessons::max_difference(*model, *ref));
+  lessons::report("full_state_bytes", double(full));
+  lessons::report("shard_state_bytes", double(zero.state_bytes()));
+  const double d = lessons::max_difference(*model, *ref);
+  std::printf("rank %d: after 10 steps max |ZeRO parameters - DDP+Adam parameters| = %.2e\n", rank, d);
   std::printf("rank %d: ZeRO parameters %s\n", rank, lessons::fingerprint(*model).c_str());
+  lessons::report("difference_from_ddp", d);
+  lessons::report("fingerprint", lessons::fingerprint(*model));
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

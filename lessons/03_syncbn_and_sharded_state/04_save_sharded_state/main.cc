@@ -41,6 +41,7 @@ int main() try {
   train(*model, opt, 0, 5);
   const StateDict full = opt.consolidate_state_dict(/*to=*/0);  // a collective: every rank calls it
   std::printf("rank %d: consolidated state has %zu tensors here\n", rank, full.size());
+  lessons::report("consolidated_tensors", double(full.size()));
   dist::save_on_rank0(dir + "/model.safetensors", model->state_dict());
   dist::save_on_rank0(dir + "/optimizer.safetensors", full);
 
@@ -55,6 +56,8 @@ int main() try {
   train(*resumed, opt2, 5, 10);
   std::printf("rank %d: uninterrupted %s, resumed %s\n", rank, lessons::fingerprint(*model).c_str(),
               lessons::fingerprint(*resumed).c_str());
+  lessons::report("uninterrupted", lessons::fingerprint(*model));
+  lessons::report("resumed", lessons::fingerprint(*resumed));
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

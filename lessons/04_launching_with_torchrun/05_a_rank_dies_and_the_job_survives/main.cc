@@ -43,7 +43,8 @@ int main(int argc, char** argv) try {
     std::printf("bit-identical: %zu tensors, %lld values, not one bit differs\n", a.size(), (long long)values);
     return 0;
   }
-  std::printf("different: %lld of %lld values differ, the largest by %g\n", (long long)differ, (long long)values, worst);
+  std::printf("different: %lld of %lld values differ, the largest by %g\n", (long long)differ, (long long)values,
+              worst);
   return 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "same_weights: %s\n", e.what());

@@ -61,7 +61,8 @@ std::shared_ptr<Sequential> closed_form(int world) {
 
 int main(int argc, char** argv) try {
   bool without_join = false;
-  Flags flags("06_uneven_inputs", "Three ranks with 3, 5 and 4 batches: with Join the job ends, without it the others wait.");
+  Flags flags("06_uneven_inputs",
+              "Three ranks with 3, 5 and 4 batches: with Join the job ends, without it the others wait.");
   flags.add("--without-join", &without_join, "train without Join (the ranks' collectives then no longer match)");
   flags.parse_or_exit(argc, argv);
   dist::init_process_group("gloo");
@@ -90,8 +91,9 @@ int main(int argc, char** argv) try {
               lessons::fingerprint(ddp.module()).c_str());
   if (rank == 0) {
     auto reference = closed_form(world);
-    std::printf("closed form (each step: the sum of the gradients of the ranks with data, / %d): max |difference| %.3g\n",
-                world, lessons::max_difference(ddp.module(), *reference));
+    std::printf(
+        "closed form (each step: the sum of the gradients of the ranks with data, / %d): max |difference| %.3g\n",
+        world, lessons::max_difference(ddp.module(), *reference));
   }
   dist::destroy_process_group();
   return 0;

@@ -25,15 +25,16 @@ Placement where_am_i(const std::map<std::string, std::string>& env) {
   struct Names {
     const char *rank, *world, *local;
   };
-  for (const Names& n : {Names{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
-                         Names{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-                         Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}}) {
+  for (const Names& n :
+       {Names{"RANK", "WORLD_SIZE", "LOCAL_RANK"}, Names{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+        Names{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}}) {
     if (!env.count(n.rank)) continue;
     Placement p{number(env, n.rank, -1), number(env, n.world, -1), number(env, n.local, 0)};
     if (p.world_size < 0) throw std::runtime_error(std::string(n.rank) + " is set but " + n.world + " is not");
     return p;
   }
-  throw std::runtime_error("RANK is not set (nor SLURM_PROCID, nor OMPI_COMM_WORLD_RANK): start the program with the launcher");
+  throw std::runtime_error(
+      "RANK is not set (nor SLURM_PROCID, nor OMPI_COMM_WORLD_RANK): start the program with the launcher");
 }
 
 }  // namespace lesson4

@@ -1,8 +1,8 @@
 # Step 2's claims: the mean of the halves' gradients is the whole batch's gradient, up to
 # float rounding (bound: 1e-6 of the largest gradient, i.e. a few float32 ulps); 20 steps
 # trained that way end where the baseline ends (bound: 1e-5 relative).
-d=$(field 'gradients - whole batch.s\| = ([0-9.e+-]+)')
-s=$(field 'largest gradient ([0-9.e+-]+)\)')
+d=$(result gradient_difference)
+s=$(result largest_gradient)
 holds "d <= 1e-6 * s" "the halves' mean is the whole batch's gradient" d="$d" s="$s"
-r=$(field 'baseline.s\| = ([0-9.e+-]+)')
+r=$(result relative_difference)
 holds "r < 1e-5" "the split run ends at the baseline" r="$r"

@@ -39,6 +39,8 @@ int main() try {
     scale = std::max(scale, max(abs(whole[i])).item());
   }
   std::printf("max |mean of the halves' gradients - whole batch's| = %.2e (largest gradient %.2e)\n", worst, scale);
+  lessons::report("gradient_difference", worst);
+  lessons::report("largest_gradient", scale);
 
   // Train 20 steps this way: the same run as the baseline, to float rounding.
   auto split = lessons::toy_mlp(0);
@@ -52,8 +54,9 @@ int main() try {
     opt.step();
   }
   inside::Run base = inside::baseline();
-  std::printf("after %d steps: max |parameter - baseline's| / max |baseline's| = %.2e\n", inside::kSteps,
-              lessons::relative_difference(*split, *base.model));
+  const double rel = lessons::relative_difference(*split, *base.model);
+  std::printf("after %d steps: max |parameter - baseline's| / max |baseline's| = %.2e\n", inside::kSteps, rel);
+  lessons::report("relative_difference", rel);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "02_manual_data_parallelism: %s\n", e.what());

@@ -29,7 +29,8 @@ int main() try {
   dist::StoreOptions so;
   so.token = env("ENGINE_JOB_TOKEN");
   // Rank 0 is the store's server; every rank, rank 0 included, is a client.
-  auto store = std::make_shared<dist::TCPStore>(env("MASTER_ADDR"), int(parse_int(env("MASTER_PORT"), "MASTER_PORT", 1, 65535)), rank == 0, so);
+  auto store = std::make_shared<dist::TCPStore>(
+      env("MASTER_ADDR"), int(parse_int(env("MASTER_PORT"), "MASTER_PORT", 1, 65535)), rank == 0, so);
   store->set("pid/" + std::to_string(rank), std::to_string(getpid()));
   std::string peers;
   for (int r = 0; r < world; ++r) peers += " " + std::to_string(r) + ":" + store->get("pid/" + std::to_string(r));

@@ -32,12 +32,19 @@ int main() try {
   lessons::ring_all_reduce(dist::default_group(), ring, &log);
 
   std::printf("rank %d: naive == library: %s, ring == library: %s\n", rank,
-              lessons::max_abs_diff(naive, library) == 0 ? "yes" : "NO", lessons::max_abs_diff(ring, library) == 0 ? "yes" : "NO");
+              lessons::max_abs_diff(naive, library) == 0 ? "yes" : "NO",
+              lessons::max_abs_diff(ring, library) == 0 ? "yes" : "NO");
   const int64_t naive_formula = rank == 0 ? (n - 1) * S : S;
   const int64_t ring_formula = 2 * (n - 1) * S / n;
-  std::printf("rank %d: sent %lld bytes naive (formula %lld), %lld bytes ring (formula 2(n-1)/n S = %lld), S = %lld\n", rank,
-              (long long)naive_sent, (long long)naive_formula, (long long)log.bytes_sent, (long long)ring_formula,
+  std::printf("rank %d: sent %lld bytes naive (formula %lld), %lld bytes ring (formula 2(n-1)/n S = %lld), S = %lld\n",
+              rank, (long long)naive_sent, (long long)naive_formula, (long long)log.bytes_sent, (long long)ring_formula,
               (long long)S);
+  lessons::report("naive_sent", double(naive_sent));
+  lessons::report("naive_formula", double(naive_formula));
+  lessons::report("ring_sent", double(log.bytes_sent));
+  lessons::report("ring_formula", double(ring_formula));
+  lessons::report("naive_received", double(naive_received));
+  lessons::report("S", double(S));
   if (rank == 0)
     std::printf("rank 0: received %lld bytes naive (formula (n-1) S = %lld): it moves (n-1) S twice\n",
                 (long long)naive_received, (long long)((n - 1) * S));

@@ -33,9 +33,13 @@ int main() try {
     loss = t.item();
   }
   const inside::Run base = inside::baseline();
-  std::printf("rank %d: last loss %.6f (baseline %.6f); parameters %s; max |difference| / max |baseline| = %.2e\n", rank,
-              loss, base.losses.back(), lessons::fingerprint(*model).c_str(),
-              lessons::relative_difference(*model, *base.model));
+  const double rel = lessons::relative_difference(*model, *base.model);
+  std::printf("rank %d: last loss %.6f (baseline %.6f); parameters %s; max |difference| / max |baseline| = %.2e\n",
+              rank, loss, base.losses.back(), lessons::fingerprint(*model).c_str(), rel);
+  lessons::report("last_loss", loss);
+  lessons::report("baseline_last_loss", base.losses.back());
+  lessons::report("fingerprint", lessons::fingerprint(*model));
+  lessons::report("relative_difference", rel);
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

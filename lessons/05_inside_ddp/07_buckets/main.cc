@@ -26,8 +26,10 @@ int main() try {
   dist::init_process_group("gloo");
   const int rank = dist::get_rank(), world = dist::get_world_size();
   const std::string dir = lessons::output_dir("05_inside_ddp");
-  lessons::LineChart chart{"step time against the number of buckets", "buckets (all-reduces per step)",
-                           "step time (ms)", {{"rank 0, median of 20 steps", lessons::kBlue, {}}}};
+  lessons::LineChart chart{"step time against the number of buckets",
+                           "buckets (all-reduces per step)",
+                           "step time (ms)",
+                           {{"rank 0, median of 20 steps", lessons::kBlue, {}}}};
   for (double cap : {1e-6, 1e-3, 0.25, 25.0}) {
     lessons::Trace trace(rank);
     lessons::TracingGroup traced(dist::default_group(), trace);

@@ -33,6 +33,8 @@ int main() try {
   for (auto& bucket : sync.buckets()) a += " " + std::to_string(bucket.size());
   for (auto& bucket : ddp.bucket_names()) b += " " + std::to_string(bucket.size());
   std::printf("rank %d: parameters per bucket: step 7's%s, DDP's%s\n", rank, a.c_str(), b.c_str());
+  lessons::report("buckets_step7", a.substr(a.empty() ? 0 : 1));
+  lessons::report("buckets_ddp", b.substr(b.empty() ? 0 : 1));
 
   for (int step = 0; step < inside::kSteps; ++step) {
     Tensor x, y;
@@ -46,9 +48,12 @@ int main() try {
     opt.step();
   }
   const inside::Run base = inside::baseline();
+  const double rel = lessons::relative_difference(*theirs, *base.model);
   std::printf("rank %d: step 7 %s, DDP %s; DDP vs the baseline %.2e relative\n", rank,
-              lessons::fingerprint(*ours).c_str(), lessons::fingerprint(*theirs).c_str(),
-              lessons::relative_difference(*theirs, *base.model));
+              lessons::fingerprint(*ours).c_str(), lessons::fingerprint(*theirs).c_str(), rel);
+  lessons::report("fingerprint_step7", lessons::fingerprint(*ours));
+  lessons::report("fingerprint_ddp", lessons::fingerprint(*theirs));
+  lessons::report("relative_difference", rel);
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

@@ -65,7 +65,8 @@ int main() try {
   // 1. All-reduce times, and a fit of T = a + b S weighted by 1/T^2 (relative errors, so
   //    small and large sizes count alike). With n = 2: a = 2 alpha, b = beta.
   std::vector<double> S, T;
-  for (int64_t bytes = 4096; bytes <= (16 << 20); bytes *= 4) S.push_back(double(bytes)), T.push_back(time_all_reduce(bytes));
+  for (int64_t bytes = 4096; bytes <= (16 << 20); bytes *= 4)
+    S.push_back(double(bytes)), T.push_back(time_all_reduce(bytes));
   double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t i = 0; i < S.size(); ++i) {
     const double w = 1 / (T[i] * T[i]);
@@ -88,7 +89,8 @@ int main() try {
   const double c = t_single / (double(P) * 64);
 
   if (rank == 0) {
-    std::printf("fit on 2 ranks: alpha = %.3e s per step, beta = %.3e s per byte (%.2f GB/s)\n", alpha, beta, 1e-9 / beta);
+    std::printf("fit on 2 ranks: alpha = %.3e s per step, beta = %.3e s per byte (%.2f GB/s)\n", alpha, beta,
+                1e-9 / beta);
     for (size_t i = 0; i < S.size(); ++i)
       std::printf("  all-reduce of %8.0f KiB: measured %8.3f ms, model %8.3f ms\n", S[i] / 1024, T[i] * 1e3,
                   ring(2, S[i]) * 1e3);
@@ -106,7 +108,8 @@ int main() try {
     for (double params : {1e5, 1e6, 1e7, 1e8}) {
       lessons::Series s{std::to_string(int64_t(params >= 1e6 ? params / 1e6 : params / 1e3)) +
                             (params >= 1e6 ? "M params" : "K params"),
-                        lessons::palette()[chart.series.size() - 1], {{1, 1}}};
+                        lessons::palette()[chart.series.size() - 1],
+                        {{1, 1}}};
       for (int n = 2; n <= 8; ++n) {
         const double tc = c * params * 64, tm = ring(n, 4 * params), speedup = n * tc / (tc + tm);
         std::printf("  P %.0e  n %d: compute %9.3f ms, all-reduce %9.3f ms, speedup %5.2f\n", params, n, tc * 1e3,
@@ -116,7 +119,8 @@ int main() try {
       chart.series.push_back(s);
       // 80% efficiency, n tc / (tc + T) >= 0.8 n, needs tc >= 4 T: at least 4 T / (c P) samples per rank.
       const double needed = std::ceil(4 * ring(8, 4 * params) / (c * params));
-      std::printf("  -> P %.0e: on 8 ranks, 80%% efficiency needs at least %.0f samples per rank per step\n", params, needed);
+      std::printf("  -> P %.0e: on 8 ranks, 80%% efficiency needs at least %.0f samples per rank per step\n", params,
+                  needed);
     }
     chart.save_png(dir + "/ddp_scaling.png");
     std::printf("plot written to %s/ddp_scaling.png\n", dir.c_str());
