@@ -76,6 +76,16 @@ void toy_batch(int step, int64_t batch, uint64_t seed, Tensor* x, Tensor* y) {
   *y = argmax(sum(x->narrow(1, 0, 780).reshape({batch, 10, 78}), {2}), 1);
 }
 
+std::string numbers(const std::vector<double>& values) {
+  std::string s;
+  char buf[32];
+  for (double v : values) {
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    s += (s.empty() ? "" : " ") + std::string(buf);
+  }
+  return s;
+}
+
 std::string join(const std::vector<int64_t>& values) {
   std::string s;
   for (int64_t v : values) s += (s.empty() ? "" : " ") + std::to_string(v);

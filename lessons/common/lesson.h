@@ -38,6 +38,8 @@ void toy_batch(int step, int64_t batch, uint64_t seed, engine::Tensor* x, engine
 
 // "3 7 9": the numbers, separated by spaces.
 std::string join(const std::vector<int64_t>& values);
+// The same for doubles, each with every digit (%.17g): a row of numbers for report().
+std::string numbers(const std::vector<double>& values);
 
 // The largest |a - b| over two tensors of the same shape.
 double max_abs_diff(const engine::Tensor& a, const engine::Tensor& b);

@@ -91,14 +91,21 @@ int main() try {
   if (rank == 0) {
     std::printf("fit on 2 ranks: alpha = %.3e s per step, beta = %.3e s per byte (%.2f GB/s)\n", alpha, beta,
                 1e-9 / beta);
-    for (size_t i = 0; i < S.size(); ++i)
+    lessons::report("alpha", alpha);
+    lessons::report("beta", beta);
+    for (size_t i = 0; i < S.size(); ++i) {
       std::printf("  all-reduce of %8.0f KiB: measured %8.3f ms, model %8.3f ms\n", S[i] / 1024, T[i] * 1e3,
                   ring(2, S[i]) * 1e3);
+      lessons::report("measured", lessons::numbers({S[i], T[i], ring(2, S[i])}));  // bytes, seconds, seconds
+    }
     std::printf("compute: c = %.3e s per parameter per sample (one process, %lld parameters, batch 64: %.3f ms)\n", c,
                 (long long)P, t_single * 1e3);
+    lessons::report("c", c);
     const double tc = t_single, tm = ring(2, 4.0 * double(P));
     std::printf("DDP on 2 ranks, this model: measured speedup %.2f; model %.2f (no overlap) to %.2f (full overlap)\n",
                 2 * t_single / t_ddp, 2 * tc / (tc + tm), 2 * tc / std::max(tc, tm));
+    lessons::report("ddp_speedup",
+                    lessons::numbers({2 * t_single / t_ddp, 2 * tc / (tc + tm), 2 * tc / std::max(tc, tm)}));
 
     // 3. Predictions: model sizes 100 K .. 100 M parameters, 2 .. 8 ranks, 64 samples per rank.
     lessons::LineChart chart{"predicted DDP speedup, 64 samples per rank", "ranks", "speedup over one process", {}};
@@ -114,6 +121,7 @@ int main() try {
         const double tc = c * params * 64, tm = ring(n, 4 * params), speedup = n * tc / (tc + tm);
         std::printf("  P %.0e  n %d: compute %9.3f ms, all-reduce %9.3f ms, speedup %5.2f\n", params, n, tc * 1e3,
                     tm * 1e3, speedup);
+        lessons::report("prediction", lessons::numbers({params, double(n), tc, tm, speedup}));
         s.points.push_back({double(n), speedup});
       }
       chart.series.push_back(s);
@@ -121,6 +129,7 @@ int main() try {
       const double needed = std::ceil(4 * ring(8, 4 * params) / (c * params));
       std::printf("  -> P %.0e: on 8 ranks, 80%% efficiency needs at least %.0f samples per rank per step\n", params,
                   needed);
+      lessons::report("verdict", lessons::numbers({params, needed}));
     }
     chart.save_png(dir + "/ddp_scaling.png");
     std::printf("plot written to %s/ddp_scaling.png\n", dir.c_str());
