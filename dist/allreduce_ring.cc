@@ -26,16 +26,22 @@
 
 namespace engine::dist {
 
-void ProcessGroupTCP::ring_reduce_scatter(char* data, const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
-                                          const MessageHeader& desc, int shift, Deadline d) {
-  const int n = size_, next = ring::wrap(rank_ + 1, n), prev = ring::wrap(rank_ - 1, n);
+ProcessGroupTCP::Ring ProcessGroupTCP::full_ring() const {
+  Ring ring{std::vector<int>(size_t(size_)), rank_};
+  for (int r = 0; r < size_; ++r) ring.ranks[size_t(r)] = r;
+  return ring;
+}
+
+void ProcessGroupTCP::ring_reduce_scatter(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
+                                          ReduceOp op, const MessageHeader& desc, int shift, Deadline d) {
+  const int n = ring.size(), next = ring.next(), prev = ring.prev();
   const size_t es = dtype_size(dtype);
   int64_t largest = 0;
   for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[k + 1] - bounds[k]);
   thread_local std::vector<char> scratch;
   scratch.resize(size_t(largest) * es);
   for (int step = 0; step < n - 1; ++step) {
-    const auto [send_seg, recv_seg] = ring::reduce_scatter_step(rank_, n, step, shift);
+    const auto [send_seg, recv_seg] = ring::reduce_scatter_step(ring.pos, n, step, shift);
     MessageHeader out = desc, expect = desc;
     out.step = expect.step = uint16_t(step);
     out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
@@ -51,12 +57,12 @@ void ProcessGroupTCP::ring_reduce_scatter(char* data, const std::vector<int64_t>
   }
 }
 
-void ProcessGroupTCP::ring_all_gather(char* data, const std::vector<int64_t>& bounds, DType dtype,
+void ProcessGroupTCP::ring_all_gather(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
                                       const MessageHeader& desc, int owned_shift, Deadline d) {
-  // Rank r starts owning segment r + 1 + owned_shift and passes segments along the ring.
-  const int n = size_, next = ring::wrap(rank_ + 1, n), prev = ring::wrap(rank_ - 1, n);
+  // Position p starts owning segment p + 1 + owned_shift and passes segments along the ring.
+  const int n = ring.size(), next = ring.next(), prev = ring.prev();
   const size_t es = dtype_size(dtype);
-  const int owned = ring::owned_after_reduce_scatter(rank_, n, owned_shift);
+  const int owned = ring::owned_after_reduce_scatter(ring.pos, n, owned_shift);
   for (int step = 0; step < n - 1; ++step) {
     const auto [send_seg, recv_seg] = ring::all_gather_step(owned, n, step);
     MessageHeader out = desc, expect = desc;
@@ -68,23 +74,29 @@ void ProcessGroupTCP::ring_all_gather(char* data, const std::vector<int64_t>& bo
   }
 }
 
-void ProcessGroupTCP::ring_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline d) {
-  const int n = size_;
-  const int64_t count = t.numel();
-  char* data = t.bytes();
-  if (shm_) {  // every rank on this machine: no sockets needed (shm_allreduce.h)
-    shm_->all_reduce(data, count, t.dtype(), op, d);
-    return;
+void ProcessGroupTCP::ring_all_reduce(const Ring& ring, char* data, int64_t count, DType dtype, ReduceOp op,
+                                      const MessageHeader& desc, Deadline d) {
+  const int n = ring.size();
+  if (n == 1) return;
+  const std::vector<int64_t> bounds = ring::equal_segments(count, n);
+  ring_reduce_scatter(ring, data, bounds, dtype, op, desc, 0, d);
+  if (op == ReduceOp::Avg) {  // the owner divides its finished segment once
+    const int owned = ring::owned_after_reduce_scatter(ring.pos, n);
+    float* f = reinterpret_cast<float*>(data) + bounds[owned];
+    for (int64_t i = 0; i < bounds[owned + 1] - bounds[owned]; ++i) f[i] /= float(n);
   }
-  if (n > 1) {
-    const std::vector<int64_t> bounds = ring::equal_segments(count, n);
-    ring_reduce_scatter(data, bounds, t.dtype(), op, desc, 0, d);
-    if (op == ReduceOp::Avg) {  // the owner divides its finished segment once
-      const int owned = ring::owned_after_reduce_scatter(rank_, n);
-      float* f = reinterpret_cast<float*>(data) + bounds[owned];
-      for (int64_t i = 0; i < bounds[owned + 1] - bounds[owned]; ++i) f[i] /= float(n);
-    }
-    ring_all_gather(data, bounds, t.dtype(), desc, 0, d);
+  ring_all_gather(ring, data, bounds, dtype, desc, 0, d);
+}
+
+void ProcessGroupTCP::run_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline d) {
+  switch (algorithm_) {
+    case AllReduceAlgorithm::SharedMemory:  // every rank on this machine: no sockets (shm_allreduce.h)
+      shm_->all_reduce(t.bytes(), t.numel(), t.dtype(), op, d);
+      return;
+    case AllReduceAlgorithm::Ring: ring_all_reduce(full_ring(), t.bytes(), t.numel(), t.dtype(), op, desc, d); return;
+    case AllReduceAlgorithm::Hierarchical:
+      hierarchical_all_reduce(t.bytes(), t.numel(), t.dtype(), op, desc, d);
+      return;
   }
 }
 

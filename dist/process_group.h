@@ -53,6 +53,8 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend() const = 0;
+  // The algorithm all_reduce runs (for the CPU backend "ring", "shm" or "hierarchical").
+  virtual std::string all_reduce_algorithm() const { return backend(); }
 
   // Every rank ends with op over all ranks' `tensor`, in place; identical bits everywhere.
   virtual Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum) = 0;

@@ -59,15 +59,6 @@ bool alive(pid_t pid) {
   return close == std::string::npos || close + 2 >= line.size() || (line[close + 2] != 'Z' && line[close + 2] != 'X');
 }
 
-std::string machine_id() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(boot, id);
-  return std::string(host) + "/" + id;
-}
-
 // out[j][i] = in[0][i] (op) in[1][i] (op) ... for every j, i < n: always in rank order, so
 // every rank would get the same bits. Blocks of 1024 keep the running result in L1 while
 // every rank's data streams by once and the result is written once to each output.
@@ -138,6 +129,15 @@ std::string wait_for_key(TCPStore& store, const std::string& key, int owner, pid
 
 }  // namespace
 
+std::string machine_id() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  return std::string(host) + "/" + id;
+}
+
 std::string shm_job_tag(const std::string& token) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a: a short tag that does not reveal the token
   for (unsigned char c : token) h = (h ^ c) * 1099511628211ull;
@@ -149,25 +149,22 @@ std::string shm_job_tag(const std::string& token) {
 void ShmAllReduce::wait_for_ranks(TCPStore& store, const std::string& prefix, const std::vector<pid_t>& pids,
                                   Deadline deadline, const char* what) {
   for (int r = 0; r < size_; ++r)
-    wait_for_key(store, prefix + std::to_string(r), r, pids[size_t(r)], deadline, what,
+    wait_for_key(store, prefix + std::to_string(r), ranks_[size_t(r)], pids[size_t(r)], deadline, what,
                  "[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s setting up " + what +
-                     " on rank " + std::to_string(rank_) + ": rank " + std::to_string(r) +
-                     " never attached (stuck, or not calling the same setup)");
+                     " on rank " + std::to_string(ranks_[size_t(rank_)]) + ": rank " +
+                     std::to_string(ranks_[size_t(r)]) + " never attached (stuck, or not calling the same setup)");
 }
 
-std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, int size,
+std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, const std::string& scope,
+                                                   const std::vector<int>& ranks, int rank,
                                                    std::chrono::milliseconds timeout, const std::string& job_tag) {
+  const int size = int(ranks.size());
   if (size < 2) return nullptr;
-  if (const char* e = std::getenv("ENGINE_SHM"); e && std::string(e) == "0") return nullptr;
-  // All on one machine? Every rank posts its host and boot id; all must match. The pids
-  // let the waits below notice a rank that dies.
-  store.set("shm/host/" + std::to_string(rank), machine_id());
-  store.set("shm/pid/" + std::to_string(rank), std::to_string(getpid()));
-  for (int r = 0; r < size; ++r)
-    if (store.get("shm/host/" + std::to_string(r)) != machine_id()) return nullptr;
+  // The members' pids let the waits below notice a rank that dies.
+  store.set(scope + "pid/" + std::to_string(rank), std::to_string(getpid()));
   std::vector<pid_t> pids;
   for (int r = 0; r < size; ++r)
-    pids.push_back(pid_t(std::strtol(store.get("shm/pid/" + std::to_string(r)).c_str(), nullptr, 10)));
+    pids.push_back(pid_t(std::strtol(store.get(scope + "pid/" + std::to_string(r)).c_str(), nullptr, 10)));
   const Deadline d = deadline_in(timeout);
   const size_t bytes = sizeof(Header) + size_t(size) * sizeof(Control) + size_t(size) * 2 * kChunk;
   UnlinkOnExit unlink;
@@ -177,13 +174,13 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
     fd = shm_open(unlink.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0 && ftruncate(fd, off_t(bytes)) != 0) close(fd), fd = -1;
     if (fd < 0) {
-      store.set("shm/name", "");  // tell the others to stay on TCP
+      store.set(scope + "name", "");  // tell the others to stay on TCP
       return nullptr;
     }
-    store.set("shm/name", unlink.name);
+    store.set(scope + "name", unlink.name);
   } else {
     unlink.name =
-        wait_for_key(store, "shm/name", 0, pids[0], d, "shared memory",
+        wait_for_key(store, scope + "name", ranks[0], pids[0], d, "shared memory",
                      "[init_process_group] timed out setting up shared memory: rank 0 never published its name");
     if (unlink.name.empty()) return nullptr;
     fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
@@ -192,12 +189,14 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, int rank, in
   void* base = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (fd >= 0) close(fd);
   std::unique_ptr<ShmAllReduce> s(new ShmAllReduce(base, bytes, rank, size, kChunk, timeout));
+  s->ranks_ = ranks;
+  s->scope_ = scope;
   if (base == MAP_FAILED) s->base_ = nullptr;
   s->job_tag_ = job_tag;
-  store.set("shm/attached/" + std::to_string(rank), base != MAP_FAILED ? "1" : "0");
-  s->wait_for_ranks(store, "shm/attached/", pids, d, "shared memory");
+  store.set(scope + "attached/" + std::to_string(rank), base != MAP_FAILED ? "1" : "0");
+  s->wait_for_ranks(store, scope + "attached/", pids, d, "shared memory");
   for (int r = 0; r < size; ++r)
-    if (store.get("shm/attached/" + std::to_string(r)) != "1") return nullptr;
+    if (store.get(scope + "attached/" + std::to_string(r)) != "1") return nullptr;
   s->control(rank)->pid = getpid();
   s->barrier(d);  // every control block filled in before anyone checks pids
   return s;
@@ -224,7 +223,7 @@ void ShmAllReduce::check_peers_alive() {
   if (header()->aborted.load()) throw Error(std::string(header()->abort_text));
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && !alive(control(r)->pid))
-      throw Error("[dist] rank " + std::to_string(r) + " (pid " + std::to_string(control(r)->pid) +
+      throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) + " (pid " + std::to_string(control(r)->pid) +
                   ") died: it exited or was killed while the others waited for it");
 }
 
@@ -248,9 +247,10 @@ void ShmAllReduce::barrier(Deadline deadline) {
       if (Clock::now() > deadline) {
         std::string behind;
         for (int r = 0; r < size_; ++r)
-          if (control(r)->posted < posted_) behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(r);
+          if (control(r)->posted < posted_)
+            behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(ranks_[size_t(r)]);
         throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
-                    " on rank " + std::to_string(rank_) + ", waiting for " +
+                    " on rank " + std::to_string(ranks_[size_t(rank_)]) + ", waiting for " +
                     (behind.empty() ? "the other ranks" : behind) +
                     ": it may be stuck, still computing, or in a different collective");
       }
@@ -269,8 +269,8 @@ void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline,
     const CallDescriptor& c = control(r)->call;
     if (c.seq != mine.seq || c.coll != mine.coll || c.op != mine.op || c.dtype != mine.dtype || c.count != mine.count ||
         c.root != mine.root)
-      throw Error("[dist] mismatched collectives: rank " + std::to_string(rank_) + " called " + describe(mine) +
-                  " but rank " + std::to_string(r) + " called " + describe(c) +
+      throw Error("[dist] mismatched collectives: rank " + std::to_string(ranks_[size_t(rank_)]) + " called " +
+                  describe(mine) + " but rank " + std::to_string(ranks_[size_t(r)]) + " called " + describe(c) +
                   "; every rank must make the same collective calls in the same order with the same op, dtype and "
                   "element count");
   }
@@ -280,7 +280,7 @@ void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline,
 
 Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
   const size_t per_rank = (size_t(numel) * 4 + 63) / 64 * 64;
-  const std::string key = "shm/buffer/" + std::to_string(shared_buffers_++);
+  const std::string key = scope_ + "buffer/" + std::to_string(shared_buffers_++);
   const Deadline d = deadline_in(timeout_);
   std::vector<pid_t> pids;
   for (int r = 0; r < size_; ++r) pids.push_back(control(r)->pid);
@@ -295,7 +295,7 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
     ENGINE_REQUIRE(fd >= 0, "[dist] cannot create a shared buffer of ", per_rank * size_t(size_),
                    " bytes: ", std::strerror(err));
   } else {
-    unlink.name = wait_for_key(store, key, 0, pids[0], d, "a shared buffer",
+    unlink.name = wait_for_key(store, key, ranks_[0], pids[0], d, "a shared buffer",
                                "[dist] timed out setting up a shared buffer: rank 0 never published its name");
     ENGINE_REQUIRE(!unlink.name.empty(), "[dist] rank 0 could not create a shared buffer (its error says why)");
     fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);

@@ -47,19 +47,24 @@ struct CallDescriptor {
 
 class ShmAllReduce {
  public:
-  // Creates (rank 0) or attaches (others) the segment named through `store`. Returns
-  // nullptr when the ranks are not all on this machine or shared memory is unavailable.
-  // Every wait is bounded by `timeout` and watches the other ranks' pids; no path, failed
+  // Creates (member 0) or attaches (the others) a segment shared by the process group's
+  // ranks `ranks` (all on this machine; this process is ranks[rank]), its name passed
+  // through `store` under keys starting with `scope`. Returns nullptr when there is
+  // nothing to share (one member) or shared memory is unavailable (then on every member).
+  // Every wait is bounded by `timeout` and watches the other members' pids; no path, failed
   // or not, leaves the segment's name in /dev/shm. `job_tag` (shm_job_tag) starts the name.
-  static std::unique_ptr<ShmAllReduce> create(TCPStore& store, int rank, int size, std::chrono::milliseconds timeout,
-                                              const std::string& job_tag);
+  // Errors name ranks by their rank in the process group.
+  static std::unique_ptr<ShmAllReduce> create(TCPStore& store, const std::string& scope, const std::vector<int>& ranks,
+                                              int rank, std::chrono::milliseconds timeout, const std::string& job_tag);
   ~ShmAllReduce();
 
   // Posts this rank's call and checks that all ranks made the same one; throws naming both.
   // `describe` turns a descriptor into words for the error message.
   void agree(const CallDescriptor& mine, Deadline deadline, std::string (*describe)(const CallDescriptor&));
-  // Sums (etc.) `count` elements at `data` across ranks, in place.
+  // Sums (etc.) `count` elements at `data` across the members, in place.
   void all_reduce(char* data, int64_t count, DType dtype, ReduceOp op, Deadline deadline);
+  // Returns once every member has called it (bounded by `deadline`; a dead member is named).
+  void barrier(Deadline deadline);
   // Tells every waiting rank that this one failed, with why.
   void abort(const std::string& why);
 
@@ -71,7 +76,6 @@ class ShmAllReduce {
 
  private:
   ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk, std::chrono::milliseconds timeout);
-  void barrier(Deadline deadline);
   // Polls the store until every rank r has set prefix + r; names a rank that died (by pid)
   // or, at the deadline, the first rank missing.
   void wait_for_ranks(TCPStore& store, const std::string& prefix, const std::vector<pid_t>& pids, Deadline deadline,
@@ -101,7 +105,12 @@ class ShmAllReduce {
   uint64_t posted_ = 0;       // how many calls this rank has posted
   std::string current_call_;  // the call in progress, in words, for error messages
   std::string job_tag_;
+  std::vector<int> ranks_;  // the members' ranks in the process group
+  std::string scope_;       // the members' store keys start with it
 };
+
+// This machine, as "hostname/boot id": processes with equal ids can share memory.
+std::string machine_id();
 
 // The tag every shared-memory name of the job with this token starts with
 // (/dev/shm/engine-<tag>-...): the launcher removes what a killed job left behind.

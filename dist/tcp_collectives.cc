@@ -15,14 +15,15 @@ Work ProcessGroupTCP::all_reduce(Tensor t, ReduceOp op) {
   ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[all_reduce] AVG needs float32, got ",
                  dtype_name(t.dtype()));
   return enqueue(make_desc(kAllReduce, &t, op),
-                 [this, t, op](const MessageHeader& desc, Deadline d) { ring_all_reduce(t, op, desc, d); });
+                 [this, t, op](const MessageHeader& desc, Deadline d) { run_all_reduce(t, op, desc, d); });
 }
 
 Work ProcessGroupTCP::barrier() {
   // A barrier is an all-reduce of one number: nobody finishes before everybody started.
   Tensor one = ones({1}, DType::Int64);
   return enqueue(make_desc(kBarrier, &one), [this, one](const MessageHeader& desc, Deadline d) {
-    if (!shm_) ring_all_reduce(one, ReduceOp::Sum, desc, d);  // with shared memory, agree() was the barrier
+    // With shared memory between all ranks, agree() was the barrier.
+    if (algorithm_ != AllReduceAlgorithm::SharedMemory) run_all_reduce(one, ReduceOp::Sum, desc, d);
   });
 }
 
@@ -44,11 +45,11 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
                    if (rank_ == root) {
                      for (int r = 0; r < size_; ++r)
                        if (r != root) send_message(r, h, data, d);
-                     for (int r = 0; r < size_ && !shm_; ++r)
+                     for (int r = 0; r < size_ && algorithm_ != AllReduceAlgorithm::SharedMemory; ++r)
                        if (r != root) recv_message(r, ack, nullptr, d);
                    } else {
                      recv_message(root, h, data, d);
-                     if (!shm_) send_message(root, ack, nullptr, d);
+                     if (algorithm_ != AllReduceAlgorithm::SharedMemory) send_message(root, ack, nullptr, d);
                    }
                  });
 }
@@ -69,7 +70,7 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
                 static_cast<const char*>(input.storage()->data()) + size_t(input.offset()) * es, size_t(m) * es);
     std::vector<int64_t> bounds(size_t(size_) + 1);
     for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
-    ring_all_gather(buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+    ring_all_gather(full_ring(), buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
     for (int r = 0; r < size_; ++r) (*outputs)[r].copy_(all.narrow(0, int64_t(r) * m, m).view(input.shape()));
   });
 }
@@ -89,7 +90,7 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
                    std::vector<int64_t> bounds(size_t(size_) + 1);
                    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
                    // shift -1: rank r ends owning block r, the one it should return.
-                   ring_reduce_scatter(buf, bounds, input.dtype(), op, desc, -1, d);
+                   ring_reduce_scatter(full_ring(), buf, bounds, input.dtype(), op, desc, -1, d);
                    Tensor mine = work.narrow(0, int64_t(rank_) * m, m).view(output.shape());
                    if (op == ReduceOp::Avg) mine = mine / double(size_);  // the ring sums; the average divides once
                    Tensor(output).copy_(mine);

@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "tensor/check.h"
@@ -26,9 +28,81 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
                  " (RANK must be less than WORLD_SIZE)");
   connect_mesh();
-  if (options_.shared_memory)
-    shm_ = ShmAllReduce::create(*store_, rank_, size_, options_.timeout, shm_job_tag(options_.token));
+  discover_topology();
+  choose_algorithm();
   worker_ = std::thread([this] { worker_loop(); });
+}
+
+const char* algorithm_name(AllReduceAlgorithm a) {
+  switch (a) {
+    case AllReduceAlgorithm::Ring: return "ring";
+    case AllReduceAlgorithm::SharedMemory: return "shm";
+    case AllReduceAlgorithm::Hierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------
+// Topology: every rank posts the machine it runs on; ranks with the same machine can share
+// memory. The lowest rank on each machine is its leader.
+
+void ProcessGroupTCP::discover_topology() {
+  const std::string me = options_.host_id.empty() ? machine_id() : options_.host_id;
+  store_->set("topo/host/" + std::to_string(rank_), me);
+  std::vector<std::string> hosts(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) hosts[size_t(r)] = r == rank_ ? me : store_->get("topo/host/" + std::to_string(r));
+  for (int r = 0; r < size_; ++r) {
+    if (hosts[size_t(r)] == me) local_ranks_.push_back(r);
+    if (std::find(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]) == hosts.begin() + r) leaders_.push_back(r);
+  }
+}
+
+namespace {
+// The algorithm asked for: the option, else ENGINE_ALLREDUCE, else "auto".
+std::string requested_algorithm(const TCPGroupOptions& o) {
+  std::string a = o.all_reduce;
+  const char* env = std::getenv("ENGINE_ALLREDUCE");
+  if (a == "auto" && env && *env) a = env;
+  ENGINE_REQUIRE(a == "auto" || a == "ring" || a == "shm" || a == "hierarchical",
+                 "[init_process_group] ENGINE_ALLREDUCE (or TCPGroupOptions::all_reduce) is \"", a,
+                 "\": use ring, shm, hierarchical or auto");
+  return a;
+}
+}  // namespace
+
+void ProcessGroupTCP::choose_algorithm() {
+  const std::string want = requested_algorithm(options_);
+  const char* shm_env = std::getenv("ENGINE_SHM");
+  const bool shm_allowed = options_.shared_memory && !(shm_env && std::string(shm_env) == "0");
+  const bool one_machine = leaders_.size() == 1, shared_somewhere = size_t(size_) > leaders_.size();
+  ENGINE_REQUIRE(want != "shm" || one_machine, "[init_process_group] ENGINE_ALLREDUCE=shm needs every rank on one ",
+                 "machine, but the ranks are on ", leaders_.size(), " machines");
+  ENGINE_REQUIRE(shm_allowed || (want != "shm" && want != "hierarchical"),
+                 "[init_process_group] ENGINE_ALLREDUCE=", want,
+                 " needs shared memory, which ENGINE_SHM=0 (or TCPGroupOptions::shared_memory) turned off");
+  if (want == "ring" || (want == "auto" && (!shm_allowed || !shared_somewhere)))
+    algorithm_ = AllReduceAlgorithm::Ring;
+  else if (want == "shm" || (want == "auto" && one_machine))
+    algorithm_ = AllReduceAlgorithm::SharedMemory;
+  else
+    algorithm_ = AllReduceAlgorithm::Hierarchical;
+  if (algorithm_ == AllReduceAlgorithm::Ring) return;
+  // Shared memory among this machine's ranks, its keys scoped by the machine's leader.
+  const int index = int(std::find(local_ranks_.begin(), local_ranks_.end(), rank_) - local_ranks_.begin());
+  shm_ = ShmAllReduce::create(*store_, "shm/" + std::to_string(local_ranks_[0]) + "/", local_ranks_, index,
+                              options_.timeout, shm_job_tag(options_.token));
+  // Every machine must have its shared memory (or need none), or every rank falls back to
+  // the ring: the choice is the same everywhere.
+  const bool ok = shm_ != nullptr || local_ranks_.size() == 1;
+  store_->set("topo/shm_ok/" + std::to_string(rank_), ok ? "1" : "0");
+  for (int r = 0; r < size_; ++r) {
+    if (store_->get("topo/shm_ok/" + std::to_string(r)) == "1") continue;
+    ENGINE_REQUIRE(want == "auto", "[init_process_group] ENGINE_ALLREDUCE=", want, " but rank ", r,
+                   " could not set up shared memory (is /dev/shm full or missing?)");
+    shm_.reset();
+    algorithm_ = AllReduceAlgorithm::Ring;
+    return;
+  }
 }
 
 ProcessGroupTCP::~ProcessGroupTCP() {

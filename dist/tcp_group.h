@@ -1,8 +1,14 @@
 // ProcessGroupTCP: our CPU backend (init_process_group("gloo") makes one). Every pair of
 // ranks shares one TCP connection (a full mesh, set up through the store); collectives run
-// one at a time, in call order, on a background thread. all_reduce is the ring
-// (allreduce_ring.cc) over TCP, or, when every rank is on this machine, a reduction
-// through shared memory (shm_allreduce.h); uses_shared_memory() says which.
+// one at a time, in call order, on a background thread. all_reduce takes one of three
+// algorithms, chosen from the topology found at setup (which ranks share a machine) and
+// named by all_reduce_algorithm():
+//   "shm"          every rank on this machine: a reduction through shared memory (shm_allreduce.h)
+//   "ring"         one rank per machine: the ring over TCP (allreduce_ring.cc)
+//   "hierarchical" several machines with several ranks each: shared memory within each
+//                  machine, the ring between one leader per machine, the result shared back
+//                  within each machine (allreduce_hierarchical.cc)
+// ENGINE_ALLREDUCE=ring|shm|hierarchical forces one (shm needs every rank on one machine).
 //
 //   auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, StoreOptions{});
 //   ProcessGroupTCP group(store, rank, world, {});
@@ -39,10 +45,19 @@ struct TCPGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string token;              // the job's secret, checked on every connection
   size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
-  // When every rank is on this machine, all_reduce goes through shared memory
-  // (shm_allreduce.h) instead of the TCP ring; ENGINE_SHM=0 also turns it off.
+  // Whether all_reduce may use shared memory between ranks on one machine (false, or
+  // ENGINE_SHM=0: the TCP ring only).
   bool shared_memory = true;
+  // "auto" (from the topology), "ring", "shm" or "hierarchical"; ENGINE_ALLREDUCE, when
+  // set, overrides "auto".
+  std::string all_reduce = "auto";
+  // Which machine this rank is on, as the topology sees it (empty: machine_id(), the host
+  // name and boot id). Tests give ranks of one process different ids to act as machines.
+  std::string host_id;
 };
+
+enum class AllReduceAlgorithm { Ring, SharedMemory, Hierarchical };
+const char* algorithm_name(AllReduceAlgorithm a);
 
 class ProcessGroupTCP : public ProcessGroup {
  public:
@@ -61,8 +76,14 @@ class ProcessGroupTCP : public ProcessGroup {
 
   // Bytes this rank has sent over its connections (for the lessons' cost model).
   uint64_t bytes_sent() const { return bytes_sent_; }
-  // Whether all_reduce runs through shared memory (all ranks on this machine).
-  bool uses_shared_memory() const { return shm_ != nullptr; }
+  // Which all_reduce runs: "ring", "shm" or "hierarchical" (see above).
+  std::string all_reduce_algorithm() const override { return algorithm_name(algorithm_); }
+  // Whether all_reduce runs entirely through shared memory (all ranks on this machine).
+  bool uses_shared_memory() const { return algorithm_ == AllReduceAlgorithm::SharedMemory; }
+  // The ranks on this rank's machine (itself included, ascending), and how many machines
+  // the group spans.
+  const std::vector<int>& local_ranks() const { return local_ranks_; }
+  int machine_count() const { return int(leaders_.size()); }
   const std::shared_ptr<TCPStore>& store() const { return store_; }
 
  private:
@@ -100,18 +121,41 @@ class ProcessGroupTCP : public ProcessGroup {
   void raise_pending_abort(int busy);
   std::string peer_name(int r) const { return "rank " + std::to_string(r); }
 
-  // The ring (allreduce_ring.cc). `bounds` has size()+1 entries: segment k is elements
-  // [bounds[k], bounds[k+1]). `shift` chooses which segment each rank ends up owning.
-  void ring_reduce_scatter(char* data, const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
+  // Setup: which ranks share a machine (local_ranks_, leaders_), then the algorithm, with
+  // shared memory among the local ranks where it uses it. Every rank reaches the same choice.
+  void discover_topology();
+  void choose_algorithm();
+
+  // The ring (allreduce_ring.cc) over the ranks `ring` (this rank is ring[pos]); `bounds`
+  // has ring.size()+1 entries: segment k is elements [bounds[k], bounds[k+1]). `shift`
+  // chooses which segment each member ends up owning.
+  struct Ring {
+    std::vector<int> ranks;
+    int pos;
+    int size() const { return int(ranks.size()); }
+    int next() const { return ranks[size_t((pos + 1) % size())]; }
+    int prev() const { return ranks[size_t((pos + size() - 1) % size())]; }
+  };
+  Ring full_ring() const;
+  void ring_reduce_scatter(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
                            const MessageHeader& desc, int shift, Deadline deadline);
-  void ring_all_gather(char* data, const std::vector<int64_t>& bounds, DType dtype, const MessageHeader& desc,
-                       int owned_shift, Deadline deadline);
-  void ring_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline deadline);
+  void ring_all_gather(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
+                       const MessageHeader& desc, int owned_shift, Deadline deadline);
+  // The whole all-reduce on `ring`; Avg divides by the ring's size.
+  void ring_all_reduce(const Ring& ring, char* data, int64_t count, DType dtype, ReduceOp op, const MessageHeader& desc,
+                       Deadline deadline);
+  // all_reduce with the chosen algorithm (allreduce_hierarchical.cc for the third).
+  void run_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline deadline);
+  void hierarchical_all_reduce(char* data, int64_t count, DType dtype, ReduceOp op, const MessageHeader& desc,
+                               Deadline deadline);
 
   std::shared_ptr<TCPStore> store_;
   TCPGroupOptions options_;
-  std::vector<Socket> peers_;                      // peers_[r]: the connection to rank r (none for ourselves)
-  std::unique_ptr<ShmAllReduce> shm_;              // set when all ranks share this machine
+  std::vector<Socket> peers_;          // peers_[r]: the connection to rank r (none for ourselves)
+  std::unique_ptr<ShmAllReduce> shm_;  // shared memory among local_ranks_, when the algorithm uses it
+  AllReduceAlgorithm algorithm_ = AllReduceAlgorithm::Ring;
+  std::vector<int> local_ranks_;                   // the ranks on this machine, ascending
+  std::vector<int> leaders_;                       // the lowest rank on each machine, ascending: the hierarchical ring
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
   std::atomic<uint64_t> bytes_sent_{0};

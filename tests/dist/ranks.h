@@ -32,10 +32,12 @@ inline std::shared_ptr<dist::TCPStore> serve_store(int* port, std::chrono::milli
   return s;
 }
 
-// Runs fn on `world` ranks as threads, each with its own process group. Rethrows the first
-// error any rank raised.
-inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& fn,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(20), bool shared_memory = true) {
+// Runs fn on `world` ranks as threads, each with its own process group whose options
+// `configure` may change (e.g. host_id, to make ranks act as several machines). Rethrows
+// the first error any rank raised.
+inline void run_threads_with(int world, const std::function<void(int rank, dist::TCPGroupOptions&)>& configure,
+                             const std::function<void(ProcessGroupTCP&)>& fn,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   int port = 0;
   auto server = serve_store(&port, timeout);
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
@@ -48,7 +50,7 @@ inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& 
         auto store = r == 0 ? server : std::make_shared<dist::TCPStore>("127.0.0.1", port, false, so);
         dist::TCPGroupOptions go;
         go.timeout = timeout;
-        go.shared_memory = shared_memory;
+        if (configure) configure(r, go);
         ProcessGroupTCP g(store, r, world, go);
         fn(g);
       } catch (...) {
@@ -59,6 +61,13 @@ inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& 
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// The same with the default options (shared_memory as given).
+inline void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& fn,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(20), bool shared_memory = true) {
+  run_threads_with(
+      world, [shared_memory](int, dist::TCPGroupOptions& o) { o.shared_memory = shared_memory; }, fn, timeout);
 }
 
 struct ChildResult {
