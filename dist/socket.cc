@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -173,6 +174,34 @@ Listener Listener::bind(const std::string& host, int port) {
   l.port_ = ntohs(addr.sin_port);
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   return l;
+}
+
+Listener bind_in_range(const std::string& host, int lo, int hi) {
+  for (int port = lo; port <= hi; ++port) {
+    try {
+      return Listener::bind(host, port);
+    } catch (const Error&) {  // taken: try the next one
+    }
+  }
+  throw Error("[dist] cannot listen on " + host + ": every port in ENGINE_PORT_RANGE " + std::to_string(lo) + "-" +
+              std::to_string(hi) + " is taken (widen the range; each rank needs one port)");
+}
+
+std::string interface_address(const std::string& name) {
+  ifaddrs* list = nullptr;
+  ENGINE_REQUIRE(::getifaddrs(&list) == 0, "[dist] cannot list the network interfaces: ", std::strerror(errno));
+  std::string found, seen;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
+    if (a->ifa_name == name && found.empty()) found = buf;
+    seen += std::string(seen.empty() ? "" : ", ") + a->ifa_name + " (" + buf + ")";
+  }
+  ::freeifaddrs(list);
+  ENGINE_REQUIRE(!found.empty(), "[init_process_group] ENGINE_SOCKET_IFNAME=", name,
+                 ": no interface of that name with an IPv4 address here; this machine has: ", seen);
+  return found;
 }
 
 Socket Listener::accept(Deadline deadline) const {

@@ -65,6 +65,13 @@ class Listener {
   int port_ = 0;
 };
 
+// Listens on host at the first free port in [lo, hi]; throws naming the range when none is.
+Listener bind_in_range(const std::string& host, int lo, int hi);
+
+// The IPv4 address of the network interface `name` (e.g. "eth0"); throws naming it, and
+// listing this machine's interfaces, when it has none.
+std::string interface_address(const std::string& name);
+
 // Waits until fd is readable (or writable), or the deadline passes. Returns false on timeout.
 bool wait_fd(int fd, bool for_write, Deadline deadline);
 

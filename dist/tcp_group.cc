@@ -12,6 +12,7 @@
 
 #include "tensor/check.h"
 #include "tensor/ops.h"
+#include "tensor/parse.h"
 
 namespace engine::dist {
 
@@ -161,12 +162,39 @@ int recv_hello(const Socket& s, const std::string& token, int world, Deadline d,
 }
 }  // namespace
 
+namespace {
+// Where this rank listens: the address of ENGINE_SOCKET_IFNAME when set (as gloo's
+// GLOO_SOCKET_IFNAME), else of the interface this rank reaches the store through.
+std::string listen_host(const TCPStore& store) {
+  const char* ifname = std::getenv("ENGINE_SOCKET_IFNAME");
+  if (!ifname || !*ifname) return store.local_address();
+  ENGINE_REQUIRE(std::strlen(ifname) < 16, "[init_process_group] ENGINE_SOCKET_IFNAME=\"", ifname,
+                 "\" is longer than an interface name can be (15 characters)");
+  return interface_address(ifname);
+}
+
+// A listener on host: in ENGINE_PORT_RANGE ("lo-hi", for firewalls that open only those
+// ports) when set, else on any free port.
+Listener listen_on(const std::string& host) {
+  const char* range = std::getenv("ENGINE_PORT_RANGE");
+  if (!range || !*range) return Listener::bind(host, 0);
+  const std::string r = range;
+  const size_t dash = r.find('-');
+  ENGINE_REQUIRE(dash != std::string::npos, "[init_process_group] ENGINE_PORT_RANGE=\"", r,
+                 "\" must be two ports, LOW-HIGH (e.g. 29600-29700)");
+  const int lo = int(parse_int(r.substr(0, dash), "ENGINE_PORT_RANGE's low port", 1, 65535));
+  const int hi = int(parse_int(r.substr(dash + 1), "ENGINE_PORT_RANGE's high port", lo, 65535));
+  return bind_in_range(host, lo, hi);
+}
+}  // namespace
+
 void ProcessGroupTCP::connect_mesh() {
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
-  const std::string host = store_->local_address();
-  Listener listener = Listener::bind(host, 0);  // only on the interface that reaches the master
-  store_->set("tcp/addr/" + std::to_string(rank_), host + ":" + std::to_string(listener.port()));
+  const std::string host = listen_host(*store_);
+  Listener listener = listen_on(host);
+  address_ = host + ":" + std::to_string(listener.port());
+  store_->set("tcp/addr/" + std::to_string(rank_), address_);
   for (int r = 0; r < rank_; ++r) {
     std::string addr;
     try {
@@ -176,7 +204,15 @@ void ProcessGroupTCP::connect_mesh() {
                   " to publish its address: " + e.what());
     }
     const size_t colon = addr.rfind(':');
-    Socket s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)), d, peer_name(r));
+    Socket s;
+    try {
+      s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)), d, peer_name(r));
+    } catch (const Error& e) {
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " (at " + address_ + ") cannot reach " +
+                  peer_name(r) + " at " + addr + ": " + e.what() +
+                  ". Each rank listens on the address it published; set ENGINE_SOCKET_IFNAME to the interface "
+                  "the machines share, and open the ports (ENGINE_PORT_RANGE) between them");
+    }
     send_hello(s, rank_, options_.token, d, peer_name(r));
     const int got = recv_hello(s, options_.token, size_, d, peer_name(r));
     ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");

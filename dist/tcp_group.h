@@ -84,6 +84,8 @@ class ProcessGroupTCP : public ProcessGroup {
   // the group spans.
   const std::vector<int>& local_ranks() const { return local_ranks_; }
   int machine_count() const { return int(leaders_.size()); }
+  // "host:port" where this rank accepts its peers' connections (empty at world size 1).
+  const std::string& address() const { return address_; }
   const std::shared_ptr<TCPStore>& store() const { return store_; }
 
  private:
@@ -156,6 +158,7 @@ class ProcessGroupTCP : public ProcessGroup {
   AllReduceAlgorithm algorithm_ = AllReduceAlgorithm::Ring;
   std::vector<int> local_ranks_;                   // the ranks on this machine, ascending
   std::vector<int> leaders_;                       // the lowest rank on each machine, ascending: the hierarchical ring
+  std::string address_;                            // "host:port" where this rank listens
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
   std::atomic<uint64_t> bytes_sent_{0};

@@ -3,8 +3,10 @@
 // hierarchical all-reduce against closed forms with identical bits on every rank, only
 // machine leaders on the network, and the other collectives beside it.
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -164,4 +166,46 @@ TEST_CASE("forcing an algorithm: ring anywhere, hierarchical on one machine, shm
   CHECK_THROWS_WITH(on_machines(
                         "AB", [](ProcessGroupTCP&) {}, "fastest"),
                     Catch::Contains("use ring, shm"));
+}
+
+namespace {
+// Sets an environment variable for one scope (the ranks are threads of this process).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+}  // namespace
+
+TEST_CASE("ENGINE_PORT_RANGE and ENGINE_SOCKET_IFNAME choose where ranks listen; bad values are named") {
+  {
+    ScopedEnv range("ENGINE_PORT_RANGE", "29870-29899");
+    std::vector<int> ports(3);
+    engine::testing::run_threads(3, [&](ProcessGroupTCP& g) {
+      const std::string& a = g.address();
+      ports[size_t(g.rank())] = std::stoi(a.substr(a.rfind(':') + 1));
+    });
+    for (int p : ports) CHECK((p >= 29870 && p <= 29899));
+    CHECK(std::set<int>(ports.begin(), ports.end()).size() == 3);
+  }
+  {
+    ScopedEnv ifname("ENGINE_SOCKET_IFNAME", "lo");
+    std::vector<std::string> hosts(2);
+    engine::testing::run_threads(
+        2, [&](ProcessGroupTCP& g) { hosts[size_t(g.rank())] = g.address().substr(0, g.address().rfind(':')); });
+    CHECK(hosts == std::vector<std::string>(2, "127.0.0.1"));
+  }
+  const std::vector<std::tuple<const char*, const char*, const char*>> bad = {
+      {"ENGINE_PORT_RANGE", "29870", "must be two ports, LOW-HIGH"},
+      {"ENGINE_PORT_RANGE", "29899-29870", "ENGINE_PORT_RANGE's high port"},
+      {"ENGINE_PORT_RANGE", "0-10", "ENGINE_PORT_RANGE's low port"},
+      {"ENGINE_SOCKET_IFNAME", "nosuchif0", "ENGINE_SOCKET_IFNAME=nosuchif0: no interface of that name"},
+      {"ENGINE_SOCKET_IFNAME", "an-interface-name-too-long", "longer than an interface name can be"}};
+  for (const auto& [name, value, message] : bad) {
+    ScopedEnv e(name, value);
+    INFO(name << "=" << value);
+    CHECK_THROWS_WITH(engine::testing::run_threads(
+                          2, [](ProcessGroupTCP&) {}, std::chrono::seconds(3)),
+                      Catch::Contains(message));
+  }
 }

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Emulated machines ("nodes") on this one, for multi-node tests and benchmarks. Node k is a
+# network namespace with its own address (10.77.<id>.<k+1>/24, on a veth pair to a bridge
+# shared by the nodes), and every command run on it also gets its own hostname (a UTS
+# namespace: the engine sees another machine) and its own /dev/shm (a mount namespace: no
+# shared memory across nodes). Links can be capped with tc's token bucket (tbf).
+#
+#   eval "$(bash tools/nodes.sh up 2 [RATE])"   # e.g. RATE=1gbit; sets NODES_ID and NODE0_ADDR, NODE1_ADDR, ...
+#   bash tools/nodes.sh run "$NODES_ID" 1 CMD... # CMD on node 1 (its network, hostname, /dev/shm)
+#   bash tools/nodes.sh down "$NODES_ID"         # kills what runs there, removes namespaces, links, bridge
+#   bash tools/nodes.sh check                    # exit 0 if nodes can be made here, else prints why
+#
+# Needs root and iproute2 (ip, tc) and util-linux (unshare); tools/setup.sh installs them.
+# Each `up` takes a free id (1..200) under a lock, so tests running side by side do not
+# collide; pair it with `trap 'bash tools/nodes.sh down $NODES_ID' EXIT`.
+set -euo pipefail
+
+die() { echo "nodes: $*" >&2; exit 1; }
+ns() { echo "en$1n$2"; }   # namespace of node $2 in set $1
+br() { echo "en$1br"; }
+
+why_not() {
+  [[ $(id -u) -eq 0 ]] || { echo "not root (network namespaces need CAP_NET_ADMIN)"; return; }
+  for c in ip tc unshare flock; do command -v "$c" >/dev/null || { echo "$c is missing (bash tools/setup.sh)"; return; }; done
+  local probe="enprobe$$"
+  ip netns add "$probe" 2>/dev/null || { echo "cannot create a network namespace here (a container without CAP_SYS_ADMIN?)"; return; }
+  ip netns del "$probe"
+  ip link add "${probe}b" type bridge 2>/dev/null || { echo "cannot create a bridge here"; return; }
+  ip link del "${probe}b"
+  unshare --uts --mount true 2>/dev/null || { echo "cannot create UTS and mount namespaces here"; return; }
+}
+
+cmd_check() {
+  local why
+  why=$(why_not)
+  [[ -z "$why" ]] || { echo "$why"; exit 1; }
+}
+
+cmd_up() {
+  local n="$1" rate="${2:-}"
+  [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le 16 ]] || die "up: the number of nodes must be 1..16, got '$n'"
+  [[ -z "$rate" || "$rate" =~ ^[0-9]+(kbit|mbit|gbit)$ ]] || die "up: RATE must look like 100mbit or 1gbit, got '$rate'"
+  local why
+  why=$(why_not)
+  [[ -z "$why" ]] || die "cannot make nodes: $why"
+  local id=""
+  exec 9>/tmp/engine-nodes.lock
+  flock -w 30 9 || die "up: the lock /tmp/engine-nodes.lock is held too long"
+  for i in $(seq 1 200); do
+    if ! ip link show "$(br "$i")" >/dev/null 2>&1; then id=$i; break; fi
+  done
+  [[ -n "$id" ]] || die "up: all 200 node sets are in use (bash tools/nodes.sh down ID)"
+  ip link add "$(br "$id")" type bridge
+  ip link set "$(br "$id")" up
+  flock -u 9
+  echo "NODES_ID=$id"
+  for k in $(seq 0 $((n - 1))); do
+    local name host peer addr
+    name=$(ns "$id" "$k") host="en${id}h$k" peer="en${id}p$k" addr="10.77.$id.$((k + 1))"
+    ip netns add "$name"
+    ip link add "$host" type veth peer name "$peer"
+    ip link set "$host" master "$(br "$id")" up
+    ip link set "$peer" netns "$name"
+    ip -n "$name" link set lo up
+    ip -n "$name" link set "$peer" name eth0
+    ip -n "$name" addr add "$addr/24" dev eth0
+    ip -n "$name" link set eth0 up
+    if [[ -n "$rate" ]]; then  # both directions: into the node (host side) and out of it
+      tc qdisc add dev "$host" root tbf rate "$rate" burst 1mb latency 50ms
+      tc -n "$name" qdisc add dev eth0 root tbf rate "$rate" burst 1mb latency 50ms
+    fi
+    echo "NODE${k}_ADDR=$addr"
+  done
+}
+
+cmd_run() {
+  local id="$1" k="$2"
+  shift 2
+  [[ $# -gt 0 ]] || die "run: no command"
+  ip netns list | grep -qw "$(ns "$id" "$k")" || die "run: node $k of set $id does not exist (bash tools/nodes.sh up ...)"
+  # A new UTS and mount namespace per command: hostname node<k>, a private /dev/shm.
+  exec ip netns exec "$(ns "$id" "$k")" unshare --uts --mount --propagation private \
+    sh -c 'hostname "node$1-$2" && mount -t tmpfs -o size=2g tmpfs /dev/shm && shift 2 && exec "$@"' sh "$id" "$k" "$@"
+}
+
+cmd_down() {
+  local id="$1"
+  for name in $(ip netns list | awk '{print $1}' | grep -E "^en${id}n[0-9]+$" || true); do
+    for pid in $(ip netns pids "$name" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+    ip netns del "$name" 2>/dev/null || true  # its veth ends go with it
+  done
+  ip link del "$(br "$id")" 2>/dev/null || true
+}
+
+case "${1:-}" in
+  check) cmd_check ;;
+  up) shift; cmd_up "$@" ;;
+  run) shift; cmd_run "$@" ;;
+  down) shift; cmd_down "${1:?down: which NODES_ID}" ;;
+  *) die "usage: nodes.sh check | up N [RATE] | run ID K CMD... | down ID" ;;
+esac
