@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Several machines for real: 2 emulated machines (tools/nodes.sh: own network namespace,
+# address, hostname and /dev/shm) with 2 ranks each, one launcher per machine.
+#   1. every collective equals its closed form, and DDP equals one process on the global
+#      batch, across the machines;
+#   2. the all-reduce is hierarchical: shared memory within a machine, never across;
+#   3. a rank killed on machine 1 is named on machine 0 within seconds.
+# Skips (and passes) where namespaces cannot be made, saying why.
+set -euo pipefail
+root="$TEST_SRCDIR/ddp_engine"
+nodes="$root/tools/nodes.sh"
+probe="$root/tests/dist/multinode_probe"
+launch="$root/dist/launch"
+if ! why=$(bash "$nodes" check); then
+  echo "SKIPPED: cannot emulate machines here: $why"
+  exit 0
+fi
+eval "$(bash "$nodes" up 2)"
+trap 'bash "$nodes" down "$NODES_ID"' EXIT
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+fail() { echo "FAIL: $*"; exit 1; }
+
+# run_job PORT OUT_PREFIX [probe flags]: one launcher per machine; returns when both end.
+run_job() {
+  local port=$1 out=$2
+  shift 2
+  local common=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port="$port" --job_token="$token")
+  ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${common[@]}" --node_rank=1 "$probe" "$@" \
+    >"$out.1" 2>&1 &
+  local other=$!
+  local start=$(date +%s.%N)
+  ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 0 "$launch" "${common[@]}" --node_rank=0 "$probe" "$@" \
+    >"$out.0" 2>&1 && rc0=0 || rc0=$?
+  wait $other && rc1=0 || rc1=$?
+  seconds=$(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN { printf "%.2f", e - s }')
+}
+
+out="$TEST_TMPDIR/job"
+run_job 29600 "$out"
+cat "$out.0" "$out.1"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the job failed (machine 0: exit $rc0, machine 1: exit $rc1)"
+for r in 0 1 2 3; do
+  node=$((r / 2))
+  grep -qE "^\[rank $r\] rank $r on node$NODES_ID-$node at 10\.77\.$NODES_ID\.$((node + 1)):[0-9]+: all_reduce runs hierarchical over 2 machines; ranks here: $((node * 2)),$((node * 2 + 1))$" "$out.$node" ||
+    fail "rank $r should run on machine $node (hostname node$NODES_ID-$node, address 10.77.$NODES_ID.$((node + 1))) with the hierarchical all-reduce"
+  grep -q "^\[rank $r\] rank $r: every collective equals its closed form" "$out.$node" || fail "rank $r: collectives"
+  grep -qE "^\[rank $r\] rank $r: DDP vs one process on the global batch" "$out.$node" || fail "rank $r: DDP"
+done
+echo "ok: 2 machines x 2 ranks: every collective equals its closed form, DDP equals one process"
+echo "ok: each machine's ranks share memory (hierarchical), the machines talk over their own addresses"
+
+run_job 29610 "$out.die" --die-rank 2
+cat "$out.die.0" "$out.die.1"
+[[ $rc0 -ne 0 ]] || fail "machine 0 should fail when rank 2 on machine 1 dies"
+grep -q "rank 2" "$out.die.0" || fail "machine 0 does not name rank 2"
+awk -v s="$seconds" 'BEGIN { exit !(s < 15) }' || fail "machine 0 took $seconds s to stop (the timeout is 20 s)"
+echo "ok: rank 2, killed on machine 1, is named on machine 0 ($seconds s for the whole job)"
+echo PASS
