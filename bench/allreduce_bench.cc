@@ -4,6 +4,8 @@
 //
 //   bazel run //bench:allreduce_bench -- --world 2
 //   bazel run //bench:allreduce_bench -- --world 2 --in-place   # on shared buffers, as DDP
+//   launch --nnodes=2 ... allreduce_bench --launched              # one rank per launched process
+//                                                                 # (bench/allreduce_nodes.py)
 //
 // Prints one JSON line per size (from rank 0) and one for loopback. bench/allreduce.py
 // runs this and the PyTorch script alternately and tabulates the ratios.
@@ -18,6 +20,7 @@
 
 #include "bench/fork_ranks.h"
 #include "bench/median.h"
+#include "dist/dist.h"
 #include "dist/tcp_group.h"
 #include "tensor/ops.h"
 #include "tools/flags/flags.h"
@@ -58,13 +61,8 @@ double loopback_bandwidth() {
   return double(received) / seconds;
 }
 
-void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, int rounds, bool in_place) {
-  StoreOptions so;
-  so.timeout = std::chrono::seconds(60);
-  auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
-  TCPGroupOptions go;
-  go.timeout = std::chrono::seconds(60);
-  ProcessGroupTCP g(store, rank, world, go);
+void time_sizes(ProcessGroupTCP& g, const std::vector<int64_t>& sizes, int rounds, bool in_place) {
+  const int rank = g.rank(), world = g.size();
   for (int64_t nbytes : sizes) {
     const int64_t n = std::max<int64_t>(1, nbytes / 4);
     // --in-place: the tensor lives in memory every rank maps, as DDP's buckets do (reduced
@@ -86,16 +84,28 @@ void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, 
       std::printf(
           "{\"impl\": \"engine-cpu\", \"path\": \"%s%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
           "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
-          g.uses_shared_memory() ? "shared-memory" : "tcp-ring", in_place ? "-in-place" : "", world, (long long)(n * 4),
-          dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
+          g.uses_shared_memory()               ? "shared-memory"
+          : g.all_reduce_algorithm() == "ring" ? "tcp-ring"
+                                               : g.all_reduce_algorithm().c_str(),
+          in_place ? "-in-place" : "", world, (long long)(n * 4), dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
       std::fflush(stdout);
     }
   }
 }
 
+void run_rank(int rank, int world, int port, const std::vector<int64_t>& sizes, int rounds, bool in_place) {
+  StoreOptions so;
+  so.timeout = std::chrono::seconds(60);
+  auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
+  TCPGroupOptions go;
+  go.timeout = std::chrono::seconds(60);
+  ProcessGroupTCP g(store, rank, world, go);
+  time_sizes(g, sizes, rounds, in_place);
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int world = 2, rounds = 3;
   bool in_place = false;
   std::vector<int64_t> sizes = {4096, 262144, 1 << 20, 1 << 22, 1 << 24, 1 << 26};
@@ -104,9 +114,20 @@ int main(int argc, char** argv) {
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
   flags.add_list("--sizes", &sizes, 4, int64_t(1) << 32, "bytes per all-reduce");
   flags.add("--in-place", &in_place, "reduce in DDP's shared bucket (the in-place path)");
+  bool launched = false;
+  flags.add("--launched", &launched, "be one rank of a job the launcher started (RANK, WORLD_SIZE, ...)");
   flags.parse_or_exit(argc, argv);
+  if (launched) {
+    dist::init_process_group("gloo");
+    time_sizes(dynamic_cast<ProcessGroupTCP&>(dist::default_group()), sizes, rounds, in_place);
+    dist::destroy_process_group();
+    return 0;
+  }
   const double lo = loopback_bandwidth();
   std::printf("{\"impl\": \"loopback-1-stream\", \"GBps\": %.4f}\n", lo / 1e9);
   std::fflush(stdout);
   return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, sizes, rounds, in_place); });
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+  return 1;
 }

@@ -55,6 +55,8 @@ class ProcessGroup {
   virtual std::string backend() const = 0;
   // The algorithm all_reduce runs (for the CPU backend "ring", "shm" or "hierarchical").
   virtual std::string all_reduce_algorithm() const { return backend(); }
+  // "host:port" where this rank accepts its peers' connections, where the backend has one.
+  virtual std::string address() const { return ""; }
 
   // Every rank ends with op over all ranks' `tensor`, in place; identical bits everywhere.
   virtual Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum) = 0;

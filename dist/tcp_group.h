@@ -85,7 +85,7 @@ class ProcessGroupTCP : public ProcessGroup {
   const std::vector<int>& local_ranks() const { return local_ranks_; }
   int machine_count() const { return int(leaders_.size()); }
   // "host:port" where this rank accepts its peers' connections (empty at world size 1).
-  const std::string& address() const { return address_; }
+  std::string address() const override { return address_; }
   const std::shared_ptr<TCPStore>& store() const { return store_; }
 
  private:

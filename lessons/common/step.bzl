@@ -12,9 +12,11 @@ that is not started by one launcher gives the script that starts it as run_scrip
 gets the program's path as its first argument); its test runs that script and check.sh.
 A step whose test is not one run and its check (several runs, a killed rank) gives its
 own script as test_script; it is run with the program's path as its first argument.
+run_data: files both the run and the test need (a helper script); test_tags: the test's
+tags (e.g. "no-sandbox" for a step that makes network namespaces).
 """
 
-def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None, run_script = None, test_size = "medium"):
+def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_script = None, test_args = [], test_nproc = None, run_script = None, test_size = "medium", run_data = [], test_tags = []):
     pkg = native.package_name()
     program = pkg + "/" + name + "_main"
     native.cc_binary(
@@ -36,9 +38,9 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
         name = name,
         srcs = [name + "_run.sh"] if run_script else ["//lessons/common:run_ranks.sh"],
         args = [program] if run_script else [str(nproc), program],
-        data = [":" + name + "_main", "//dist:launch"],
+        data = [":" + name + "_main", "//dist:launch"] + run_data,
     )
-    common = [":" + name + "_main", "//dist:launch", "//lessons/common:checks.sh"] + test_data
+    common = [":" + name + "_main", "//dist:launch", "//lessons/common:checks.sh"] + test_data + run_data
     if test_script:
         native.sh_test(
             name = name + "_test",
@@ -46,6 +48,7 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
             args = [program] + test_args,
             data = common,
             size = test_size,
+            tags = test_tags,
         )
     else:
         native.sh_test(
@@ -55,6 +58,7 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
                     pkg + "/" + name + "/check.sh"] + test_args,
             data = common + [name + "/check.sh"] + ([run_script] if run_script else []),
             size = test_size,
+            tags = test_tags,
         )
 
 def quick_check(name = "quick_check", deps = [], test_srcs = []):

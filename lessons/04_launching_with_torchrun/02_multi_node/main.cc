@@ -1,14 +1,17 @@
 // Lesson 4, step 2: several machines. Each machine (node) runs one launcher with the same
 // --nnodes, --master_addr, --master_port and --job_token, and its own --node_rank. Global
-// ranks follow: node k's local rank j is rank k * nproc_per_node + j. Here two "nodes"
-// are two launchers on this one machine.
+// ranks follow: node k's local rank j is rank k * nproc_per_node + j. two_nodes.sh makes
+// the two nodes emulated machines when it can (tools/nodes.sh: each its own network
+// address, hostname and /dev/shm), else two launchers on this machine.
 //
 //   bazel run //lessons/04_launching_with_torchrun:02_multi_node
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
 
 #include "dist/dist.h"
+#include "lessons/common/lesson.h"
 
 using namespace engine;
 
@@ -17,8 +20,19 @@ int main() try {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   Tensor t = from_vector(std::vector<float>{float(rank)});
   dist::all_reduce(t);  // 0 + 1 + ... + (world - 1), across both nodes
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string algorithm = dist::default_group().all_reduce_algorithm();
   std::printf("node %s, local rank %d -> global rank %d of %d; all_reduce of ranks = %.0f\n", std::getenv("GROUP_RANK"),
               dist::get_local_rank(), rank, world, t.item());
+  std::printf("rank %d runs on host %s, listening at %s; all_reduce ran the %s algorithm\n", rank, host,
+              dist::default_group().address().c_str(), algorithm.c_str());
+  lessons::report("global_rank", rank);
+  lessons::report("node", std::atoi(std::getenv("GROUP_RANK")));
+  lessons::report("local_rank", dist::get_local_rank());
+  lessons::report("sum", t.item());
+  lessons::report("host", host);
+  lessons::report("algorithm", algorithm);
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {

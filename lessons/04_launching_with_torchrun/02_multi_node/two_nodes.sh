@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Two "nodes" of 2 processes each, on this machine: two launchers, as you would start one
-# on each of two machines (with the first machine's address as --master_addr).
+# Two nodes of 2 processes each: one launcher per node, as you would start one on each of
+# two machines (with the first machine's address as --master_addr). Where this machine can
+# make them (root, network namespaces), the nodes are emulated machines (tools/nodes.sh):
+# each has its own address on a private network, its own hostname and its own /dev/shm, so
+# the ranks of one node share memory and the nodes talk over TCP. Otherwise both
+# launchers run here, and it says so.
 #   two_nodes.sh path/to/program
 set -euo pipefail
 root="${RUNFILES_DIR:-$0.runfiles}/ddp_engine"
 [[ -x "$root/dist/launch" ]] || root="${TEST_SRCDIR:-$PWD}/ddp_engine"
 [[ -x "$root/dist/launch" ]] || root="$PWD"
 program="$root/$1"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+nodes="$root/tools/nodes.sh"
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.1 --master_port=$port --job_token=$token)
+if why=$(bash "$nodes" check 2>&1); then
+  eval "$(bash "$nodes" up 2)"
+  trap 'bash "$nodes" down "$NODES_ID"' EXIT
+  echo "two emulated machines (tools/nodes.sh): node 0 at $NODE0_ADDR, node 1 at $NODE1_ADDR"
+  master=$NODE0_ADDR port=29500
+  export ENGINE_SOCKET_IFNAME=eth0  # the interface the machines share (as GLOO_SOCKET_IFNAME)
+  on_node() { local k=$1; shift; bash "$nodes" run "$NODES_ID" "$k" "$@"; }
+else
+  echo "cannot emulate machines here ($why): the two nodes are two launchers on this machine"
+  master=127.0.0.1
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  on_node() { shift; "$@"; }
+fi
+common=(--nnodes=2 --nproc_per_node=2 --master_addr=$master --master_port=$port --job_token=$token)
 echo "node 0: launch ${common[*]/$token/TOKEN} --node_rank=0 program"
 echo "node 1: launch ${common[*]/$token/TOKEN} --node_rank=1 program"
-"$root/dist/launch" "${common[@]}" --node_rank=1 "$program" | sed 's/^/[node 1] /' &
+on_node 1 "$root/dist/launch" "${common[@]}" --node_rank=1 "$program" | sed 's/^/[node 1] /' &
 node1=$!
-"$root/dist/launch" "${common[@]}" --node_rank=0 "$program" | sed 's/^/[node 0] /'
+on_node 0 "$root/dist/launch" "${common[@]}" --node_rank=0 "$program" | sed 's/^/[node 0] /'
 wait $node1

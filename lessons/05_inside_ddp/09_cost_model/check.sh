@@ -3,6 +3,8 @@
 # 2(n-1) alpha + 2(n-1)/n 4P beta computed from the reported alpha and beta, every predicted
 # speedup n tc / (tc + T); 4 model sizes x 7 world sizes are predicted; measured and
 # model times are given side by side for 7 sizes; the plot is a PNG.
+[[ $(result algorithm) == ring ]] || fail "the model is the ring's, so the ring must run: $(result algorithm) ran"
+echo "ok: the ring ran (forced: on one machine all_reduce would take shared memory)"
 alpha=$(result alpha)
 beta=$(result beta)
 holds "alpha > 0 && beta > 0" "alpha and beta are positive" alpha="$alpha" beta="$beta"
@@ -27,6 +29,13 @@ results verdict | awk -v a="$alpha" -v b="$beta" -v c="$c" '{
     n++
   } END { exit bad || n != 4 }' || fail "the verdicts do not follow the model"
 echo "ok: a verdict per model size, following the model"
+fit="$LESSON_OUT/allreduce_fit.png"
+[[ $(head -c 8 "$fit" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$fit is not a PNG"
+echo "ok: the measured times are drawn beside the fitted line"
+holds "w >= 0" "the fit's worst relative error is reported" w="$(result worst_fit)"
+if awk -v w="$(result worst_fit)" 'BEGIN { exit !(w > 0.5) }'; then
+  expect 'warning: a measured time is [0-9]+% away from the fitted line' "a poor fit is warned about"
+fi
 png="$LESSON_OUT/ddp_scaling.png"
 [[ $(head -c 8 "$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$png is not a PNG"
 echo "ok: the plot is a PNG"

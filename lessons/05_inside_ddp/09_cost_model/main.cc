@@ -9,10 +9,18 @@
 // it when each rank computes long enough to hide the all-reduce: the answer below is the
 // smallest per-rank batch that keeps 80% of the ideal speedup.
 //
+// The model is the ring's, so the ring is what runs: on one machine all_reduce would take
+// shared memory, so this step forces the ring (ENGINE_ALLREDUCE=ring) unless told
+// otherwise, says which algorithm ran, draws the measured times beside the fitted line,
+// and warns when the fit is poor (a busy machine).
+//
 //   bazel run //lessons/05_inside_ddp:09_cost_model
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "bench/median.h"
 #include "dist/ddp.h"
@@ -56,9 +64,25 @@ static double time_step(Module& model, Module& forward) {
   return median(s);
 }
 
+// Measured all-reduce times beside the fitted line, against log2 of the size.
+template <class Model>
+static void draw_fit(const std::string& path, const std::vector<double>& S, const std::vector<double>& T, Model model) {
+  lessons::LineChart chart{"ring all-reduce on 2 ranks: measured and fitted", "log2(bytes)", "milliseconds", {}};
+  chart.series.push_back({"measured", lessons::palette()[0], {}});
+  chart.series.push_back({"model 2 alpha + S beta", lessons::palette()[1], {}});
+  for (size_t i = 0; i < S.size(); ++i) {
+    chart.series[0].points.push_back({std::log2(S[i]), T[i] * 1e3});
+    chart.series[1].points.push_back({std::log2(S[i]), model(2, S[i]) * 1e3});
+  }
+  chart.save_png(path);
+  std::printf("measured beside fitted: %s\n", path.c_str());
+}
+
 int main() try {
+  setenv("ENGINE_ALLREDUCE", "ring", /*overwrite=*/0);  // fit the algorithm the model describes
   dist::init_process_group("gloo");
   const int rank = dist::get_rank(), world = dist::get_world_size();
+  const std::string algorithm = dist::default_group().all_reduce_algorithm();
   ENGINE_REQUIRE(world == 2, "the cost model is fitted on 2 ranks; run with NPROC=2");
   const std::string dir = lessons::output_dir("05_inside_ddp");
 
@@ -76,6 +100,8 @@ int main() try {
   const double a = std::max(0.0, (sy - b * sx) / sw);
   const double alpha = a / 2, beta = b;
   auto ring = [&](int n, double bytes) { return 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes * beta; };
+  double worst_fit = 0;  // the largest relative distance of a measurement from the line
+  for (size_t i = 0; i < S.size(); ++i) worst_fit = std::max(worst_fit, std::abs(T[i] - ring(2, S[i])) / T[i]);
 
   // 2. Compute: one process's step, and DDP's on 2 ranks, both 64 samples per rank.
   auto single = lessons::toy_mlp(0);
@@ -89,10 +115,21 @@ int main() try {
   const double c = t_single / (double(P) * 64);
 
   if (rank == 0) {
+    std::printf("all_reduce ran the %s algorithm (%s)\n", algorithm.c_str(),
+                algorithm == "ring" ? "the one the model describes"
+                                    : "NOT the ring: the fit describes another algorithm than the formula");
+    lessons::report("algorithm", algorithm);
     std::printf("fit on 2 ranks: alpha = %.3e s per step, beta = %.3e s per byte (%.2f GB/s)\n", alpha, beta,
                 1e-9 / beta);
     lessons::report("alpha", alpha);
     lessons::report("beta", beta);
+    lessons::report("worst_fit", worst_fit);
+    if (worst_fit > 0.5)
+      std::printf(
+          "warning: a measured time is %.0f%% away from the fitted line: this machine was busy (or the ring is "
+          "not what ran), so alpha and beta mean little; run again on a quiet machine\n",
+          100 * worst_fit);
+    draw_fit(dir + "/allreduce_fit.png", S, T, ring);
     for (size_t i = 0; i < S.size(); ++i) {
       std::printf("  all-reduce of %8.0f KiB: measured %8.3f ms, model %8.3f ms\n", S[i] / 1024, T[i] * 1e3,
                   ring(2, S[i]) * 1e3);
