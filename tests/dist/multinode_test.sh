@@ -17,6 +17,7 @@ if ! why=$(bash "$nodes" check); then
 fi
 eval "$(bash "$nodes" up 2)"
 trap 'bash "$nodes" down "$NODES_ID"' EXIT
+trap 'exit 1' TERM INT  # a timeout or ^C still removes the machines
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 fail() { echo "FAIL: $*"; exit 1; }
 

@@ -16,6 +16,7 @@ token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 if why=$(bash "$nodes" check 2>&1); then
   eval "$(bash "$nodes" up 2)"
   trap 'bash "$nodes" down "$NODES_ID"' EXIT
+  trap 'exit 1' TERM INT  # a timeout or ^C still removes the machines
   echo "two emulated machines (tools/nodes.sh): node 0 at $NODE0_ADDR, node 1 at $NODE1_ADDR"
   master=$NODE0_ADDR port=29500
   export ENGINE_SOCKET_IFNAME=eth0  # the interface the machines share (as GLOO_SOCKET_IFNAME)
