@@ -54,6 +54,16 @@ cmd_up() {
   ip link set "$(br "$id")" up
   flock -u 9
   echo "NODES_ID=$id"
+  # The token bucket's depth: 4 ms of the rate (at least 16 KB), the least a 250 Hz kernel
+  # needs to keep the rate, so that bursts above the rate stay short.
+  local burst=""
+  if [[ -n "$rate" ]]; then
+    local bits=${rate%bit} mult=1
+    case "$bits" in *k) mult=1000 ;; *m) mult=1000000 ;; *g) mult=1000000000 ;; esac
+    bits=${bits%[kmg]}
+    burst=$(( bits * mult / 8 / 250 ))
+    (( burst >= 16384 )) || burst=16384
+  fi
   for k in $(seq 0 $((n - 1))); do
     local name host peer addr
     name=$(ns "$id" "$k") host="en${id}h$k" peer="en${id}p$k" addr="10.77.$id.$((k + 1))"
@@ -66,8 +76,8 @@ cmd_up() {
     ip -n "$name" addr add "$addr/24" dev eth0
     ip -n "$name" link set eth0 up
     if [[ -n "$rate" ]]; then  # both directions: into the node (host side) and out of it
-      tc qdisc add dev "$host" root tbf rate "$rate" burst 1mb latency 50ms
-      tc -n "$name" qdisc add dev eth0 root tbf rate "$rate" burst 1mb latency 50ms
+      tc qdisc add dev "$host" root tbf rate "$rate" burst "$burst" latency 50ms
+      tc -n "$name" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms
     fi
     echo "NODE${k}_ADDR=$addr"
   done
