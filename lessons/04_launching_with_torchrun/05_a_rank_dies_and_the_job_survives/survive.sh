@@ -17,13 +17,15 @@ rm -f "$out"/straight/* "$out"/resumed/*
 run=(--epochs 4 --train-limit 12000 --test-limit 1000 --save-every 10)
 
 echo "1. the recap, uninterrupted: launch --nproc_per_node=2 13_recap ${run[*]}"
-LESSON_OUT="$out/straight" "$launch" --nproc_per_node=2 "$recap" "${run[@]}" \
+results="${LESSON_RESULTS:-$out/results.jsonl}"  # what each run reports (lessons::report)
+rm -f "$results.straight" "$results.resumed"
+LESSON_RESULTS="$results.straight" LESSON_OUT="$out/straight" "$launch" --nproc_per_node=2 "$recap" "${run[@]}" \
   --state "$out/straight/state.safetensors" --checkpoint "$out/straight/final.safetensors" | grep -E "epoch|checkpoint"
 
 victim=$((RANDOM % 2))
 delay_ms=$((RANDOM % 600))
 echo "2. the same run under launch --max_restarts=1; rank $victim is killed with kill -9 ${delay_ms} ms after the first saved state"
-LESSON_OUT="$out/resumed" "$launch" --nproc_per_node=2 --max_restarts=1 "$recap" "${run[@]}" \
+LESSON_RESULTS="$results.resumed" LESSON_OUT="$out/resumed" "$launch" --nproc_per_node=2 --max_restarts=1 "$recap" "${run[@]}" \
   --state "$out/resumed/state.safetensors" --checkpoint "$out/resumed/final.safetensors" >"$out/resumed/log.txt" 2>&1 &
 job=$!
 for _ in $(seq 1 600); do [[ -s "$out/resumed/state.safetensors" ]] && break; sleep 0.01; done

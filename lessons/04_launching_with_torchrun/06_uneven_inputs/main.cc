@@ -89,11 +89,15 @@ int main(int argc, char** argv) try {
   const int shadowed = join->finish();  // the end of the with block
   std::printf("rank %d: stood in for %d step%s with zeros; weights %s\n", rank, shadowed, shadowed == 1 ? "" : "s",
               lessons::fingerprint(ddp.module()).c_str());
+  lessons::report("shadowed", shadowed);
+  lessons::report("weights", lessons::fingerprint(ddp.module()));
   if (rank == 0) {
     auto reference = closed_form(world);
+    const double d = lessons::max_difference(ddp.module(), *reference);
     std::printf(
         "closed form (each step: the sum of the gradients of the ranks with data, / %d): max |difference| %.3g\n",
-        world, lessons::max_difference(ddp.module(), *reference));
+        world, d);
+    lessons::report("closed_form_difference", d);
   }
   dist::destroy_process_group();
   return 0;
