@@ -8,7 +8,8 @@
 #   bash tools/setup.sh --lint   # also clang-format (tools/lint.sh)
 set -euo pipefail
 
-packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev nlohmann-json3-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist python3 procps)
+packages=(bazel-bootstrap bazel-platforms catch2 libstb-dev nlohmann-json3-dev zlib1g-dev g++ libopenblas-dev dataset-fashion-mnist python3 procps
+  iproute2 util-linux)  # ip, tc, unshare: emulated machines (tools/nodes.sh)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas0-pthread python3-torch)
 fi
