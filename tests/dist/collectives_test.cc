@@ -5,6 +5,7 @@
 
 #include "catch2/catch.hpp"
 #include "tensor/ops.h"
+#include "tests/dist/closed_forms.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
 
@@ -12,32 +13,7 @@ using namespace engine;
 using namespace engine::dist;
 using engine::testing::run_threads;
 
-namespace {
-// Rank r's input: x[i] = (r + 1) * (i % 7 + 1). Small integers, so float sums are exact.
-Tensor input(int rank, int64_t n, DType dtype = DType::Float32) {
-  return ((arange(0, double(n), 1, DType::Int64) -
-           (arange(0, double(n), 1, DType::Int64) / scalar_tensor(7, DType::Int64)) * scalar_tensor(7, DType::Int64)) +
-          scalar_tensor(1, DType::Int64))
-             .to(dtype) *
-         double(rank + 1);
-}
-
-double closed_form(ReduceOp op, int world, int64_t i) {
-  const double base = double(i % 7 + 1);
-  switch (op) {
-    case ReduceOp::Sum: return base * world * (world + 1) / 2;
-    case ReduceOp::Avg: return base * (world + 1) / 2.0;
-    case ReduceOp::Min: return base;
-    case ReduceOp::Max: return base * world;
-    case ReduceOp::Product: {
-      double p = 1;
-      for (int r = 1; r <= world; ++r) p *= base * r;
-      return p;
-    }
-  }
-  return 0;
-}
-}  // namespace
+using namespace engine::testing::closed_forms;
 
 TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared memory and TCP ring") {
   for (bool shm : {true, false})
@@ -49,20 +25,8 @@ TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared 
         run_threads(
             world,
             [&](ProcessGroupTCP& g) {
-              for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
-                if (op == ReduceOp::Product && n > 1023) continue;
-                Tensor t = input(g.rank(), n);
-                g.all_reduce(t, op).wait();
-                const std::vector<float> v = t.to_vector<float>();
-                for (int64_t i = 0; i < n; ++i) {
-                  const double want = closed_form(op, world, i);
-                  if (std::abs(v[size_t(i)] - want) > 1e-6 * std::abs(want)) {
-                    FAIL("world " << world << " n " << n << " op " << reduce_op_name(op) << " element " << i << ": got "
-                                  << v[size_t(i)] << " want " << want);
-                  }
-                }
-                if (op == ReduceOp::Sum) results[size_t(g.rank())] = v;
-              }
+              const std::string why = check_every_op(g, n, &results[size_t(g.rank())]);
+              RANK_REQUIRE(why == "");
               RANK_REQUIRE(g.uses_shared_memory() == (shm && world > 1));
             },
             std::chrono::seconds(20), shm);

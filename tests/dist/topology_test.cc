@@ -11,6 +11,7 @@
 
 #include "catch2/catch.hpp"
 #include "tensor/ops.h"
+#include "tests/dist/closed_forms.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
 
@@ -18,30 +19,9 @@ using namespace engine;
 using namespace engine::dist;
 using engine::testing::run_threads_with;
 
+using namespace engine::testing::closed_forms;
+
 namespace {
-// Rank r's input: x[i] = (r + 1) * (i % 7 + 1): small integers, so float sums are exact.
-Tensor input(int rank, int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float((rank + 1) * (i % 7 + 1));
-  return from_vector(v, {n});
-}
-
-double closed_form(ReduceOp op, int world, int64_t i) {
-  const double base = double(i % 7 + 1);
-  switch (op) {
-    case ReduceOp::Sum: return base * world * (world + 1) / 2;
-    case ReduceOp::Avg: return base * (world + 1) / 2.0;
-    case ReduceOp::Min: return base;
-    case ReduceOp::Max: return base * world;
-    case ReduceOp::Product: {
-      double p = 1;
-      for (int r = 1; r <= world; ++r) p *= base * r;
-      return p;
-    }
-  }
-  return 0;
-}
-
 // Runs fn on one rank per letter of `machines` ("AABB": ranks 0, 1 on machine A, ...).
 void on_machines(const std::string& machines, const std::function<void(ProcessGroupTCP&)>& fn,
                  const std::string& algorithm = "auto") {
@@ -81,17 +61,8 @@ TEST_CASE("hierarchical all_reduce: every op equals its closed form, the same bi
       on_machines(
           machines,
           [&](ProcessGroupTCP& g) {
-            for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
-              if (op == ReduceOp::Product && n > 1023) continue;
-              Tensor t = input(g.rank(), n);
-              g.all_reduce(t, op).wait();
-              const std::vector<float> v = t.to_vector<float>();
-              for (int64_t i = 0; i < n; ++i) {
-                const double want = closed_form(op, world, i);
-                RANK_REQUIRE(std::abs(v[size_t(i)] - want) <= 1e-6 * std::abs(want));
-              }
-              if (op == ReduceOp::Sum) sums[size_t(g.rank())] = v;
-            }
+            const std::string why = check_every_op(g, n, &sums[size_t(g.rank())]);
+            RANK_REQUIRE(why == "");
             Tensor big = full({3}, double(INT64_C(1) << 40), DType::Int64) * double(g.rank() + 1);
             g.all_reduce(big, ReduceOp::Max).wait();  // int64 too, past float's exact range
             RANK_REQUIRE(big.to_vector<int64_t>() == std::vector<int64_t>(3, (INT64_C(1) << 40) * world));
