@@ -135,16 +135,15 @@ Claim decode(const std::string& s) {
 }
 
 // Rank 0 serves the store: leaving at once would cut the others off before they read
-// why, and they would report a lost connection instead. So it waits, a few seconds at
-// most, until every rank that claimed a RANK has read the error.
+// why, and they would report a lost connection instead. So it waits, 5 seconds at most,
+// until every other rank it expects has read the error: also the ones that have not
+// connected yet (a rank that starts late, on a busy machine, would otherwise find the
+// store gone and could only say that).
 void linger_until_read(TCPStore& store, int rank, int world) {
   if (rank != 0) return;
-  const Deadline d = deadline_in(std::chrono::seconds(3));
+  const Deadline d = deadline_in(std::chrono::seconds(5));
   while (Clock::now() < d) {
-    int claimed = 0;
-    std::string unused;
-    for (int r = 1; r < world; ++r) claimed += store.try_get("rdzv/rank/" + std::to_string(r), &unused);
-    if (store.add("rdzv/error_read", 0) >= claimed) return;
+    if (store.add("rdzv/error_read", 0) >= world - 1) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
