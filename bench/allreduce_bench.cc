@@ -84,9 +84,7 @@ void time_sizes(ProcessGroupTCP& g, const std::vector<int64_t>& sizes, int round
       std::printf(
           "{\"impl\": \"engine-cpu\", \"path\": \"%s%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
           "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
-          g.uses_shared_memory()               ? "shared-memory"
-          : g.all_reduce_algorithm() == "ring" ? "tcp-ring"
-                                               : g.all_reduce_algorithm().c_str(),
+          g.all_reduce_algorithm().c_str(),  // ring, shm or hierarchical
           in_place ? "-in-place" : "", world, (long long)(n * 4), dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
       std::fflush(stdout);
     }

@@ -92,7 +92,7 @@ def main():
             link = rate_bytes_per_s(rate) / 1e9
             med = statistics.median
             print(f"\n{nodes} machines x 1 rank, links capped at {rate} ({link:.3f} GB/s each way), "
-                  f"{a.rounds} alternating rounds (medians); ours runs {per[min(per)]['path']}\n")
+                  f"{a.rounds} alternating rounds (medians); ours runs the {per[min(per)]['path']} all-reduce\n")
             print("| bytes | ours busbw GB/s | gloo busbw GB/s | ours / gloo | ours / link |")
             print("| ---: | ---: | ---: | ---: | ---: |")
             for b in sorted(per):
