@@ -17,5 +17,10 @@ if (( ${#unformatted[@]} )); then
   exit 1
 fi
 echo "lint: every C++ and CUDA file matches .clang-format"
+for f in lessons/*/quick_check/unsolved.sha256; do
+  (cd "${f%/*}" && sha256sum --status -c <(echo "$(cat unsolved.sha256)  exercise.cc")) ||
+    { echo "lint: ${f%/*}/exercise.cc changed: write its sha256 into $f (the test that it fails as shipped reads it)" >&2; exit 1; }
+done
+echo "lint: every quick check's unsolved.sha256 matches its exercise.cc"
 bazel build --config=lint //...
 echo "lint: the tree builds with -Wextra -Werror"

@@ -63,11 +63,13 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
 
 def quick_check(name = "quick_check", deps = [], test_srcs = []):
     """The lesson's exercise: quick_check/exercise.cc (with a TODO) and solution.cc share
-    quick_check/exercise.h and quick_check/exercise_test.cc.
+    quick_check/exercise.h and quick_check/exercise_test.cc; quick_check/unsolved.sha256
+    is the sha256 of exercise.cc as shipped (tools/lint.sh checks it).
 
-      bazel test //lessons/<lesson>:quick_check_exercise   fails until the TODO is done
+      bazel test //lessons/<lesson>:quick_check_exercise   fails until the exercise is done
       :quick_check_solution                                 the same test on the solution
-      :quick_check_exercise_fails                           proves the test catches the TODO
+      :quick_check_exercise_fails                           the test fails on the exercise as
+                                                            shipped; once changed, says solved or not
     """
     for which in ["exercise", "solution"]:
         native.cc_library(
@@ -85,6 +87,7 @@ def quick_check(name = "quick_check", deps = [], test_srcs = []):
     native.sh_test(
         name = name + "_exercise_fails",
         srcs = ["//lessons/common:expect_failure.sh"],
-        args = [native.package_name() + "/" + name + "_exercise", native.package_name() + "/" + name + "/exercise.cc"],
-        data = [":" + name + "_exercise", name + "/exercise.cc"],
+        args = [native.package_name() + "/" + name + "_exercise", native.package_name() + "/" + name + "/exercise.cc",
+                native.package_name() + "/" + name + "/unsolved.sha256"],
+        data = [":" + name + "_exercise", name + "/exercise.cc", name + "/unsolved.sha256"],
     )

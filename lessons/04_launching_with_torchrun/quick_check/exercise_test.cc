@@ -15,10 +15,15 @@ TEST_CASE("torchrun's variables") {
 }
 
 TEST_CASE("Slurm's and Open MPI's variables") {
+  // Each value checked on its own, so a failure prints the value found beside the one expected.
   const auto s = where_am_i({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "2"}});
-  CHECK((s.rank == 5 && s.world_size == 6 && s.local_rank == 2));
+  CHECK(s.rank == 5);
+  CHECK(s.world_size == 6);
+  CHECK(s.local_rank == 2);
   const auto m = where_am_i({{"OMPI_COMM_WORLD_RANK", "7"}, {"OMPI_COMM_WORLD_SIZE", "16"}});
-  CHECK((m.rank == 7 && m.world_size == 16 && m.local_rank == 0));  // no local rank: 0
+  CHECK(m.rank == 7);
+  CHECK(m.world_size == 16);
+  CHECK(m.local_rank == 0);  // no local rank variable: 0
 }
 
 TEST_CASE("the launcher's variables win over the scheduler's") {
