@@ -37,9 +37,13 @@ Tensor ZeroRedundancyOptimizer::flatten_grads() const {
 }
 
 void ZeroRedundancyOptimizer::step() {
-  // 1. Reduce-scatter: rank r gets the average over ranks of gradient shard r.
+  // 1. Rank r's shard of the averaged gradient: reduce-scattered here, or, when DDP has
+  //    all-reduced the gradients in backward, cut out of the local (already averaged) one.
   Tensor grad_shard = zeros({shard_});
-  group_->reduce_scatter(grad_shard, flatten_grads(), ReduceOp::Avg).wait();
+  if (options_.ddp_averages_gradients)
+    grad_shard.copy_(flatten_grads().narrow(0, int64_t(group_->rank()) * shard_, shard_));
+  else
+    group_->reduce_scatter(grad_shard, flatten_grads(), ReduceOp::Avg).wait();
   // 2. Update this rank's shard; only here does optimizer state exist.
   shard_param_.set_grad(grad_shard);
   inner_->step();

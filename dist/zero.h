@@ -6,8 +6,14 @@
 //   loss.backward();   // plain backward: no DDP, the optimizer does the communication
 //   opt.step();
 //
+//   // PyTorch's pairing: ZeroRedundancyOptimizer over a DDP model.
+//   DistributedDataParallel ddp(model);
+//   ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::Adam,
+//                               {.adam = {.lr = 1e-3}, .ddp_averages_gradients = true});
+//
 // step(): the gradients, flattened into one vector, are reduce-scattered (averaged), so
-// rank r receives the average of shard r only; rank r updates shard r with its optimizer;
+// rank r receives the average of shard r only (or, under DDP, rank r takes shard r of the
+// already averaged gradient); rank r updates shard r with its optimizer;
 // the updated shards are all-gathered back into every rank's parameters. The result equals
 // DDP with an unsharded optimizer. consolidate_state_dict() gathers the full optimizer
 // state on rank 0 in the unsharded optimizer's layout (for checkpoints); load_state_dict()
@@ -29,6 +35,12 @@ struct ZeroOptions {
   nn::SGDOptions sgd;
   nn::AdamOptions adam;
   ProcessGroup* group = nullptr;  // nullptr: the default group
+  // false (the reduce-scatter design, as DeepSpeed's ZeRO and FSDP): a plain model; step()
+  // reduce-scatters the gradients itself. true (PyTorch's pairing): the model is wrapped in
+  // DDP, whose backward has all-reduced the gradients already; step() cuts its shard out of
+  // the local gradient. Same result; the reduce-scatter design sends 2(n-1)/n of the
+  // parameters' bytes per step, PyTorch's pairing 3(n-1)/n (DDP's all-reduce, then the shards).
+  bool ddp_averages_gradients = false;
 };
 
 class ZeroRedundancyOptimizer {
