@@ -23,6 +23,7 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
+#include "lessons/02_ddp_basics/13_recap/schedule.h"
 #include "lessons/02_ddp_basics/13_recap/training_state.h"
 #include "lessons/02_ddp_basics/13_recap/twin.h"
 #include "lessons/common/curves.h"
@@ -41,7 +42,7 @@ struct Args {
   std::string model = "mlp", backend = "gloo", checkpoint, state, twin;
   int epochs = 10;
   int64_t batch = 64, train_limit = 0, test_limit = 0, save_every = 0;
-  double lr = 0.1;
+  double lr = 0.1, warmup_epochs = 0;
   bool resume = false;
 };
 
@@ -54,6 +55,8 @@ Args parse(int argc, char** argv) {
   flags.add("--epochs", &a.epochs, 1, 100000, "epochs to train");
   flags.add("--batch", &a.batch, 1, 60000, "images per step and rank");
   flags.add("--lr", &a.lr, 0, 100, "peak learning rate (cosine decay)");
+  flags.add("--warmup-epochs", &a.warmup_epochs, 0, 100000,
+            "epochs over which the learning rate rises linearly from 0 to its peak (lesson 2, step 16)");
   flags.add("--train-limit", &a.train_limit, 0, 60000, "train on the first N images (0: all)");
   flags.add("--test-limit", &a.test_limit, 0, 10000, "evaluate on the first N test images (0: all)");
   flags.add("--checkpoint", &a.checkpoint,
@@ -101,7 +104,7 @@ int main(int argc, char** argv) try {
   // ---- Resume: the whole training state, if there is one to continue.   (torchrun leaves this to you)
   const std::string dir = lessons::output_dir("02_ddp_basics");
   const std::string state_path = args.state.empty() ? dir + "/state_" + args.model + ".safetensors" : args.state;
-  const recap::Settings settings{args.model, args.epochs, args.batch, args.train_limit, args.lr};
+  const recap::Settings settings{args.model, args.epochs, args.batch, args.train_limit, args.lr, args.warmup_epochs};
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool restarted = restarts && std::string(restarts) != "0";
   recap::TrainingState state;
@@ -139,8 +142,10 @@ int main(int argc, char** argv) try {
     for (int64_t skip = 0; skip < resumed_at; ++skip) ++it;  // the batches done before the restart
     for (; it != loader.end(); ++it) {
       const data::Example b = *it;
-      const double progress = double(epoch * loader.size() + batches) / double(args.epochs * loader.size());
-      opt.set_lr(args.lr * 0.5 * (1 + std::cos(M_PI * progress)));  // cosine decay, as the one-process trainer
+      // Cosine decay (as the one-process trainer), after a linear warm-up when asked for one.
+      const int64_t step_no = epoch * loader.size() + batches;
+      opt.set_lr(recap::learning_rate(args.lr, step_no, args.epochs * loader.size(),
+                                      int64_t(args.warmup_epochs * double(loader.size()))));
       opt.zero_grad();
       Variable loss = cross_entropy(ddp(Variable(b.input.to(device))), b.target.to(device));
       // ---- Gradients sync themselves: backward all-reduces them, bucket by bucket.
@@ -178,6 +183,7 @@ int main(int argc, char** argv) try {
   dist::save_on_rank0(path, ddp.module().state_dict());
   twin.finish(ddp.module());
   if (rank == 0) {
+    lessons::report("steps", double(state.step));  // optimizer steps in all (lesson 2, step 16)
     std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
     lessons::write_curves_csv(dir + "/curves.csv", curves);
     lessons::save_curves_png(dir + "/curves.png", curves,

@@ -79,7 +79,8 @@ void save_training_state(const std::string& path, const TrainingState& s, const 
                              {"epochs", std::to_string(settings.epochs)},
                              {"batch_size", std::to_string(settings.batch)},
                              {"train_limit", std::to_string(settings.train_limit)},
-                             {"lr", exact(settings.lr)}};
+                             {"lr", exact(settings.lr)},
+                             {"warmup_epochs", exact(settings.warmup_epochs)}};
   engine::nn::save_safetensors(path, all, manifest);  // atomic: a temporary, then a rename
 }
 
@@ -106,6 +107,7 @@ TrainingState load_training_state(const std::string& path, const Settings& setti
   same("batch_size", std::to_string(settings.batch));
   same("train_limit", std::to_string(settings.train_limit));
   same("lr", exact(settings.lr));
+  same("warmup_epochs", exact(settings.warmup_epochs));
   TrainingState s;
   s.epoch = int(number("epoch", 0, settings.epochs));
   s.batch = number("batch", 0, int64_t(1) << 40);

@@ -25,6 +25,7 @@ struct Settings {
   int epochs = 0;
   int64_t batch = 0, train_limit = 0;
   double lr = 0;
+  double warmup_epochs = 0;  // the learning rate rises linearly from 0 over these first epochs
 };
 
 struct TrainingState {
