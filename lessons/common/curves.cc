@@ -36,13 +36,22 @@ std::vector<EpochPoint> read_curves_csv(const std::string& path) {
   return points;
 }
 
-CurvesLayout curves_layout(const std::vector<EpochPoint>& points, const std::string& title) {
+CurvesLayout curves_layout(const std::vector<CurveRun>& runs, const std::string& title) {
   CurvesLayout l;
-  l.loss = {title + ": training loss", "epoch", "loss", {{"train loss", kBlue, {}}}};
-  l.accuracy = {title + ": test accuracy", "epoch", "accuracy (%)", {{"test accuracy", kOrange, {}}}};
-  for (const auto& p : points) {
-    l.loss.series[0].points.push_back({p.epoch, p.loss});
-    l.accuracy.series[0].points.push_back({p.epoch, p.accuracy});
+  l.loss = {title + ": training loss", "epoch", "loss", {}};
+  l.accuracy = {title + ": test accuracy", "epoch", "accuracy (%)", {}};
+  for (size_t k = 0; k < runs.size(); ++k) {
+    // One run: blue loss, orange accuracy, as before; several: one colour per run on both.
+    const Color loss_color = runs.size() == 1 ? kBlue : palette()[k % palette().size()];
+    const Color acc_color = runs.size() == 1 ? kOrange : loss_color;
+    Series loss{runs.size() == 1 ? "train loss" : runs[k].name, loss_color, {}};
+    Series acc{runs.size() == 1 ? "test accuracy" : runs[k].name, acc_color, {}};
+    for (const auto& p : runs[k].points) {
+      loss.points.push_back({p.epoch, p.loss});
+      acc.points.push_back({p.epoch, p.accuracy});
+    }
+    l.loss.series.push_back(loss);
+    l.accuracy.series.push_back(acc);
   }
   l.loss.width = l.accuracy.width = 640;
   l.loss.height = l.accuracy.height = 420;
@@ -52,17 +61,19 @@ CurvesLayout curves_layout(const std::vector<EpochPoint>& points, const std::str
   return l;
 }
 
-void save_curves_png(const std::string& path, const std::vector<EpochPoint>& points, const std::string& title) {
-  const CurvesLayout l = curves_layout(points, title);
+void save_curves_png(const std::string& path, const std::vector<CurveRun>& runs, const std::string& title) {
+  const CurvesLayout l = curves_layout(runs, title);
   Canvas c(l.width, l.height);
   c.paste(l.loss.draw(), 0, 0);
   c.paste(l.accuracy.draw(), l.accuracy_x, 0);
   c.save_png(path);
 }
 
-std::string check_curves_png(const std::string& png_path, const std::string& csv_path, const std::string& title) {
-  const auto points = read_curves_csv(csv_path);
-  const CurvesLayout l = curves_layout(points, title);
+std::string check_curves_png(const std::string& png_path, const std::vector<std::pair<std::string, std::string>>& runs,
+                             const std::string& title) {
+  std::vector<CurveRun> read;
+  for (const auto& [name, csv] : runs) read.push_back({name, read_curves_csv(csv)});
+  const CurvesLayout l = curves_layout(read, title);
   int w = 0, h = 0, channels = 0;
   unsigned char* rgb = stbi_load(png_path.c_str(), &w, &h, &channels, 3);
   if (!rgb) return png_path + " is not a readable image: " + stbi_failure_reason();
@@ -70,20 +81,23 @@ std::string check_curves_png(const std::string& png_path, const std::string& csv
   if (w != l.width || h != l.height)
     problem = png_path + " is " + std::to_string(w) + "x" + std::to_string(h) + ", expected " +
               std::to_string(l.width) + "x" + std::to_string(l.height);
-  auto expect = [&](const LineChart& chart, int x0, int epoch, double y, const char* what) {
+  auto expect = [&](const LineChart& chart, size_t k, int x0, int epoch, double y, const char* what) {
     if (!problem.empty()) return;
     const auto [px, py] = chart.to_pixel(epoch, y);
-    const Color want = chart.series[0].color;
     const unsigned char* p = rgb + (size_t(py) * size_t(w) + size_t(x0 + px)) * 3;
-    if (p[0] != want[0] || p[1] != want[1] || p[2] != want[2])
-      problem = std::string(what) + " at epoch " + std::to_string(epoch) + " (" + std::to_string(y) +
-                ") should be a dot at (" + std::to_string(x0 + px) + ", " + std::to_string(py) + "), found rgb(" +
-                std::to_string(p[0]) + "," + std::to_string(p[1]) + "," + std::to_string(p[2]) + ")";
+    const Color found{p[0], p[1], p[2]};
+    // The run's own colour, or that of a run drawn after it (its line or dot on top).
+    for (size_t j = k; j < chart.series.size(); ++j)
+      if (found == chart.series[j].color) return;
+    problem = read[k].name + ": " + what + " at epoch " + std::to_string(epoch) + " (" + std::to_string(y) +
+              ") should be a dot at (" + std::to_string(x0 + px) + ", " + std::to_string(py) + "), found rgb(" +
+              std::to_string(p[0]) + "," + std::to_string(p[1]) + "," + std::to_string(p[2]) + ")";
   };
-  for (const auto& pt : points) {
-    expect(l.loss, 0, pt.epoch, pt.loss, "loss");
-    expect(l.accuracy, l.accuracy_x, pt.epoch, pt.accuracy, "accuracy");
-  }
+  for (size_t k = 0; k < read.size(); ++k)
+    for (const auto& pt : read[k].points) {
+      expect(l.loss, k, 0, pt.epoch, pt.loss, "loss");
+      expect(l.accuracy, k, l.accuracy_x, pt.epoch, pt.accuracy, "accuracy");
+    }
   stbi_image_free(rgb);
   return problem;
 }

@@ -28,19 +28,37 @@ TEST_CASE("text draws dark pixels inside its width and nowhere else") {
 TEST_CASE("a curves picture passes its check, and fails it for other numbers") {
   const std::vector<EpochPoint> run{{1, 0.54, 83.0}, {2, 0.38, 85.4}, {3, 0.33, 86.5}, {4, 0.30, 86.9}};
   write_curves_csv(tmp_path("curves.csv"), run);
-  save_curves_png(tmp_path("curves.png"), run, "test");
+  save_curves_png(tmp_path("curves.png"), {{"run", run}}, "test");
   CHECK(read_curves_csv(tmp_path("curves.csv")).size() == 4);
-  CHECK(check_curves_png(tmp_path("curves.png"), tmp_path("curves.csv"), "test").empty());
+  CHECK(check_curves_png(tmp_path("curves.png"), {{"run", tmp_path("curves.csv")}}, "test").empty());
 
   // The same picture against a CSV whose third loss is different: the check names it.
   std::vector<EpochPoint> other = run;
   other[2].loss = 0.45;
   write_curves_csv(tmp_path("other.csv"), other);
-  const std::string problem = check_curves_png(tmp_path("curves.png"), tmp_path("other.csv"), "test");
+  const std::string problem = check_curves_png(tmp_path("curves.png"), {{"run", tmp_path("other.csv")}}, "test");
   CHECK(problem.find("loss at epoch 3") != std::string::npos);
   // And a file that is not a picture.
-  CHECK(check_curves_png(tmp_path("curves.csv"), tmp_path("curves.csv"), "test").find("not a readable image") !=
-        std::string::npos);
+  CHECK(check_curves_png(tmp_path("curves.csv"), {{"run", tmp_path("curves.csv")}}, "test")
+            .find("not a readable image") != std::string::npos);
+}
+
+TEST_CASE("two runs on one picture: each is checked in its own colour") {
+  const std::vector<EpochPoint> ddp{{1, 0.54, 83.0}, {2, 0.38, 85.4}, {3, 0.33, 86.5}};
+  const std::vector<EpochPoint> alone{{1, 0.50, 84.0}, {2, 0.36, 86.0}, {3, 0.31, 87.1}};
+  write_curves_csv(tmp_path("ddp.csv"), ddp);
+  write_curves_csv(tmp_path("alone.csv"), alone);
+  save_curves_png(tmp_path("two.png"), {{"DDP x2", ddp}, {"1 process", alone}}, "two");
+  CHECK(check_curves_png(tmp_path("two.png"), {{"DDP x2", tmp_path("ddp.csv")}, {"1 process", tmp_path("alone.csv")}},
+                         "two")
+            .empty());
+  // The second run drawn with another epoch-2 loss (inside the same range): named.
+  std::vector<EpochPoint> changed = alone;
+  changed[1].loss = 0.45;
+  save_curves_png(tmp_path("one.png"), {{"DDP x2", ddp}, {"1 process", changed}}, "two");
+  const std::string problem = check_curves_png(
+      tmp_path("one.png"), {{"DDP x2", tmp_path("ddp.csv")}, {"1 process", tmp_path("alone.csv")}}, "two");
+  CHECK(problem.find("1 process: loss at epoch 2") != std::string::npos);
 }
 
 TEST_CASE("a malformed CSV is named with its line") {

@@ -14,4 +14,19 @@ while IFS=, read -r epoch loss accuracy; do
   reported=$(result "loss_epoch_$epoch")
   holds "(p - l) ^ 2 < 1e-8" "epoch $epoch: the curve's loss is the epoch's loss" p="$reported" l="$loss"
 done <"$LESSON_OUT/curves.csv"
-"$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "$LESSON_OUT/curves.csv" "Fashion-MNIST mlp, DDP x2" || fail "the picture does not show the run"
+"$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" ||
+  fail "the picture does not show the run"
+# One process and DDP on one chart: the same run on 1 process leaves curves_1_process.csv,
+# and the next DDP run draws its curves beside those.
+small=(--epochs 2 --train-limit 4000 --test-limit 2000)
+recap="$root/lessons/02_ddp_basics/13_recap_main"
+LESSON_RESULTS="$LESSON_RESULTS.one" "$root/dist/launch" --nproc_per_node=1 "$recap" "${small[@]}" >"$TEST_TMPDIR/one.txt" 2>&1 ||
+  { cat "$TEST_TMPDIR/one.txt"; fail "the recap on 1 process failed"; }
+[[ -s "$LESSON_OUT/curves_1_process.csv" ]] || fail "the run on 1 process should leave curves_1_process.csv"
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${small[@]}" >"$TEST_TMPDIR/two.txt" 2>&1 ||
+  { cat "$TEST_TMPDIR/two.txt"; fail "the recap on 2 processes failed"; }
+grep -q "curves drawn by rank 0: .*curves.png, DDP x2 beside 1 process" "$TEST_TMPDIR/two.txt" ||
+  fail "the DDP run should draw one process beside it: $(grep curves "$TEST_TMPDIR/two.txt")"
+"$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" \
+  "1 process=$LESSON_OUT/curves_1_process.csv" || fail "the picture does not show both runs"
+echo "ok: one picture shows DDP x2 and 1 process, every point of each"

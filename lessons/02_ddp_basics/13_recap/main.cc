@@ -71,6 +71,28 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// curves.csv and curves.png: this run's curves, beside one process's when a run on one
+// process (NPROC=1) with the same model and epochs has left curves_1_process.csv here.
+void draw_curves(const std::string& dir, const std::string& model, int world,
+                 const std::vector<lessons::EpochPoint>& curves) {
+  lessons::write_curves_csv(dir + "/curves.csv", curves);
+  const std::string mine = world == 1 ? "1 process" : "DDP x" + std::to_string(world);
+  if (world == 1) lessons::write_curves_csv(dir + "/curves_1_process.csv", curves);
+  std::vector<lessons::CurveRun> runs = {{mine, curves}};
+  const std::string alone_csv = dir + "/curves_1_process.csv";
+  if (world > 1 && std::ifstream(alone_csv).good()) {
+    const auto alone = lessons::read_curves_csv(alone_csv);
+    if (alone.size() == curves.size()) runs.push_back({"1 process", alone});
+  }
+  lessons::save_curves_png(dir + "/curves.png", runs, "Fashion-MNIST " + model);
+  if (runs.size() == 2)
+    std::printf("curves drawn by rank 0: %s/curves.png, %s beside 1 process (%s)\n", dir.c_str(), mine.c_str(),
+                alone_csv.c_str());
+  else
+    std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)%s\n", dir.c_str(),
+                world > 1 ? "; run it once with NPROC=1 to draw one process beside it" : "");
+}
+
 int main(int argc, char** argv) try {
   const Args args = parse(argc, argv);
 
@@ -185,10 +207,7 @@ int main(int argc, char** argv) try {
   if (rank == 0) {
     lessons::report("steps", double(state.step));  // optimizer steps in all (lesson 2, step 16)
     std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
-    lessons::write_curves_csv(dir + "/curves.csv", curves);
-    lessons::save_curves_png(dir + "/curves.png", curves,
-                             "Fashion-MNIST " + args.model + ", DDP x" + std::to_string(world));
-    std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)\n", dir.c_str());
+    draw_curves(dir, args.model, world, curves);
     if (!save_ms.empty()) {
       std::sort(save_ms.begin(), save_ms.end());
       std::printf("training state saved %zu times by rank 0 (%s), %.1f ms each (median)\n", save_ms.size(),
