@@ -100,18 +100,43 @@ std::string ring_diagram_text(const std::vector<RingLog>& logs) {
   return o.str();
 }
 
-// Cells are coloured by how many ranks' contributions they hold: pale for one, green for all.
+namespace {
+
+// The legend under the title: what the cell colours and the arrows mean.
+void svg_legend(std::ostringstream& o, int n) {
+  const int y = 40;
+  auto swatch = [&](int x, const char* fill, const std::string& label) {
+    o << "<rect class=\"legend\" x=\"" << x << "\" y=\"" << y << "\" width=\"18\" height=\"14\" fill=\"" << fill
+      << "\"/>\n<text x=\"" << x + 24 << "\" y=\"" << y + 12 << "\">" << label << "</text>\n";
+  };
+  swatch(10, "rgb(235,220,255)", "one rank's contribution");
+  swatch(240, "rgb(175,220,255)", "several ranks'");
+  swatch(400, "rgb(120,200,120)", "all " + std::to_string(n) + " ranks': done");
+  o << "<path class=\"legend\" d=\"M 10 " << y + 31 << " L 40 " << y + 31
+    << "\" stroke=\"rgb(214,39,40)\" stroke-width=\"2\" marker-end=\"url(#head)\"/>\n"
+    << "<text x=\"48\" y=\"" << y + 36
+    << "\">a chunk sent to the next rank (added there in reduce-scatter, copied in all-gather)</text>\n";
+}
+
+}  // namespace
+
+// Cells are coloured by how many ranks' contributions they hold: pale for one, green for
+// all. In each step, an arrow goes from the chunk a rank sent to the same chunk of the rank
+// that received it (the next rank; from the last rank it wraps round to rank 0).
 std::string ring_diagram_svg(const std::vector<RingLog>& logs) {
-  const int n = int(logs.size()), cell_w = 90, cell_h = 28, left = 80, block_h = (n + 2) * cell_h;
-  const int stages = 1 + 2 * (n - 1), width = left + n * cell_w + 330, height = 50 + stages * block_h;
+  const int n = int(logs.size()), cell_w = 90, cell_h = 28, left = 80, block_h = (n + 2) * cell_h, top = 100;
+  const int stages = 1 + 2 * (n - 1), width = std::max(left + n * cell_w + 330, 760), height = top + stages * block_h;
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
     << "\" font-family=\"monospace\" font-size=\"13\">\n"
+    << "<defs><marker id=\"head\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" refY=\"4\" orient=\"auto\">"
+    << "<path d=\"M0,0 L8,4 L0,8 z\" fill=\"rgb(214,39,40)\"/></marker></defs>\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"10\" y=\"24\" font-size=\"16\">Ring all-reduce over " << n
     << " ranks: whose contributions each chunk holds</text>\n";
+  svg_legend(o, n);
   for (int st = 0; st < stages; ++st) {
-    const int y0 = 50 + st * block_h;
+    const int y0 = top + st * block_h;
     std::string title = "start";
     if (st > 0) {
       const RingStep& s = logs[0].steps[size_t(st - 1)];
@@ -120,9 +145,10 @@ std::string ring_diagram_svg(const std::vector<RingLog>& logs) {
     o << "<text x=\"10\" y=\"" << y0 + 16 << "\" font-weight=\"bold\">" << title << "</text>\n";
     for (int c = 0; c < n; ++c)
       o << "<text x=\"" << left + c * cell_w + 10 << "\" y=\"" << y0 + cell_h + 14 << "\">chunk " << c << "</text>\n";
+    auto row_y = [&](int r) { return y0 + (r + 1) * cell_h + 20; };
     for (int r = 0; r < n; ++r) {
       const auto& values = st == 0 ? logs[size_t(r)].start : logs[size_t(r)].steps[size_t(st - 1)].first_values;
-      const int y = y0 + (r + 1) * cell_h + 20;
+      const int y = row_y(r);
       o << "<text x=\"10\" y=\"" << y + 18 << "\">rank " << r << "</text>\n";
       for (int c = 0; c < n; ++c) {
         const std::string who = contributors(values[size_t(c)]);
@@ -137,6 +163,12 @@ std::string ring_diagram_svg(const std::vector<RingLog>& logs) {
         const RingStep& s = logs[size_t(r)].steps[size_t(st - 1)];
         o << "<text x=\"" << left + n * cell_w + 10 << "\" y=\"" << y + 18 << "\">sent chunk " << s.sent_chunk
           << " to rank " << s.to << ", got chunk " << s.received_chunk << "</text>\n";
+        // The send: from this rank's chunk to the receiver's, a curve in the empty right
+        // end of the chunk's column (the cells' text sits at its left).
+        const int x = left + s.sent_chunk * cell_w + 64, ya = y + cell_h - 8, yb = row_y(s.to) + 4;
+        o << "<path class=\"send\" d=\"M " << x << " " << ya << " C " << x + 16 << " " << ya << ", " << x + 16 << " "
+          << yb << ", " << x + 4 << " " << yb
+          << "\" fill=\"none\" stroke=\"rgb(214,39,40)\" stroke-width=\"2\" marker-end=\"url(#head)\"/>\n";
       }
     }
   }

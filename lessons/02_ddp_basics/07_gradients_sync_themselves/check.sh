@@ -30,6 +30,10 @@ head -c 4 "$svg" | grep -q '<svg' && tail -1 "$svg" | grep -q '</svg>' || fail "
 [[ $(grep -c '<text' "$svg") -eq $(grep -c '</text>' "$svg") ]] || fail "$svg has unclosed text elements"
 [[ $(grep -c '<rect class="cell"' "$svg") -eq 45 ]] || fail "$svg should have 3 x 3 cells for each of 5 stages"
 [[ $(grep -c '<text class="cell"[^>]*>{0,1,2}</text>' "$svg") -ge 9 ]] || fail "$svg does not end complete"
+# One arrow per send: 3 ranks x 4 steps, each from the chunk sent to the next rank's row.
+[[ $(grep -c '<path class="send"' "$svg") -eq 12 ]] || fail "$svg should draw 12 sends (3 ranks x 4 steps) as arrows"
+[[ $(grep -c 'class="legend"' "$svg") -eq 4 ]] || fail "$svg should have a legend: 3 colours and the arrow"
+echo "ok: $svg draws every send as an arrow, with a legend"
 echo "ok: the SVG has a 3x3 grid for each of the 5 stages and ends complete"
 # 3. the trace: well-formed Chrome trace JSON; in every backward of every rank both buckets'
 #    all-reduces start inside backward, and the first starts before backward has computed
