@@ -98,21 +98,28 @@ static std::string escaped(const std::string& s) {
   return o;
 }
 
+std::string lane_name(int lane) {
+  static const char* names[] = {"compute", "communication", "backward: computing, then waiting"};
+  return lane >= 0 && lane < 3 ? names[lane] : "lane " + std::to_string(lane);
+}
+
 std::string chrome_trace_json(const std::vector<TraceEvent>& events) {
   std::ostringstream s;
   s << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   std::set<int> ranks;
   for (const auto& e : events) ranks.insert(e.rank);
+  // Every row gets a name: each (rank, lane) that holds a span.
+  std::set<std::pair<int, int>> rows;
+  for (const auto& e : events) rows.insert({e.rank, e.lane});
   bool first = true;
   for (int r : ranks) {
     s << (first ? "" : ",\n") << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " << r
-      << ", \"args\": {\"name\": \"rank " << r << "\"}},\n"
-      << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r
-      << ", \"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
-      << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r
-      << ", \"tid\": 1, \"args\": {\"name\": \"communication\"}}";
+      << ", \"args\": {\"name\": \"rank " << r << "\"}}";
     first = false;
   }
+  for (auto [r, lane] : rows)
+    s << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << r << ", \"tid\": " << lane
+      << ", \"args\": {\"name\": \"" << escaped(lane_name(lane)) << "\"}}";
   for (const auto& e : events) {
     s << (first ? "" : ",\n") << "{\"name\": \"" << escaped(e.name) << "\", \"cat\": \"" << escaped(e.category)
       << "\", \"ph\": \"X\", \"ts\": " << e.start_us << ", \"dur\": " << e.duration_us << ", \"pid\": " << e.rank

@@ -20,7 +20,7 @@ namespace lessons {
 
 struct TraceEvent {
   std::string name, category;  // e.g. "backward", "compute"; "all_reduce 785 KB", "comm"
-  int rank = 0, lane = 0;      // lane: a row within the rank (0 compute, 1 communication)
+  int rank = 0, lane = 0;      // lane: a row within the rank (see lane_name)
   int64_t start_us = 0, duration_us = 0;
 };
 
@@ -57,7 +57,11 @@ class Trace {
   std::vector<TraceEvent> events_;
 };
 
-// The JSON text of a trace (one "X" event per span, a name for every rank's row).
+// The name of a rank's row: 0 "compute", 1 "communication", 2 "backward: computing, then
+// waiting" (when its last gradient is ready, and the wait for the all-reduces after).
+std::string lane_name(int lane);
+
+// The JSON text of a trace (one "X" event per span, a name for every rank's rows).
 std::string chrome_trace_json(const std::vector<TraceEvent>& events);
 
 }  // namespace lessons

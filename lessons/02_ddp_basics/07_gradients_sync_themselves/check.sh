@@ -42,3 +42,18 @@ trace="$LESSON_OUT/ddp_trace.json"
 [[ -s "$trace" ]] || fail "no $trace"
 python3 "$root/lessons/common/trace_overlap.py" "$trace" backward 5 2 || fail "the trace does not show the overlap"
 echo "ok: the trace shows communication overlapping backward"
+# Every row of the trace has a name, and backward's waiting is measured.
+python3 - "$LESSON_OUT/ddp_trace.json" <<'PY' || fail "a row of the trace has no name"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+named = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+rows = {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"}
+missing = rows - named
+print(f"{len(rows)} rows, {len(missing)} without a name: {sorted(missing)}")
+sys.exit(1 if missing or not rows else 0)
+PY
+echo "ok: every row of the trace is named"
+holds "w >= 0 && w <= b && b > 0" "the wait for all-reduces is measured, a part of backward" \
+  w="$(result waiting_us)" b="$(result backward_us)"
+expect "^\[rank 0\] rank 0, steps 2-5: backward took [0-9.]+ ms a step, of which [0-9.]+ ms \([0-9]+%\) waiting for all-reduces" \
+  "rank 0 prints how much of backward was spent waiting"

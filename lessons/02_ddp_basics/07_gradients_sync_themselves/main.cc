@@ -8,6 +8,7 @@
 //      starts before backward has computed the last gradient.
 //
 //   bazel run //lessons/02_ddp_basics:07_gradients_sync_themselves
+#include <algorithm>
 #include <cstdio>
 
 #include "dist/ddp.h"
@@ -88,6 +89,8 @@ static void trace_steps(int rank, const std::string& dir) {
     const int64_t b1 = lessons::now_us();
     trace.add({"backward", "compute", rank, 0, b0, b1 - b0});
     trace.add({"gradients computed", "compute", rank, 2, b0, last_grad_us - b0});
+    // After its last gradient, backward only waits for the buckets' all-reduces to finish.
+    trace.add({"waiting for all-reduces", "wait", rank, 2, last_grad_us, b1 - last_grad_us});
     {
       auto s = trace.span("optimizer step");
       opt.step();
@@ -111,6 +114,27 @@ static void trace_steps(int rank, const std::string& dir) {
     if (e.rank == 0 && e.category == "comm" && e.start_us >= start && e.start_us <= end)
       std::printf("  %s started at +%.2f ms, done at +%.2f ms\n", e.name.c_str(), (e.start_us - start) / 1e3,
                   (e.start_us + e.duration_us - start) / 1e3);
+  // How much of backward was spent waiting, over steps 2-5 (the first one warms up).
+  std::vector<std::pair<int64_t, int64_t>> backwards;  // (start, duration) on rank 0
+  for (auto& e : events)
+    if (e.rank == 0 && e.name == "backward") backwards.push_back({e.start_us, e.duration_us});
+  std::sort(backwards.begin(), backwards.end());
+  int64_t backward_us = 0, waiting_us = 0;
+  for (size_t i = 1; i < backwards.size(); ++i) {
+    const auto [b, d] = backwards[i];
+    backward_us += d;
+    for (auto& e : events)
+      if (e.rank == 0 && e.name == "waiting for all-reduces" && e.start_us >= b && e.start_us <= b + d)
+        waiting_us += e.duration_us;
+  }
+  const double n = double(std::max<size_t>(backwards.size() - 1, 1));
+  std::printf(
+      "rank 0, steps 2-5: backward took %.2f ms a step, of which %.2f ms (%.0f%%) waiting for all-reduces "
+      "after its last gradient; the rest of the communication hid behind computing\n",
+      backward_us / 1e3 / n, waiting_us / 1e3 / n,
+      100.0 * double(waiting_us) / double(std::max<int64_t>(backward_us, 1)));
+  lessons::report("backward_us", double(backward_us));
+  lessons::report("waiting_us", double(waiting_us));
   std::printf("trace written to %s/ddp_trace.json (open it in https://ui.perfetto.dev)\n", dir.c_str());
 }
 
