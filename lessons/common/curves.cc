@@ -3,7 +3,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "stb/stb_image.h"
 #include "tensor/check.h"
 
 namespace lessons {
@@ -74,32 +73,8 @@ std::string check_curves_png(const std::string& png_path, const std::vector<std:
   std::vector<CurveRun> read;
   for (const auto& [name, csv] : runs) read.push_back({name, read_curves_csv(csv)});
   const CurvesLayout l = curves_layout(read, title);
-  int w = 0, h = 0, channels = 0;
-  unsigned char* rgb = stbi_load(png_path.c_str(), &w, &h, &channels, 3);
-  if (!rgb) return png_path + " is not a readable image: " + stbi_failure_reason();
-  std::string problem;
-  if (w != l.width || h != l.height)
-    problem = png_path + " is " + std::to_string(w) + "x" + std::to_string(h) + ", expected " +
-              std::to_string(l.width) + "x" + std::to_string(l.height);
-  auto expect = [&](const LineChart& chart, size_t k, int x0, int epoch, double y, const char* what) {
-    if (!problem.empty()) return;
-    const auto [px, py] = chart.to_pixel(epoch, y);
-    const unsigned char* p = rgb + (size_t(py) * size_t(w) + size_t(x0 + px)) * 3;
-    const Color found{p[0], p[1], p[2]};
-    // The run's own colour, or that of a run drawn after it (its line or dot on top).
-    for (size_t j = k; j < chart.series.size(); ++j)
-      if (found == chart.series[j].color) return;
-    problem = read[k].name + ": " + what + " at epoch " + std::to_string(epoch) + " (" + std::to_string(y) +
-              ") should be a dot at (" + std::to_string(x0 + px) + ", " + std::to_string(py) + "), found rgb(" +
-              std::to_string(p[0]) + "," + std::to_string(p[1]) + "," + std::to_string(p[2]) + ")";
-  };
-  for (size_t k = 0; k < read.size(); ++k)
-    for (const auto& pt : read[k].points) {
-      expect(l.loss, k, 0, pt.epoch, pt.loss, "loss");
-      expect(l.accuracy, k, l.accuracy_x, pt.epoch, pt.accuracy, "accuracy");
-    }
-  stbi_image_free(rgb);
-  return problem;
+  const std::string problem = check_chart_png(png_path, l.loss, 0, 0, l.width, l.height);
+  return problem.empty() ? check_chart_png(png_path, l.accuracy, l.accuracy_x, 0, l.width, l.height) : problem;
 }
 
 }  // namespace lessons

@@ -7,6 +7,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "stb/stb_easy_font.h"
+#include "stb/stb_image.h"
 #pragma GCC diagnostic pop
 #include "stb/stb_image_write.h"
 #include "tensor/check.h"
@@ -162,6 +163,38 @@ Canvas LineChart::draw() const {
     c.text(f.right + 42, ly - 2, s.name, kBlack);
   }
   return c;
+}
+
+std::string check_chart_png(const std::string& png_path, const LineChart& chart, int x0, int y0, int width,
+                            int height) {
+  if (width == 0) width = chart.width, height = chart.height;
+  int w = 0, h = 0, channels = 0;
+  unsigned char* rgb = stbi_load(png_path.c_str(), &w, &h, &channels, 3);
+  if (!rgb) return png_path + " is not a readable image: " + stbi_failure_reason();
+  std::string problem;
+  if (w != width || h != height)
+    problem = png_path + " is " + std::to_string(w) + "x" + std::to_string(h) + ", expected " + std::to_string(width) +
+              "x" + std::to_string(height);
+  for (size_t k = 0; k < chart.series.size() && problem.empty(); ++k)
+    for (const auto& [x, y] : chart.series[k].points) {
+      const auto [px, py] = chart.to_pixel(x, y);
+      const int X = x0 + px, Y = y0 + py;
+      Color found{255, 255, 255};
+      if (X >= 0 && X < w && Y >= 0 && Y < h) {
+        const unsigned char* p = rgb + (size_t(Y) * size_t(w) + size_t(X)) * 3;
+        found = {p[0], p[1], p[2]};
+      }
+      bool ok = false;  // its own colour, or a series drawn after it, on top
+      for (size_t j = k; j < chart.series.size() && !ok; ++j) ok = found == chart.series[j].color;
+      if (ok) continue;
+      char at[160];
+      std::snprintf(at, sizeof at, " at (%g, %g) should be a dot at (%d, %d), found rgb(%d,%d,%d)", x, y, X, Y,
+                    found[0], found[1], found[2]);
+      problem = chart.title + ", " + chart.series[k].name + at;
+      break;
+    }
+  stbi_image_free(rgb);
+  return problem;
 }
 
 }  // namespace lessons

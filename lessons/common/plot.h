@@ -69,4 +69,11 @@ struct LineChart {
   Frame frame() const;
 };
 
+// Reads the picture back from png_path and checks that it shows `chart`: "" when at every
+// point of every series the pixel has the series' colour (or that of a series drawn after
+// it, on top); otherwise what is wrong, naming the series and the point. (x0, y0): where
+// the chart sits in the picture; size: the picture's expected size (0: the chart's).
+std::string check_chart_png(const std::string& png_path, const LineChart& chart, int x0 = 0, int y0 = 0, int width = 0,
+                            int height = 0);
+
 }  // namespace lessons

@@ -37,7 +37,7 @@ TEST_CASE("a curves picture passes its check, and fails it for other numbers") {
   other[2].loss = 0.45;
   write_curves_csv(tmp_path("other.csv"), other);
   const std::string problem = check_curves_png(tmp_path("curves.png"), {{"run", tmp_path("other.csv")}}, "test");
-  CHECK(problem.find("loss at epoch 3") != std::string::npos);
+  CHECK(problem.find("test: training loss, train loss at (3, 0.45)") != std::string::npos);
   // And a file that is not a picture.
   CHECK(check_curves_png(tmp_path("curves.csv"), {{"run", tmp_path("curves.csv")}}, "test")
             .find("not a readable image") != std::string::npos);
@@ -58,7 +58,7 @@ TEST_CASE("two runs on one picture: each is checked in its own colour") {
   save_curves_png(tmp_path("one.png"), {{"DDP x2", ddp}, {"1 process", changed}}, "two");
   const std::string problem = check_curves_png(
       tmp_path("one.png"), {{"DDP x2", tmp_path("ddp.csv")}, {"1 process", tmp_path("alone.csv")}}, "two");
-  CHECK(problem.find("1 process: loss at epoch 2") != std::string::npos);
+  CHECK(problem.find("training loss, 1 process at (2, 0.36)") != std::string::npos);
 }
 
 TEST_CASE("a malformed CSV is named with its line") {

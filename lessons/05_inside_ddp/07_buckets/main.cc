@@ -66,7 +66,12 @@ int main() try {
     chart.y_lo = 0;  // from zero: differences of a few percent look like what they are
     for (auto& [x, y] : chart.series[0].points) chart.y_hi = std::max(chart.y_hi, 1.25 * y);
     chart.save_png(dir + "/bucket_sweep.png");
-    std::printf("plot written to %s/bucket_sweep.png\n", dir.c_str());
+    // Read back: every measured point is where the chart puts it, in its colour.
+    const std::string problem = lessons::check_chart_png(dir + "/bucket_sweep.png", chart);
+    std::printf("plot written to %s/bucket_sweep.png (%s)\n", dir.c_str(),
+                problem.empty() ? "read back: it shows every point" : problem.c_str());
+    lessons::report("plot_check", problem.empty() ? "ok" : problem);
+    lessons::report("plot_points", double(chart.series[0].points.size()));
   }
   dist::destroy_process_group();
   return 0;

@@ -31,11 +31,13 @@ results verdict | awk -v a="$alpha" -v b="$beta" -v c="$c" '{
 echo "ok: a verdict per model size, following the model"
 fit="$LESSON_OUT/allreduce_fit.png"
 [[ $(head -c 8 "$fit" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$fit is not a PNG"
-echo "ok: the measured times are drawn beside the fitted line"
+[[ "$(result fit_plot_check)" == ok ]] || fail "the fit's plot: $(result fit_plot_check)"
+echo "ok: the measured times are drawn beside the fitted line (read back: every point where it belongs)"
 holds "w >= 0" "the fit's worst relative error is reported" w="$(result worst_fit)"
 if awk -v w="$(result worst_fit)" 'BEGIN { exit !(w > 0.25) }'; then
   expect 'warning: a measured time of 1 MiB or more is [0-9]+% away from the fitted line' "a poor fit is warned about"
 fi
 png="$LESSON_OUT/ddp_scaling.png"
 [[ $(head -c 8 "$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$png is not a PNG"
-echo "ok: the plot is a PNG"
+[[ "$(result scaling_plot_check)" == ok ]] || fail "the scaling plot: $(result scaling_plot_check)"
+echo "ok: the scaling plot shows every prediction and the speedup measured here (read back)"

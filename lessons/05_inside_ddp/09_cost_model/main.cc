@@ -75,7 +75,10 @@ static void draw_fit(const std::string& path, const std::vector<double>& S, cons
     chart.series[1].points.push_back({std::log2(S[i]), model(2, S[i]) * 1e3});
   }
   chart.save_png(path);
-  std::printf("measured beside fitted: %s\n", path.c_str());
+  const std::string problem = lessons::check_chart_png(path, chart);
+  std::printf("measured beside fitted: %s (%s)\n", path.c_str(),
+              problem.empty() ? "read back: it shows every point" : problem.c_str());
+  lessons::report("fit_plot_check", problem.empty() ? "ok" : problem);
 }
 
 int main() try {
@@ -171,8 +174,15 @@ int main() try {
                   needed);
       lessons::report("verdict", lessons::numbers({params, needed}));
     }
+    // What ran here, on the same axes: this model's measured speedup on 2 ranks.
+    chart.series.push_back({"measured here (" + std::to_string(P / 1000) + "K params, 2 ranks)",
+                            lessons::kPurple,
+                            {{1, 1}, {2, 2 * t_single / t_ddp}}});
     chart.save_png(dir + "/ddp_scaling.png");
-    std::printf("plot written to %s/ddp_scaling.png\n", dir.c_str());
+    const std::string problem = lessons::check_chart_png(dir + "/ddp_scaling.png", chart);
+    std::printf("plot written to %s/ddp_scaling.png, with the speedup measured here (%s)\n", dir.c_str(),
+                problem.empty() ? "read back: it shows every point" : problem.c_str());
+    lessons::report("scaling_plot_check", problem.empty() ? "ok" : problem);
   }
   dist::destroy_process_group();
   return 0;
