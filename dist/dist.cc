@@ -385,5 +385,23 @@ Work reduce_scatter(Tensor output, Tensor input, ReduceOp op, bool async_op) {
 Work barrier(bool async_op) { return finish(current("barrier").group->barrier(), async_op); }
 Work send(Tensor t, int dst, bool async_op) { return finish(current("send").group->send(t, dst), async_op); }
 Work recv(Tensor t, int src, bool async_op) { return finish(current("recv").group->recv(t, src), async_op); }
+Work gather(std::vector<Tensor>& outputs, Tensor input, int dst, bool async_op) {
+  return finish(current("gather").group->gather(&outputs, input, dst), async_op);
+}
+Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src, bool async_op) {
+  return finish(current("scatter").group->scatter(output, inputs, src), async_op);
+}
+Work reduce(Tensor t, int dst, ReduceOp op, bool async_op) {
+  return finish(current("reduce").group->reduce(t, dst, op), async_op);
+}
+Work all_to_all(Tensor output, Tensor input, std::vector<int64_t> output_splits, std::vector<int64_t> input_splits,
+                bool async_op) {
+  return finish(
+      current("all_to_all").group->all_to_all(output, input, std::move(output_splits), std::move(input_splits)),
+      async_op);
+}
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) {
+  return current("new_group").group->new_group(ranks);
+}
 
 }  // namespace engine::dist

@@ -67,5 +67,16 @@ Work reduce_scatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::Sum, bo
 Work barrier(bool async_op = false);
 Work send(Tensor tensor, int dst, bool async_op = false);
 Work recv(Tensor tensor, int src, bool async_op = false);
+// gather: on dst, outputs[r] = rank r's input. scatter: rank r's output = src's inputs[r].
+// reduce: dst's tensor = op over every rank's. all_to_all: PyTorch's all_to_all_single
+// (input cut along dim 0 into one piece per rank; empty splits: equal pieces).
+Work gather(std::vector<Tensor>& outputs, Tensor input, int dst = 0, bool async_op = false);
+Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src = 0, bool async_op = false);
+Work reduce(Tensor tensor, int dst, ReduceOp op = ReduceOp::Sum, bool async_op = false);
+Work all_to_all(Tensor output, Tensor input, std::vector<int64_t> output_splits = {},
+                std::vector<int64_t> input_splits = {}, bool async_op = false);
+// A group of some of the default group's ranks (every rank calls it with the same list);
+// nullptr on the ranks not in it. Its collectives are its methods: g->all_reduce(t).wait().
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 
 }  // namespace engine::dist

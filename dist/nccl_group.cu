@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -55,6 +56,7 @@ struct Nccl {
   decltype(&ncclBroadcast) Broadcast = lib.function("ncclBroadcast");
   decltype(&ncclAllGather) AllGather = lib.function("ncclAllGather");
   decltype(&ncclReduceScatter) ReduceScatter = lib.function("ncclReduceScatter");
+  decltype(&ncclReduce) Reduce = lib.function("ncclReduce");
   decltype(&ncclSend) Send = lib.function("ncclSend");
   decltype(&ncclRecv) Recv = lib.function("ncclRecv");
   decltype(&ncclGroupStart) GroupStart = lib.function("ncclGroupStart");
@@ -92,16 +94,23 @@ const char* op_name(ReduceOp op) { return reduce_op_name(op); }
 
 class ProcessGroupNCCL : public ProcessGroup {
  public:
-  ProcessGroupNCCL(std::shared_ptr<TCPStore> store, int rank, int size, int device, std::chrono::milliseconds timeout)
-      : ProcessGroup(rank, size), store_(std::move(store)), device_(device), timeout_(timeout) {
+  // prefix: where this group's keys live in the store ("" for the default group; new_group
+  // gives each subgroup its own).
+  ProcessGroupNCCL(std::shared_ptr<TCPStore> store, int rank, int size, int device, std::chrono::milliseconds timeout,
+                   std::string prefix = "")
+      : ProcessGroup(rank, size),
+        store_(std::move(store)),
+        device_(device),
+        timeout_(timeout),
+        prefix_(std::move(prefix)) {
     cuda::set_device(device_);
     // Rank 0 creates the communicator's id; everyone else reads it from the store.
     ncclUniqueId id;
     if (rank == 0) {
       nccl_check(nccl().GetUniqueId(&id), "ncclGetUniqueId");
-      store_->set("nccl/id", std::string(reinterpret_cast<const char*>(&id), sizeof id));
+      store_->set(prefix_ + "nccl/id", std::string(reinterpret_cast<const char*>(&id), sizeof id));
     } else {
-      const std::string s = store_->get("nccl/id");
+      const std::string s = store_->get(prefix_ + "nccl/id");
       ENGINE_REQUIRE(s.size() == sizeof id, "[nccl] malformed communicator id in the store");
       std::memcpy(&id, s.data(), sizeof id);
     }
@@ -191,6 +200,115 @@ class ProcessGroupNCCL : public ProcessGroup {
     nccl_check(nccl().Recv(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
     return end("recv(from " + std::to_string(src) + ", " + shape_of(t) + ")");
   }
+  Work reduce(Tensor t, int dst, ReduceOp op) override {
+    ENGINE_REQUIRE(dst >= 0 && dst < size_, "[reduce] root ", dst, " is outside 0..", size_ - 1);
+    return run(t, std::string("reduce(") + op_name(op) + ", dst " + std::to_string(dst) + ", " + shape_of(t) + ")",
+               [&](Tensor& d) {
+                 // In place on dst; the others' buffers are only read.
+                 nccl_check(nccl().Reduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op),
+                                          dst, comm_, stream_),
+                            "ncclReduce");
+               });
+  }
+  // gather, scatter and all_to_all: NCCL's point-to-point calls, grouped so that they run
+  // together (NCCL's own recipe for these collectives).
+  Work gather(std::vector<Tensor>* outputs, Tensor input, int dst) override {
+    check(input, "gather");
+    ENGINE_REQUIRE(dst >= 0 && dst < size_, "[gather] root ", dst, " is outside 0..", size_ - 1);
+    outputs->clear();
+    begin();
+    nccl_check(nccl().GroupStart(), "ncclGroupStart");
+    if (rank_ == dst) {
+      for (int r = 0; r < size_; ++r) {
+        outputs->push_back(empty(input.shape(), input.dtype(), input.device()));
+        if (r != rank_)
+          nccl_check(
+              nccl().Recv(outputs->back().bytes(), size_t(input.numel()), nccl_type(input.dtype()), r, comm_, stream_),
+              "ncclRecv");
+      }
+    } else {
+      nccl_check(nccl().Send(input.bytes(), size_t(input.numel()), nccl_type(input.dtype()), dst, comm_, stream_),
+                 "ncclSend");
+    }
+    nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
+    if (rank_ == dst)
+      cuda_check(cudaMemcpyAsync((*outputs)[size_t(rank_)].bytes(), input.bytes(), input.nbytes(),
+                                 cudaMemcpyDeviceToDevice, stream_),
+                 "cudaMemcpyAsync");
+    return end("gather(dst " + std::to_string(dst) + ", " + shape_of(input) + ")");
+  }
+  Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src) override {
+    check(output, "scatter");
+    ENGINE_REQUIRE(src >= 0 && src < size_, "[scatter] root ", src, " is outside 0..", size_ - 1);
+    if (rank_ == src) {
+      ENGINE_REQUIRE(int(inputs.size()) == size_, "[scatter] src ", src, " gave ", inputs.size(),
+                     " inputs; the world size is ", size_);
+      for (const Tensor& in : inputs) {
+        check(in, "scatter");
+        ENGINE_REQUIRE(in.numel() == output.numel() && in.dtype() == output.dtype(),
+                       "[scatter] every input must have the output's size and dtype");
+      }
+    }
+    begin();
+    nccl_check(nccl().GroupStart(), "ncclGroupStart");
+    if (rank_ == src) {
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_)
+          nccl_check(nccl().Send(inputs[size_t(r)].bytes(), size_t(output.numel()), nccl_type(output.dtype()), r, comm_,
+                                 stream_),
+                     "ncclSend");
+    } else {
+      nccl_check(nccl().Recv(output.bytes(), size_t(output.numel()), nccl_type(output.dtype()), src, comm_, stream_),
+                 "ncclRecv");
+    }
+    nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
+    if (rank_ == src)
+      cuda_check(cudaMemcpyAsync(output.bytes(), inputs[size_t(rank_)].bytes(), output.nbytes(),
+                                 cudaMemcpyDeviceToDevice, stream_),
+                 "cudaMemcpyAsync");
+    return end("scatter(src " + std::to_string(src) + ", " + shape_of(output) + ")");
+  }
+  Work all_to_all(Tensor output, Tensor input, std::vector<int64_t> output_splits,
+                  std::vector<int64_t> input_splits) override {
+    check(input, "all_to_all");
+    check(output, "all_to_all");
+    const std::vector<int64_t> in_at = offsets(input, input_splits, "input"),
+                               out_at = offsets(output, output_splits, "output");
+    const int64_t row = input.dim() == 0 || input.size(0) == 0 ? 1 : input.numel() / input.size(0);
+    ENGINE_REQUIRE(in_at[size_t(rank_) + 1] - in_at[size_t(rank_)] == out_at[size_t(rank_) + 1] - out_at[size_t(rank_)],
+                   "[all_to_all] rank ", rank_, " sends itself a piece of another size than it expects");
+    const size_t es = dtype_size(input.dtype());
+    begin();
+    nccl_check(nccl().GroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      nccl_check(nccl().Send(input.bytes() + size_t(in_at[size_t(r)] * row) * es,
+                             size_t((in_at[size_t(r) + 1] - in_at[size_t(r)]) * row), nccl_type(input.dtype()), r,
+                             comm_, stream_),
+                 "ncclSend");
+      nccl_check(nccl().Recv(output.bytes() + size_t(out_at[size_t(r)] * row) * es,
+                             size_t((out_at[size_t(r) + 1] - out_at[size_t(r)]) * row), nccl_type(input.dtype()), r,
+                             comm_, stream_),
+                 "ncclRecv");
+    }
+    nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
+    const int64_t mine = (in_at[size_t(rank_) + 1] - in_at[size_t(rank_)]) * row;
+    cuda_check(cudaMemcpyAsync(output.bytes() + size_t(out_at[size_t(rank_)] * row) * es,
+                               input.bytes() + size_t(in_at[size_t(rank_)] * row) * es, size_t(mine) * es,
+                               cudaMemcpyDeviceToDevice, stream_),
+               "cudaMemcpyAsync");
+    return end("all_to_all(" + shape_of(input) + ")");
+  }
+  // A subgroup gets a communicator of its own, its id passed through the store under a
+  // prefix of its own (every rank calls new_group in the same order, so the numbers agree).
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override {
+    const std::vector<int> members = checked_group_ranks(ranks, size_);
+    const std::string prefix = prefix_ + "g" + std::to_string(groups_made_++) + "/";
+    const auto me = std::find(members.begin(), members.end(), rank_);
+    if (me == members.end()) return nullptr;
+    return std::make_shared<ProcessGroupNCCL>(store_, int(me - members.begin()), int(members.size()), device_, timeout_,
+                                              prefix);
+  }
 
  private:
   void check(const Tensor& t, const char* op) {
@@ -272,6 +390,23 @@ class ProcessGroupNCCL : public ProcessGroup {
     collective(t);
     return end(what);
   }
+  // Row offsets of the pieces of `t` (splits, or equal pieces), checked.
+  std::vector<int64_t> offsets(const Tensor& t, const std::vector<int64_t>& splits, const char* which) const {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    std::vector<int64_t> at(size_t(size_) + 1, 0);
+    ENGINE_REQUIRE(splits.empty() || int(splits.size()) == size_, "[all_to_all] ", which, "_splits has ", splits.size(),
+                   " entries; the world size is ", size_);
+    ENGINE_REQUIRE(!splits.empty() || rows % size_ == 0, "[all_to_all] ", which, " has ", rows,
+                   " rows, not a multiple of the world size: give ", which, "_splits");
+    for (int r = 0; r < size_; ++r) {
+      const int64_t n = splits.empty() ? rows / size_ : splits[size_t(r)];
+      ENGINE_REQUIRE(n >= 0, "[all_to_all] ", which, "_splits holds a negative size");
+      at[size_t(r) + 1] = at[size_t(r)] + n;
+    }
+    ENGINE_REQUIRE(at.back() == rows, "[all_to_all] ", which, "_splits add up to ", at.back(), " rows, but ", which,
+                   " has ", rows);
+    return at;
+  }
   static std::string shape_of(const Tensor& t) { return std::to_string(t.numel()) + " x " + dtype_name(t.dtype()); }
 
   // The teaching ring (same schedule as allreduce_ring.cc), with NCCL point-to-point.
@@ -340,6 +475,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::unique_ptr<Watchdog> dog_;  // bounds every collective (see watchdog.h)
   std::atomic<bool> aborted_{false};
   uint64_t calls_ = 0;
+  std::string prefix_;   // this group's keys in the store
+  int groups_made_ = 0;  // by new_group
 };
 
 }  // namespace

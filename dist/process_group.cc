@@ -1,5 +1,7 @@
 #include "dist/process_group.h"
 
+#include <algorithm>
+
 #include "tensor/check.h"
 
 namespace engine::dist {
@@ -53,5 +55,34 @@ void Work::fail(std::exception_ptr error) const {
   }
   state_->cv.notify_all();
 }
+
+}  // namespace engine::dist
+
+namespace engine::dist {
+
+std::vector<int> checked_group_ranks(std::vector<int> ranks, int size) {
+  ENGINE_REQUIRE(!ranks.empty(), "[new_group] the list of ranks is empty");
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ENGINE_REQUIRE(ranks[i] >= 0 && ranks[i] < size, "[new_group] rank ", ranks[i], " is outside 0..", size - 1);
+    ENGINE_REQUIRE(i == 0 || ranks[i] != ranks[i - 1], "[new_group] rank ", ranks[i], " is listed twice");
+  }
+  return ranks;
+}
+
+// Backends without these collectives say so by name.
+namespace {
+[[noreturn]] void unsupported(const ProcessGroup& g, const char* what) {
+  throw Error(std::string("[") + what + "] the " + g.backend() + " backend does not implement " + what);
+}
+}  // namespace
+
+Work ProcessGroup::gather(std::vector<Tensor>*, Tensor, int) { unsupported(*this, "gather"); }
+Work ProcessGroup::scatter(Tensor, const std::vector<Tensor>&, int) { unsupported(*this, "scatter"); }
+Work ProcessGroup::reduce(Tensor, int, ReduceOp) { unsupported(*this, "reduce"); }
+Work ProcessGroup::all_to_all(Tensor, Tensor, std::vector<int64_t>, std::vector<int64_t>) {
+  unsupported(*this, "all_to_all");
+}
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>&) { unsupported(*this, "new_group"); }
 
 }  // namespace engine::dist

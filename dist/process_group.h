@@ -6,6 +6,7 @@
 //   Work w = group.all_reduce(grad, ReduceOp::Sum);   // starts now, in the background
 //   ...                                               // compute something else meanwhile
 //   w.wait();                                         // grad now holds the sum over ranks
+//   auto evens = group.new_group({0, 2});             // a subgroup (nullptr on ranks 1, 3)
 //
 // The free functions in dist.h (dist::all_reduce, ...) use the default group made by
 // dist::init_process_group.
@@ -24,6 +25,10 @@ namespace engine::dist {
 
 enum class ReduceOp { Sum, Avg, Min, Max, Product };
 const char* reduce_op_name(ReduceOp op);
+
+// The members of a new group, checked (none, a rank outside 0..size-1, or a rank twice is
+// an error naming it) and sorted: the new group's rank r is the r-th of them.
+std::vector<int> checked_group_ranks(std::vector<int> ranks, int size);
 
 // The handle of a collective in flight.
 class Work {
@@ -71,6 +76,24 @@ class ProcessGroup {
   // Point to point: the tensor goes to (comes from) one peer; shapes and dtypes must match.
   virtual Work send(Tensor tensor, int dst) = 0;
   virtual Work recv(Tensor tensor, int src) = 0;
+
+  // Rooted collectives. gather: on dst, outputs[r] receives rank r's input (elsewhere
+  // outputs is left empty). scatter: rank r's output receives src's inputs[r] (inputs is
+  // read on src only). reduce: dst's tensor ends with op over every rank's tensor; the
+  // others' are left as they were.
+  virtual Work gather(std::vector<Tensor>* outputs, Tensor input, int dst);
+  virtual Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src);
+  virtual Work reduce(Tensor tensor, int dst, ReduceOp op = ReduceOp::Sum);
+  // Every rank sends a piece of its input to every rank (itself too): input is cut along
+  // dim 0 into size() pieces, input_splits[r] rows for rank r; output receives the pieces
+  // cut for this rank, in rank order, output_splits[r] rows from rank r. Empty splits mean
+  // equal pieces. (PyTorch's all_to_all_single.)
+  virtual Work all_to_all(Tensor output, Tensor input, std::vector<int64_t> output_splits = {},
+                          std::vector<int64_t> input_splits = {});
+  // A group of some of this group's ranks, with its own connections and its own checks. A
+  // collective: every rank of this group calls it, with the same list. Ranks are numbered
+  // 0.. in ascending order of their rank here; a rank not in the list gets nullptr.
+  virtual std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 
   // A zeroed float32 buffer that all_reduce can reduce in place, without staging copies,
   // where the backend can share memory between ranks (DDP keeps its buckets in these).

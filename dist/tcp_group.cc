@@ -49,9 +49,10 @@ const char* algorithm_name(AllReduceAlgorithm a) {
 
 void ProcessGroupTCP::discover_topology() {
   const std::string me = options_.host_id.empty() ? machine_id() : options_.host_id;
-  store_->set("topo/host/" + std::to_string(rank_), me);
+  store_->set(key("topo/host/") + std::to_string(rank_), me);
   std::vector<std::string> hosts(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) hosts[size_t(r)] = r == rank_ ? me : store_->get("topo/host/" + std::to_string(r));
+  for (int r = 0; r < size_; ++r)
+    hosts[size_t(r)] = r == rank_ ? me : store_->get(key("topo/host/") + std::to_string(r));
   for (int r = 0; r < size_; ++r) {
     if (hosts[size_t(r)] == me) local_ranks_.push_back(r);
     if (std::find(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]) == hosts.begin() + r) leaders_.push_back(r);
@@ -90,14 +91,14 @@ void ProcessGroupTCP::choose_algorithm() {
   if (algorithm_ == AllReduceAlgorithm::Ring) return;
   // Shared memory among this machine's ranks, its keys scoped by the machine's leader.
   const int index = int(std::find(local_ranks_.begin(), local_ranks_.end(), rank_) - local_ranks_.begin());
-  shm_ = ShmAllReduce::create(*store_, "shm/" + std::to_string(local_ranks_[0]) + "/", local_ranks_, index,
+  shm_ = ShmAllReduce::create(*store_, key("shm/") + std::to_string(local_ranks_[0]) + "/", local_ranks_, index,
                               options_.timeout, shm_job_tag(options_.token));
   // Every machine must have its shared memory (or need none), or every rank falls back to
   // the ring: the choice is the same everywhere.
   const bool ok = shm_ != nullptr || local_ranks_.size() == 1;
-  store_->set("topo/shm_ok/" + std::to_string(rank_), ok ? "1" : "0");
+  store_->set(key("topo/shm_ok/") + std::to_string(rank_), ok ? "1" : "0");
   for (int r = 0; r < size_; ++r) {
-    if (store_->get("topo/shm_ok/" + std::to_string(r)) == "1") continue;
+    if (store_->get(key("topo/shm_ok/") + std::to_string(r)) == "1") continue;
     ENGINE_REQUIRE(want == "auto", "[init_process_group] ENGINE_ALLREDUCE=", want, " but rank ", r,
                    " could not set up shared memory (is /dev/shm full or missing?)");
     shm_.reset();
@@ -194,11 +195,11 @@ void ProcessGroupTCP::connect_mesh() {
   const std::string host = listen_host(*store_);
   Listener listener = listen_on(host);
   address_ = host + ":" + std::to_string(listener.port());
-  store_->set("tcp/addr/" + std::to_string(rank_), address_);
+  store_->set(key("tcp/addr/") + std::to_string(rank_), address_);
   for (int r = 0; r < rank_; ++r) {
     std::string addr;
     try {
-      addr = store_->get("tcp/addr/" + std::to_string(r));
+      addr = store_->get(key("tcp/addr/") + std::to_string(r));
     } catch (const Error& e) {
       throw Error("[init_process_group] rank " + std::to_string(rank_) + " was waiting for " + peer_name(r) +
                   " to publish its address: " + e.what());
@@ -440,6 +441,33 @@ Tensor ProcessGroupTCP::shared_buffer(int64_t numel) {
   // Drain the queue first: the setup talks through the store, outside the worker's order.
   barrier().wait();
   return shm_->shared_buffer(*store_, numel);
+}
+
+// ---------------------------------------------------------------------------------------
+// Subgroups: every rank of this group posts the list it was given; the members check that
+// every rank gave the same, then build a group of their own through the same store, its
+// keys under this group's prefix + "g<id>/" (id: how many groups this one has made, the
+// same on every rank since every rank calls new_group in the same order).
+
+std::shared_ptr<ProcessGroup> ProcessGroupTCP::new_group(const std::vector<int>& ranks_in) {
+  const std::vector<int> members = checked_group_ranks(ranks_in, size_);
+  const std::string id = std::to_string(groups_made_++);
+  std::string list;
+  for (int r : members) list += (list.empty() ? "" : ",") + std::to_string(r);
+  store_->set(key("new_group/") + id + "/" + std::to_string(rank_), list);
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  if (me == members.end()) return nullptr;
+  for (int r = 0; r < size_; ++r) {
+    const std::string theirs = r == rank_ ? list : store_->get(key("new_group/") + id + "/" + std::to_string(r));
+    ENGINE_REQUIRE(theirs == list, "[new_group] rank ", rank_, " was given ranks {", list, "} but rank ", r,
+                   " was given {", theirs, "}: every rank must call new_group with the same list, in the same order");
+  }
+  TCPGroupOptions sub = options_;
+  sub.key_prefix = options_.key_prefix + "g" + id + "/";
+  sub.global_ranks.clear();
+  for (int r : members)
+    sub.global_ranks.push_back(options_.global_ranks.empty() ? r : options_.global_ranks[size_t(r)]);
+  return std::make_shared<ProcessGroupTCP>(store_, int(me - members.begin()), int(members.size()), sub);
 }
 
 }  // namespace engine::dist

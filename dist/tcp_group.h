@@ -54,6 +54,11 @@ struct TCPGroupOptions {
   // Which machine this rank is on, as the topology sees it (empty: machine_id(), the host
   // name and boot id). Tests give ranks of one process different ids to act as machines.
   std::string host_id;
+  // Where this group's keys live in the store: "" for the default group, "g<id>/" under its
+  // parent's prefix for a group made by new_group.
+  std::string key_prefix;
+  // A subgroup's members by their rank in the default group (errors name both numbers).
+  std::vector<int> global_ranks;
 };
 
 enum class AllReduceAlgorithm { Ring, SharedMemory, Hierarchical };
@@ -72,6 +77,13 @@ class ProcessGroupTCP : public ProcessGroup {
   Work barrier() override;
   Work send(Tensor tensor, int dst) override;
   Work recv(Tensor tensor, int src) override;
+  Work gather(std::vector<Tensor>* outputs, Tensor input, int dst) override;  // tcp_rooted.cc
+  Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src) override;
+  Work reduce(Tensor tensor, int dst, ReduceOp op = ReduceOp::Sum) override;
+  Work all_to_all(Tensor output, Tensor input, std::vector<int64_t> output_splits = {},
+                  std::vector<int64_t> input_splits = {}) override;
+  // Blocks until this rank's part of the new group is connected (members only).
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) override;
   Tensor shared_buffer(int64_t numel) override;
 
   // Bytes this rank has sent over its connections (for the lessons' cost model).
@@ -121,7 +133,12 @@ class ProcessGroupTCP : public ProcessGroup {
   void check_header(const MessageHeader& got, const MessageHeader& expect, int from, Deadline deadline);
   void abort_peers(const std::string& why);
   void raise_pending_abort(int busy);
-  std::string peer_name(int r) const { return "rank " + std::to_string(r); }
+  std::string peer_name(int r) const {
+    if (options_.global_ranks.empty()) return "rank " + std::to_string(r);
+    return "rank " + std::to_string(options_.global_ranks[size_t(r)]) + " (rank " + std::to_string(r) +
+           " of the group)";
+  }
+  std::string key(const std::string& k) const { return options_.key_prefix + k; }  // this group's store key
 
   // Setup: which ranks share a machine (local_ranks_, leaders_), then the algorithm, with
   // shared memory among the local ranks where it uses it. Every rank reaches the same choice.
@@ -161,6 +178,7 @@ class ProcessGroupTCP : public ProcessGroup {
   std::string address_;                            // "host:port" where this rank listens
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
+  int groups_made_ = 0;  // by new_group: numbers each subgroup's keys
   std::atomic<uint64_t> bytes_sent_{0};
 
   std::mutex mu_;

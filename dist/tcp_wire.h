@@ -33,7 +33,19 @@ constexpr uint32_t kMagic = 0x44445044;  // "DDPD"
 constexpr uint32_t kData = 1, kAbort = 2;
 constexpr uint64_t kMaxAbortText = 4096;
 
-enum Coll : uint16_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier, kPointToPoint };
+enum Coll : uint16_t {
+  kAllReduce = 1,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kBarrier,
+  kPointToPoint,
+  kGather,
+  kScatter,
+  kReduce,
+  kAllToAll,
+  kNewGroup
+};
 
 inline const char* coll_name(uint16_t c) {
   switch (c) {
@@ -43,6 +55,11 @@ inline const char* coll_name(uint16_t c) {
     case kReduceScatter: return "reduce_scatter";
     case kBarrier: return "barrier";
     case kPointToPoint: return "send/recv";
+    case kGather: return "gather";
+    case kScatter: return "scatter";
+    case kReduce: return "reduce";
+    case kAllToAll: return "all_to_all";
+    case kNewGroup: return "new_group";
   }
   return "an unknown call";
 }
@@ -51,8 +68,15 @@ inline const char* coll_name(uint16_t c) {
 inline std::string describe(const MessageHeader& h) {
   std::string s = coll_name(h.coll);
   s += "(";
-  if (h.coll == kAllReduce || h.coll == kReduceScatter) s += std::string(reduce_op_name(ReduceOp(h.op))) + ", ";
+  if (h.coll == kAllReduce || h.coll == kReduceScatter || h.coll == kReduce)
+    s += std::string(reduce_op_name(ReduceOp(h.op))) + ", ";
   if (h.coll == kBroadcast) s += "root " + std::to_string(h.root) + ", ";
+  if (h.coll == kScatter) s += "src " + std::to_string(h.root) + ", ";
+  if (h.coll == kGather || h.coll == kReduce) s += "dst " + std::to_string(h.root) + ", ";
+  // all_to_all: count is the world size; a message between two ranks carries its piece's size.
+  if (h.coll == kAllToAll && h.bytes > 0 && dtype_size(DType(h.dtype)) > 0)
+    return s + std::to_string(h.bytes / dtype_size(DType(h.dtype))) + " x " + dtype_name(DType(h.dtype)) +
+           " to this rank) #" + std::to_string(h.seq);
   s += std::to_string(h.count) + " x " + dtype_name(DType(h.dtype)) + ") #" + std::to_string(h.seq);
   return s;
 }

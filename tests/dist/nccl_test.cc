@@ -125,6 +125,33 @@ TEST_CASE("nccl collectives wait for the compute stream, and the compute stream 
   cuda::poison_new_memory(false);
 }
 
+TEST_CASE("nccl at world size 1: gather, scatter, reduce, all_to_all and a subgroup") {
+  single_rank_env();
+  if (!testing::gpu_or_skip("nccl rooted collectives")) return;
+  dist::init_process_group("nccl");
+  const Tensor host = arange(0, 12);
+  Tensor dev = host.to(Device::cuda(0));
+  std::vector<Tensor> outs;
+  dist::gather(outs, dev, 0);
+  RANK_REQUIRE(outs.size() == 1);
+  RANK_REQUIRE(outs[0].to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+  Tensor got = zeros({12}, DType::Float32, Device::cuda(0));
+  dist::scatter(got, {dev}, 0);
+  RANK_REQUIRE(got.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+  dist::reduce(got, 0, dist::ReduceOp::Max);
+  RANK_REQUIRE(got.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+  Tensor swapped = zeros({12}, DType::Float32, Device::cuda(0));
+  dist::all_to_all(swapped, dev);
+  RANK_REQUIRE(swapped.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+  auto sub = dist::new_group({0});
+  RANK_REQUIRE(sub != nullptr);
+  RANK_REQUIRE(sub->size() == 1);
+  sub->all_reduce(dev).wait();
+  RANK_REQUIRE(dev.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+  sub.reset();
+  dist::destroy_process_group();
+}
+
 TEST_CASE("NCCL is opened only for a nccl group, and every function the backend calls resolves") {
   std::ifstream maps("/proc/self/maps");
   const std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());

@@ -1,0 +1,184 @@
+// The CPU backend's rooted collectives (gather, scatter, reduce), all_to_all, and its
+// subgroups (tcp_group.h). Like broadcast, a rooted transfer goes straight between the root
+// and each rank; every message carries the call's description, so a rank that called
+// something else is named.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "dist/tcp_group.h"
+#include "dist/tcp_wire.h"
+#include "tensor/ops.h"
+
+namespace engine::dist {
+
+using namespace wire;
+
+namespace {
+
+// The step number of reduce's last messages, each rank's finished segment on its way to dst
+// (the ring's own steps are numbered from 0).
+constexpr uint16_t kToRootStep = 0xffff;
+
+void require_root(const char* op, int root, int size) {
+  ENGINE_REQUIRE(root >= 0 && root < size, "[", op, "] root ", root, " is outside 0..", size - 1);
+}
+
+// Rows of `t` per piece: the splits given (checked against t's rows), or equal pieces.
+std::vector<int64_t> rows_per_piece(const char* which, std::vector<int64_t> splits, const Tensor& t, int size) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (splits.empty()) {
+    ENGINE_REQUIRE(rows % size == 0, "[all_to_all] ", which, " has ", rows, " rows, not a multiple of the world size ",
+                   size, ": give ", which, "_splits");
+    return std::vector<int64_t>(size_t(size), rows / size);
+  }
+  ENGINE_REQUIRE(int(splits.size()) == size, "[all_to_all] ", which, "_splits has ", splits.size(),
+                 " entries; the world size is ", size);
+  for (int64_t s : splits) ENGINE_REQUIRE(s >= 0, "[all_to_all] ", which, "_splits holds a negative size ", s);
+  ENGINE_REQUIRE(std::accumulate(splits.begin(), splits.end(), int64_t(0)) == rows, "[all_to_all] ", which,
+                 "_splits add up to ", std::accumulate(splits.begin(), splits.end(), int64_t(0)), " rows, but ", which,
+                 " has ", rows);
+  return splits;
+}
+
+// Byte offset of each piece, and its size, from rows per piece.
+std::vector<size_t> byte_offsets(const std::vector<int64_t>& rows, size_t row_bytes) {
+  std::vector<size_t> at(rows.size() + 1, 0);
+  for (size_t i = 0; i < rows.size(); ++i) at[i + 1] = at[i] + size_t(rows[i]) * row_bytes;
+  return at;
+}
+
+}  // namespace
+
+Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst) {
+  require_cpu_tensor("gather", input);
+  require_root("gather", dst, size_);
+  ENGINE_REQUIRE(outputs != nullptr, "[gather] outputs is null");
+  outputs->clear();
+  if (rank_ == dst)
+    for (int r = 0; r < size_; ++r) outputs->push_back(empty(input.shape(), input.dtype()));
+  return enqueue(make_desc(kGather, &input, ReduceOp::Sum, dst),
+                 [this, outputs, input, dst](const MessageHeader& desc, Deadline d) {
+                   MessageHeader h = desc, ack = desc;
+                   h.bytes = input.nbytes();
+                   ack.step = 1;
+                   const bool acks = algorithm_ != AllReduceAlgorithm::SharedMemory;  // agree() compared the calls
+                   if (rank_ != dst) {
+                     send_message(dst, h, input.bytes(), d);
+                     if (acks) recv_message(dst, ack, nullptr, d);  // so a sender learns of a mismatch too
+                     return;
+                   }
+                   for (int r = 0; r < size_; ++r)
+                     if (r == rank_)
+                       (*outputs)[size_t(r)].copy_(input);
+                     else
+                       recv_message(r, h, (*outputs)[size_t(r)].bytes(), d);
+                   for (int r = 0; r < size_ && acks; ++r)
+                     if (r != rank_) send_message(r, ack, nullptr, d);
+                 });
+}
+
+Work ProcessGroupTCP::scatter(Tensor output, const std::vector<Tensor>& inputs, int src) {
+  require_cpu_tensor("scatter", output);
+  require_root("scatter", src, size_);
+  std::vector<Tensor> pieces;
+  if (rank_ == src) {
+    ENGINE_REQUIRE(int(inputs.size()) == size_, "[scatter] src ", src, " gave ", inputs.size(),
+                   " inputs; the world size is ", size_);
+    for (int r = 0; r < size_; ++r) {
+      const Tensor& in = inputs[size_t(r)];
+      ENGINE_REQUIRE(in.defined() && in.shape() == output.shape() && in.dtype() == output.dtype(), "[scatter] inputs[",
+                     r, "] must have the output's shape ", shape_str(output.shape()), " and dtype ",
+                     dtype_name(output.dtype()));
+      pieces.push_back(in.device().is_cpu() ? in.contiguous() : in);
+      require_cpu_tensor("scatter", pieces.back());
+    }
+  }
+  return enqueue(make_desc(kScatter, &output, ReduceOp::Sum, src),
+                 [this, output, pieces, src](const MessageHeader& desc, Deadline d) {
+                   MessageHeader h = desc, ack = desc;
+                   h.bytes = output.nbytes();
+                   ack.step = 1;
+                   const bool acks = algorithm_ != AllReduceAlgorithm::SharedMemory;
+                   if (rank_ != src) {
+                     recv_message(src, h, output.bytes(), d);
+                     if (acks) send_message(src, ack, nullptr, d);
+                     return;
+                   }
+                   for (int r = 0; r < size_; ++r)
+                     if (r != rank_) send_message(r, h, pieces[size_t(r)].bytes(), d);
+                   Tensor(output).copy_(pieces[size_t(rank_)]);
+                   for (int r = 0; r < size_ && acks; ++r)
+                     if (r != rank_) recv_message(r, ack, nullptr, d);
+                 });
+}
+
+Work ProcessGroupTCP::reduce(Tensor t, int dst, ReduceOp op) {
+  require_cpu_tensor("reduce", t);
+  require_root("reduce", dst, size_);
+  ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[reduce] AVG needs float32, got ",
+                 dtype_name(t.dtype()));
+  return enqueue(make_desc(kReduce, &t, op, dst), [this, t, dst, op](const MessageHeader& desc, Deadline d) {
+    // A ring reduce-scatter (every rank sends (n-1)/n of the tensor), then each rank sends
+    // the segment it finished to dst: dst receives (n-1)/n of it, not (n-1) whole copies.
+    const int64_t n = t.numel();
+    const size_t es = dtype_size(t.dtype());
+    Tensor work = t.clone();  // the others' tensors stay as they were
+    char* buf = work.bytes();
+    std::vector<int64_t> bounds(size_t(size_) + 1);
+    for (int k = 0; k <= size_; ++k) bounds[size_t(k)] = n * k / size_;
+    ring_reduce_scatter(full_ring(), buf, bounds, t.dtype(), op, desc, /*shift=*/-1, d);  // rank r owns segment r
+    MessageHeader h = desc;
+    h.step = kToRootStep;
+    if (rank_ != dst) {
+      h.bytes = size_t(bounds[size_t(rank_) + 1] - bounds[size_t(rank_)]) * es;
+      send_message(dst, h, buf + size_t(bounds[size_t(rank_)]) * es, d);
+      return;
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      h.bytes = size_t(bounds[size_t(r) + 1] - bounds[size_t(r)]) * es;
+      recv_message(r, h, buf + size_t(bounds[size_t(r)]) * es, d);
+    }
+    if (op == ReduceOp::Avg) work = work / double(size_);  // the ring sums; the average divides once
+    Tensor(t).copy_(work);
+  });
+}
+
+Work ProcessGroupTCP::all_to_all(Tensor output, Tensor input, std::vector<int64_t> output_splits,
+                                 std::vector<int64_t> input_splits) {
+  require_cpu_tensor("all_to_all", input);
+  require_cpu_tensor("all_to_all", output);
+  ENGINE_REQUIRE(input.dtype() == output.dtype(), "[all_to_all] input is ", dtype_name(input.dtype()),
+                 " but output is ", dtype_name(output.dtype()));
+  const int64_t in_rows = input.dim() == 0 ? 1 : input.size(0), out_rows = output.dim() == 0 ? 1 : output.size(0);
+  const size_t row_bytes = in_rows == 0 ? 0 : input.nbytes() / size_t(in_rows);
+  ENGINE_REQUIRE(out_rows == 0 || output.nbytes() / size_t(out_rows) == row_bytes || in_rows == 0,
+                 "[all_to_all] a row of output must hold as many elements as a row of input");
+  const std::vector<size_t> in_at = byte_offsets(rows_per_piece("input", input_splits, input, size_), row_bytes);
+  const std::vector<size_t> out_at = byte_offsets(rows_per_piece("output", output_splits, output, size_), row_bytes);
+  const size_t mine_in = in_at[size_t(rank_) + 1] - in_at[size_t(rank_)],
+               mine_out = out_at[size_t(rank_) + 1] - out_at[size_t(rank_)];
+  ENGINE_REQUIRE(mine_in == mine_out, "[all_to_all] rank ", rank_, " sends itself ",
+                 mine_in / std::max<size_t>(row_bytes, 1), " rows but expects ",
+                 mine_out / std::max<size_t>(row_bytes, 1), " from itself");
+  MessageHeader desc = make_desc(kAllToAll, &input);
+  desc.count = uint64_t(size_);  // the pieces differ in size between ranks; each message carries its own
+  return enqueue(desc, [this, output, input, in_at, out_at](const MessageHeader& base, Deadline d) {
+    char* in = input.bytes();
+    char* out = output.bytes();
+    std::memcpy(out + out_at[size_t(rank_)], in + in_at[size_t(rank_)],
+                in_at[size_t(rank_) + 1] - in_at[size_t(rank_)]);
+    // Step k: send to rank + k, receive from rank - k, both at once; every pair meets once.
+    for (int k = 1; k < size_; ++k) {
+      const int to = (rank_ + k) % size_, from = (rank_ - k + size_) % size_;
+      MessageHeader h_out = base, h_in = base;
+      h_out.step = h_in.step = uint16_t(k);
+      h_out.bytes = in_at[size_t(to) + 1] - in_at[size_t(to)];
+      h_in.bytes = out_at[size_t(from) + 1] - out_at[size_t(from)];
+      send_recv({to, h_out, in + in_at[size_t(to)]}, {from, h_in, out + out_at[size_t(from)]}, d);
+    }
+  });
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,177 @@
+// gather, scatter, reduce and all_to_all against their closed forms, for world 1-4, every
+// root, every op, equal and unequal pieces; bad arguments and mismatched calls named.
+#include <mutex>
+
+#include "catch2/catch.hpp"
+#include "dist/tcp_group.h"
+#include "tensor/ops.h"
+#include "tests/dist/closed_forms.h"
+#include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
+
+using namespace engine;
+using namespace engine::dist;
+using engine::testing::run_threads;
+namespace cf = engine::testing::closed_forms;
+
+namespace {
+// Rank r's values r * 100 + i: every element says where it came from.
+Tensor labelled(int rank, int64_t n, int64_t first = 0) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(float(rank * 100 + first + i));
+  return from_vector(v, {n});
+}
+}  // namespace
+
+TEST_CASE("gather: dst holds every rank's input, in rank order") {
+  for (int world : {1, 2, 3, 4})
+    for (int dst = 0; dst < world; ++dst) {
+      INFO("world " << world << " dst " << dst);
+      std::vector<std::string> problems(static_cast<size_t>(world));
+      run_threads(world, [&](ProcessGroupTCP& g) {
+        std::vector<Tensor> out;
+        g.gather(&out, labelled(g.rank(), 5), dst).wait();
+        std::string& p = problems[size_t(g.rank())];
+        if (g.rank() != dst) {
+          if (!out.empty()) p = "a rank other than dst got outputs";
+          return;
+        }
+        if (int(out.size()) != world) p = "dst got " + std::to_string(out.size()) + " outputs";
+        for (int r = 0; r < world && p.empty(); ++r)
+          if (out[size_t(r)].to_vector<float>() != labelled(r, 5).to_vector<float>()) p = "output " + std::to_string(r);
+      });
+      for (auto& p : problems) CHECK(p == "");
+    }
+}
+
+TEST_CASE("scatter: rank r gets src's inputs[r]") {
+  for (int world : {1, 2, 3, 4})
+    for (int src = 0; src < world; ++src) {
+      INFO("world " << world << " src " << src);
+      std::vector<std::vector<float>> got(static_cast<size_t>(world));
+      run_threads(world, [&](ProcessGroupTCP& g) {
+        std::vector<Tensor> inputs;
+        if (g.rank() == src)
+          for (int r = 0; r < world; ++r) inputs.push_back(labelled(r, 3, 10));
+        Tensor out = zeros({3});
+        g.scatter(out, inputs, src).wait();
+        got[size_t(g.rank())] = out.to_vector<float>();
+      });
+      for (int r = 0; r < world; ++r) CHECK(got[size_t(r)] == labelled(r, 3, 10).to_vector<float>());
+    }
+}
+
+TEST_CASE("reduce: dst holds op over every rank; the others keep their tensor") {
+  for (int world : {1, 2, 3, 4})
+    for (int64_t n : {int64_t(1), int64_t(3), int64_t(1000)})
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
+        INFO("world " << world << " n " << n << " op " << reduce_op_name(op));
+        const int dst = world - 1;
+        std::vector<std::vector<float>> got(static_cast<size_t>(world));
+        run_threads(world, [&](ProcessGroupTCP& g) {
+          Tensor t = cf::input(g.rank(), n);
+          g.reduce(t, dst, op).wait();
+          got[size_t(g.rank())] = t.to_vector<float>();
+        });
+        for (int r = 0; r < world; ++r)
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = r == dst ? cf::closed_form(op, world, i) : double((r + 1) * (i % 7 + 1));
+            REQUIRE(std::abs(got[size_t(r)][size_t(i)] - want) <= 1e-6 * std::abs(want));
+          }
+      }
+}
+
+TEST_CASE("reduce sends (n-1)/n of the tensor from each rank, not n-1 copies into dst") {
+  std::vector<uint64_t> sent(4);
+  run_threads(4, [&](ProcessGroupTCP& g) {
+    Tensor t = cf::input(g.rank(), 4000);
+    const uint64_t before = g.bytes_sent();
+    g.reduce(t, 0).wait();
+    sent[size_t(g.rank())] = g.bytes_sent() - before;
+  });
+  // Reduce-scatter: 3 messages of 1000 floats; then ranks 1-3 send their 1000 to rank 0.
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const uint64_t payload = (r == 0 ? 3 : 4) * 4000;
+    CHECK(sent[size_t(r)] >= payload);
+    CHECK(sent[size_t(r)] <= payload + 4 * 48);
+  }
+}
+
+TEST_CASE("all_to_all: piece j of rank i lands as piece i of rank j") {
+  for (int world : {1, 2, 3, 4}) {
+    INFO("world " << world);
+    std::vector<std::vector<float>> got(static_cast<size_t>(world));
+    run_threads(world, [&](ProcessGroupTCP& g) {
+      // Equal pieces of 2 rows x 3 columns: rank i's row k holds i * 100 + k.
+      std::vector<float> v;
+      for (int k = 0; k < 2 * world; ++k)
+        for (int c = 0; c < 3; ++c) v.push_back(float(g.rank() * 100 + k));
+      Tensor in = from_vector(v, {2 * int64_t(world), 3}), out = zeros({2 * int64_t(world), 3});
+      g.all_to_all(out, in).wait();
+      got[size_t(g.rank())] = out.to_vector<float>();
+    });
+    for (int j = 0; j < world; ++j)
+      for (int i = 0; i < world; ++i)
+        for (int k = 0; k < 2; ++k)  // output row 2i + k of rank j = rank i's row 2j + k
+          REQUIRE(got[size_t(j)][size_t((2 * i + k) * 3)] == float(i * 100 + 2 * j + k));
+  }
+}
+
+TEST_CASE("all_to_all with unequal pieces (splits), empty ones included") {
+  const int world = 3;
+  // Rank i sends (i + j) % 3 rows to rank j; rank j receives (i + j) % 3 rows from rank i.
+  auto rows = [](int i, int j) { return int64_t((i + j) % 3); };
+  std::vector<std::vector<float>> got(static_cast<size_t>(world));
+  run_threads(world, [&](ProcessGroupTCP& g) {
+    const int me = g.rank();
+    std::vector<int64_t> in_splits, out_splits;
+    std::vector<float> v;
+    for (int j = 0; j < world; ++j) {
+      in_splits.push_back(rows(me, j));
+      out_splits.push_back(rows(j, me));
+      for (int64_t k = 0; k < rows(me, j); ++k) v.push_back(float(me * 100 + j * 10 + k));  // from me, for j
+    }
+    int64_t total = 0;
+    for (auto s : out_splits) total += s;
+    Tensor in = from_vector(v, {int64_t(v.size())}), out = zeros({total});
+    g.all_to_all(out, in, out_splits, in_splits).wait();
+    got[size_t(me)] = out.to_vector<float>();
+  });
+  for (int j = 0; j < world; ++j) {
+    std::vector<float> want;
+    for (int i = 0; i < world; ++i)
+      for (int64_t k = 0; k < rows(i, j); ++k) want.push_back(float(i * 100 + j * 10 + k));
+    CHECK(got[size_t(j)] == want);
+  }
+}
+
+TEST_CASE("bad arguments are named; a split the sender and receiver disagree on is a mismatch") {
+  run_threads(1, [](ProcessGroupTCP& g) {
+    std::vector<Tensor> out;
+    RANK_REQUIRE_THROWS_WITH(g.gather(&out, zeros({2}), 3), Catch::Contains("[gather] root 3 is outside 0..0"));
+    Tensor o = zeros({2});
+    RANK_REQUIRE_THROWS_WITH(g.scatter(o, {}, 0), Catch::Contains("[scatter] src 0 gave 0 inputs"));
+    RANK_REQUIRE_THROWS_WITH(g.scatter(o, {zeros({3})}, 0), Catch::Contains("inputs[0] must have the output's shape"));
+    RANK_REQUIRE_THROWS_WITH(g.all_to_all(zeros({4}), zeros({4}), {}, {1, 2}),
+                             Catch::Contains("input_splits has 2 entries; the world size is 1"));
+    RANK_REQUIRE_THROWS_WITH(g.all_to_all(zeros({4}), zeros({4}), {}, {3}),
+                             Catch::Contains("input_splits add up to 3 rows, but input has 4"));
+  });
+  std::vector<std::string> errors(2);
+  run_threads(
+      2,
+      [&](ProcessGroupTCP& g) {
+        // Rank 0 sends 1 row to rank 1, which expects 2.
+        const std::vector<int64_t> in_splits{1, 1};
+        const std::vector<int64_t> out_splits = g.rank() == 0 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{2, 1};
+        try {
+          g.all_to_all(zeros({g.rank() == 0 ? 2 : 3}), zeros({2}), out_splits, in_splits).wait();
+        } catch (const std::exception& e) {
+          errors[size_t(g.rank())] = e.what();
+        }
+      },
+      std::chrono::seconds(5));
+  CHECK_THAT(errors[1], Catch::Contains("mismatched collectives: rank 1 called all_to_all(2 x float32 to this rank)") &&
+                            Catch::Contains("rank 0 called all_to_all(1 x float32 to this rank)"));
+}
