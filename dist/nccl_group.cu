@@ -171,6 +171,17 @@ class ProcessGroupNCCL : public ProcessGroup {
       outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
     return w;
   }
+  Work all_gather_into_tensor(Tensor output, Tensor input) override {
+    check(input, "all_gather_into_tensor");
+    check(output, "all_gather_into_tensor");
+    ENGINE_REQUIRE(output.numel() == input.numel() * size_ && output.dtype() == input.dtype(),
+                   "[all_gather_into_tensor] output must hold world size x input");
+    begin();
+    nccl_check(nccl().AllGather(input.bytes(), output.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
+                                stream_),
+               "ncclAllGather");
+    return end("all_gather(" + shape_of(input) + ")");
+  }
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     check(input, "reduce_scatter");
     check(output, "reduce_scatter");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tensor/check.h"
+#include "tensor/ops.h"
 
 namespace engine::dist {
 
@@ -76,6 +77,20 @@ namespace {
   throw Error(std::string("[") + what + "] the " + g.backend() + " backend does not implement " + what);
 }
 }  // namespace
+
+Work ProcessGroup::all_gather_into_tensor(Tensor output, Tensor input) {
+  ENGINE_REQUIRE(output.numel() == input.numel() * size_ && output.dtype() == input.dtype(),
+                 "[all_gather_into_tensor] output of ", output.numel(), " elements must hold world size (", size_,
+                 ") x input (", input.numel(), ")");
+  std::vector<Tensor> parts;
+  all_gather(&parts, input).wait();
+  Tensor flat = output.reshape({-1});
+  for (int r = 0; r < size_; ++r)
+    flat.narrow(0, int64_t(r) * input.numel(), input.numel()).copy_(parts[size_t(r)].reshape({-1}));
+  Work w;
+  w.finish();
+  return w;
+}
 
 Work ProcessGroup::gather(std::vector<Tensor>*, Tensor, int) { unsupported(*this, "gather"); }
 Work ProcessGroup::scatter(Tensor, const std::vector<Tensor>&, int) { unsupported(*this, "scatter"); }

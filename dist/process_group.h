@@ -69,6 +69,9 @@ class ProcessGroup {
   virtual Work broadcast(Tensor tensor, int root) = 0;
   // outputs[r] receives rank r's input (outputs are allocated to the input's shape).
   virtual Work all_gather(std::vector<Tensor>* outputs, Tensor input) = 0;
+  // The same into one tensor: output holds size() blocks, block r = rank r's input
+  // (PyTorch's all_gather_into_tensor; FSDP gathers a unit's parameters this way).
+  virtual Work all_gather_into_tensor(Tensor output, Tensor input);
   // input holds size() equal blocks along dim 0; rank r gets op over all ranks of block r.
   virtual Work reduce_scatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::Sum) = 0;
   // Returns once every rank has called barrier().

@@ -75,6 +75,24 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
   });
 }
 
+Work ProcessGroupTCP::all_gather_into_tensor(Tensor output, Tensor input) {
+  require_cpu_tensor("all_gather_into_tensor", input);
+  require_cpu_tensor("all_gather_into_tensor", output);
+  ENGINE_REQUIRE(output.numel() == input.numel() * size_ && output.dtype() == input.dtype(),
+                 "[all_gather_into_tensor] output of ", output.numel(), " ", dtype_name(output.dtype()),
+                 " must hold world size (", size_, ") x input (", input.numel(), " ", dtype_name(input.dtype()), ")");
+  return enqueue(make_desc(kAllGather, &input), [this, output, input](const MessageHeader& desc, Deadline d) {
+    // The ring all-gathers straight into the output: block r = rank r's input.
+    const int64_t m = input.numel();
+    const size_t es = dtype_size(input.dtype());
+    char* buf = output.bytes();
+    std::memmove(buf + size_t(rank_) * size_t(m) * es, input.bytes(), size_t(m) * es);
+    std::vector<int64_t> bounds(size_t(size_) + 1);
+    for (int k = 0; k <= size_; ++k) bounds[size_t(k)] = int64_t(k) * m;
+    ring_all_gather(full_ring(), buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+  });
+}
+
 Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   require_cpu_tensor("reduce_scatter", input);
   require_cpu_tensor("reduce_scatter", output);

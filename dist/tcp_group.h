@@ -73,6 +73,7 @@ class ProcessGroupTCP : public ProcessGroup {
   Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum) override;
   Work broadcast(Tensor tensor, int root) override;
   Work all_gather(std::vector<Tensor>* outputs, Tensor input) override;
+  Work all_gather_into_tensor(Tensor output, Tensor input) override;
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::Sum) override;
   Work barrier() override;
   Work send(Tensor tensor, int dst) override;

@@ -27,11 +27,21 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Frees the memory but keeps this Storage, and every tensor viewing it, in existence;
+  // reallocate() gives it fresh memory of the same size (contents undefined). FSDP frees a
+  // unit's unsharded parameters this way after forward: the tensors autograd saved still
+  // view this Storage and see the parameters again once they are gathered back into it.
+  // Reading a released storage is an error (Tensor::bytes says so). Owned memory only.
+  void release();
+  void reallocate();
+  bool released() const { return released_; }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   std::shared_ptr<void> owner_;  // set for wrapped memory
+  bool released_ = false;
 };
 
 }  // namespace engine

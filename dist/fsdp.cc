@@ -1,0 +1,362 @@
+#include "dist/fsdp.h"
+
+#include <algorithm>
+
+#include "autograd/variable.h"
+#include "dist/dist.h"
+#include "dist/tcp_group.h"
+#include "tensor/check.h"
+#include "tensor/ops.h"
+
+namespace engine::dist {
+
+using nn::Variable;
+
+const char* sharding_strategy_name(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::FULL_SHARD: return "FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP: return "SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD: return "NO_SHARD";
+    case ShardingStrategy::HYBRID_SHARD: return "HYBRID_SHARD";
+  }
+  return "?";
+}
+
+// One unit: its parameters as views of one flat buffer, and this rank's shard of it.
+struct FullyShardedDataParallel::Unit {
+  std::string name;  // the child's name ("0", "2"), or "" for the model's own parameters
+  std::vector<Variable> params;
+  std::vector<std::string> names;  // by the model's names
+  std::vector<int64_t> offsets;    // of each parameter in the flat buffer
+  int64_t padded = 0, shard = 0;   // the flat buffer's length (a multiple of the shard group's size); a shard's
+  Tensor full;                     // the flat buffer (its memory released while not needed)
+  Variable flat_shard;             // this rank's shard: what the optimizer updates
+  bool fresh = false;              // full holds the current shards' values
+  bool gathering = false;          // an all-gather into `full` is in flight
+  Work gather_work;
+  int ready = 0;                 // parameters whose gradient is complete in this backward
+  bool reduced = false;          // its gradients reduced in this backward
+  bool ran_forward = false;      // in this step
+  bool hooked_backward = false;  // its pre-backward hook fired in this backward
+};
+
+namespace {
+
+// Runs a child module as one unit: gathered before, released after (by the strategy).
+class UnitModule : public nn::Module {
+ public:
+  UnitModule(FullyShardedDataParallel* owner, size_t unit, std::shared_ptr<nn::Module> inner)
+      : owner_(owner), unit_(unit), inner_(register_module("module", std::move(inner))) {}
+  Variable forward(const Variable& x) override {
+    owner_->before_forward(unit_);
+    Variable y = (*inner_)(x);
+    owner_->after_forward(unit_, y);
+    return y;
+  }
+
+ private:
+  FullyShardedDataParallel* owner_;
+  size_t unit_;
+  std::shared_ptr<nn::Module> inner_;
+};
+
+std::vector<int> block(int first, int count, int stride) {
+  std::vector<int> r;
+  for (int i = 0; i < count; ++i) r.push_back(first + i * stride);
+  return r;
+}
+
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> model, FSDPOptions options)
+    : model_(std::move(model)), options_(options), group_(options.group ? options.group : &default_group()) {
+  ENGINE_REQUIRE(model_ != nullptr, "[FSDP] the model is null");
+  shard_group_ = group_;
+  if (options_.sharding_strategy == ShardingStrategy::HYBRID_SHARD) {
+    int per_node = options_.ranks_per_node;
+    if (per_node == 0) {
+      auto* tcp = dynamic_cast<ProcessGroupTCP*>(group_);
+      ENGINE_REQUIRE(tcp != nullptr, "[FSDP] HYBRID_SHARD on the ", group_->backend(),
+                     " backend needs FSDPOptions::ranks_per_node");
+      per_node = int(tcp->local_ranks().size());
+    }
+    ENGINE_REQUIRE(per_node >= 1 && group_->size() % per_node == 0, "[FSDP] HYBRID_SHARD: ", group_->size(),
+                   " ranks do not split into machines of ", per_node);
+    // Every rank makes every group, in the same order; each keeps the two it is in.
+    const int nodes = group_->size() / per_node;
+    for (int n = 0; n < nodes; ++n)
+      if (auto g = group_->new_group(block(n * per_node, per_node, 1))) shard_ = g;
+    for (int l = 0; l < per_node; ++l)
+      if (auto g = group_->new_group(block(l, nodes, per_node))) replica_ = g;
+    shard_group_ = shard_.get();
+  }
+  // Every rank starts from rank 0's parameters and buffers, as DDP does.
+  for (auto& p : model_->parameters()) group_->broadcast(p.data(), 0).wait();
+  for (auto& [name, b] : model_->named_buffers()) {
+    group_->broadcast(b, 0).wait();
+    buffers_.push_back({name, b});
+  }
+  build_units();
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  try {
+    finish_reduce();
+    drop_prefetches();
+  } catch (...) {  // the group failed: nothing left to wait for
+  }
+}
+
+bool FullyShardedDataParallel::reshards_after_forward() const {
+  return options_.sharding_strategy == ShardingStrategy::FULL_SHARD ||
+         options_.sharding_strategy == ShardingStrategy::HYBRID_SHARD;
+}
+
+void FullyShardedDataParallel::add_full(long bytes) {
+  memory_.full_params_now = size_t(long(memory_.full_params_now) + bytes);
+  memory_.full_params_peak = std::max(memory_.full_params_peak, memory_.full_params_now);
+}
+
+// grads_now_: the unsharded gradients in flight (parameters' .grad, a unit's flat buffer);
+// the shards' gradients are counted where they are, since the optimizer may drop them.
+void FullyShardedDataParallel::add_grad(long bytes) {
+  grads_now_ = size_t(long(grads_now_) + bytes);
+  size_t shards = 0;
+  for (auto& u : units_)
+    if (u->flat_shard.grad().defined()) shards += u->flat_shard.grad().nbytes();
+  memory_.grads_peak = std::max(memory_.grads_peak, grads_now_ + shards);
+}
+
+void FullyShardedDataParallel::reset_peak_memory() {
+  memory_.full_params_peak = memory_.full_params_now;
+  memory_.grads_peak = grads_now_;
+}
+
+// Units: each child holding parameters, in order, then the model's own parameters.
+void FullyShardedDataParallel::build_units() {
+  const bool no_shard = options_.sharding_strategy == ShardingStrategy::NO_SHARD;
+  const int n = no_shard ? 1 : shard_group_->size(), r = no_shard ? 0 : shard_group_->rank();
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> wrapped;
+  auto add_unit = [&](const std::string& name, const std::vector<std::pair<std::string, Variable>>& params) {
+    auto u = std::make_unique<Unit>();
+    u->name = name;
+    int64_t total = 0;
+    for (auto& [pname, p] : params) {
+      u->names.push_back(name.empty() ? pname : name + "." + pname);
+      u->params.push_back(p);
+      u->offsets.push_back(total);
+      total += p.numel();
+    }
+    u->padded = (total + n - 1) / n * n;
+    u->shard = u->padded / n;
+    u->full = zeros({u->padded});
+    for (size_t i = 0; i < u->params.size(); ++i) {
+      Variable& p = u->params[i];
+      Tensor slot = u->full.narrow(0, u->offsets[i], p.numel()).view(p.shape());
+      slot.copy_(p.data());
+      p.set_data(slot);  // the parameter is now a view of the flat buffer
+    }
+    // NO_SHARD: the shard is the whole buffer (the optimizer updates the views' memory).
+    const Tensor shard = no_shard ? u->full : u->full.narrow(0, r * u->shard, u->shard).clone();
+    u->flat_shard = register_parameter((name.empty() ? "" : name + ".") + "flat_param", shard);
+    memory_.sharded_params += size_t(u->shard) * 4;
+    u->fresh = true;
+    add_full(u->padded * 4);
+    const size_t k = units_.size();
+    for (auto& p : u->params)
+      p.register_post_accumulate_grad_hook([this, k](Variable& leaf) {
+        add_grad(long(leaf.grad().nbytes()));
+        on_grad_ready(k);
+      });
+    units_.push_back(std::move(u));
+    return k;
+  };
+  std::vector<std::pair<std::string, Variable>> own;
+  for (auto& [pname, p] : model_->named_parameters()) own.push_back({pname, p});
+  for (auto& [cname, child] : model_->children()) {
+    auto params = child->named_parameters();
+    if (params.empty()) continue;
+    for (auto& [pname, p] : params)
+      own.erase(std::remove_if(own.begin(), own.end(), [&](auto& e) { return e.second.impl() == p.impl(); }),
+                own.end());
+    const size_t k = add_unit(cname, params);
+    wrapped.push_back({cname, std::make_shared<UnitModule>(this, k, child)});
+  }
+  if (!own.empty()) add_unit("", own);
+  for (auto& [cname, unit] : wrapped) model_->set_child(cname, unit);
+  for (auto& u : units_) release(*u);  // gathered again when needed (NO_SHARD: kept)
+}
+
+// The unit's flat buffer gets its memory back and the shards are all-gathered straight
+// into it, in the background (a prefetch) or for materialize() to wait on.
+void FullyShardedDataParallel::start_gather(Unit& u) {
+  if (u.fresh || u.gathering || options_.sharding_strategy == ShardingStrategy::NO_SHARD) return;
+  if (u.full.storage()->released()) {
+    u.full.storage()->reallocate();
+    add_full(u.padded * 4);
+  }
+  u.gathering = true;
+  u.gather_work = shard_group_->all_gather_into_tensor(u.full, u.flat_shard.data());
+}
+
+void FullyShardedDataParallel::materialize(Unit& u) {
+  if (u.fresh || options_.sharding_strategy == ShardingStrategy::NO_SHARD) return;
+  start_gather(u);
+  u.gather_work.wait();
+  u.gathering = false;
+  u.fresh = true;
+}
+
+void FullyShardedDataParallel::release(Unit& u) {
+  if (options_.sharding_strategy == ShardingStrategy::NO_SHARD) return;
+  if (!u.full.storage()->released()) {
+    u.full.storage()->release();
+    add_full(-u.padded * 4);
+  }
+  u.fresh = false;
+}
+
+// A prefetched all-gather that was never used (its unit did not run) holds values from
+// before the optimizer's step: wait for it and drop them.
+void FullyShardedDataParallel::drop_prefetches() {
+  for (auto& u : units_)
+    if (u->gathering) {
+      u->gather_work.wait();
+      u->gathering = false;
+      release(*u);
+    }
+}
+
+nn::Variable FullyShardedDataParallel::forward(const nn::Variable& x) {
+  drop_prefetches();
+  // The model's own parameters (the root unit, last) are needed for the whole forward.
+  if (!units_.empty() && units_.back()->name.empty()) {
+    materialize(*units_.back());
+    units_.back()->ran_forward = true;
+  }
+  return (*model_)(x);
+}
+
+void FullyShardedDataParallel::before_forward(size_t k) {
+  Unit& u = *units_[k];
+  materialize(u);
+  u.ran_forward = true;
+  if (options_.forward_prefetch && k + 1 < units_.size() && !units_[k + 1]->name.empty()) start_gather(*units_[k + 1]);
+}
+
+void FullyShardedDataParallel::after_forward(size_t k, Variable& out) {
+  Unit& u = *units_[k];
+  if (out.requires_grad() && autograd::is_grad_enabled())
+    out.register_hook([this, k](const Tensor&) { before_backward(k); });
+  // FULL_SHARD frees the parameters now; SHARD_GRAD_OP keeps them for backward (but not
+  // outside training: evaluation leaves nothing gathered).
+  if (reshards_after_forward() || !autograd::is_grad_enabled() || !out.requires_grad()) release(u);
+}
+
+void FullyShardedDataParallel::before_backward(size_t k) {
+  if (!in_backward_) {
+    in_backward_ = true;
+    autograd::queue_callback([this] { end_of_backward(); });
+  }
+  Unit& u = *units_[k];
+  u.hooked_backward = true;
+  materialize(u);  // FULL_SHARD: gathered again
+  if (options_.forward_prefetch && k > 0 && !units_[k - 1]->reduced) start_gather(*units_[k - 1]);
+}
+
+void FullyShardedDataParallel::on_grad_ready(size_t k) {
+  Unit& u = *units_[k];
+  if (++u.ready == int(u.params.size())) reduce_gradients(u);
+}
+
+// The unit's gradients, flattened, averaged over the ranks into the shard's gradient. The
+// collective runs in the background while backward computes the earlier units; the one
+// before it is finished first, so at most two units' unsharded gradients exist at once.
+void FullyShardedDataParallel::reduce_gradients(Unit& u) {
+  if (u.reduced) return;
+  u.reduced = true;
+  finish_reduce();
+  Tensor flat = zeros({u.padded});
+  add_grad(u.padded * 4);
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    Variable& p = u.params[i];
+    if (!p.grad().defined()) continue;
+    flat.narrow(0, u.offsets[i], p.numel()).copy_(p.grad().reshape({-1}));
+    const long bytes = long(p.grad().nbytes());
+    p.zero_grad();
+    add_grad(-bytes);
+  }
+  // The parameters are not needed again this step (and the optimizer will change the shard).
+  if (options_.sharding_strategy != ShardingStrategy::NO_SHARD) release(u);
+  pending_.unit = &u;
+  pending_.flat = flat;
+  if (options_.sharding_strategy == ShardingStrategy::NO_SHARD) {
+    pending_.shard_grad = flat;
+    pending_.work = group_->all_reduce(flat, ReduceOp::Avg);
+  } else {
+    pending_.shard_grad = zeros({u.shard});
+    pending_.work = shard_group_->reduce_scatter(pending_.shard_grad, flat, ReduceOp::Avg);
+  }
+}
+
+// Waits for the reduction in flight and adds its result into the shard's gradient.
+void FullyShardedDataParallel::finish_reduce() {
+  if (!pending_.unit) return;
+  Pending p = std::move(pending_);
+  pending_ = Pending{};
+  p.work.wait();
+  if (replica_) replica_->all_reduce(p.shard_grad, ReduceOp::Avg).wait();  // HYBRID: across machines
+  Variable& s = p.unit->flat_shard;
+  if (s.grad().defined())
+    s.set_grad(s.grad() + p.shard_grad);
+  else
+    s.set_grad(p.shard_grad);
+  p.flat = Tensor();
+  add_grad(-p.unit->padded * 4);  // the flat buffer goes; the shard's gradient is counted as it is
+}
+
+void FullyShardedDataParallel::end_of_backward() {
+  // Units whose gradients never all arrived (a parameter unused this step): reduced now,
+  // the missing ones as zeros, so every rank makes the same collectives.
+  for (auto& u : units_)
+    if (u->ran_forward && !u->reduced) reduce_gradients(*u);
+  finish_reduce();
+  for (auto& u : units_) u->ready = 0, u->reduced = false, u->ran_forward = false, u->hooked_backward = false;
+  drop_prefetches();
+  in_backward_ = false;
+}
+
+nn::StateDict FullyShardedDataParallel::full_state_dict(bool rank0_only) {
+  nn::StateDict out;
+  const bool mine = !rank0_only || group_->rank() == 0;
+  for (auto& u : units_) {
+    const bool was_fresh = u->fresh;
+    materialize(*u);
+    if (mine)
+      for (size_t i = 0; i < u->params.size(); ++i) out[u->names[i]] = u->params[i].data().clone();
+    if (!was_fresh) release(*u);
+  }
+  if (mine)
+    for (auto& [name, b] : buffers_) out[name] = b.clone();
+  return out;
+}
+
+nn::StateDict FullyShardedDataParallel::sharded_state_dict() const {
+  nn::StateDict out;
+  for (auto& [name, p] : named_parameters()) out[name] = p.data().clone();
+  return out;
+}
+
+void FullyShardedDataParallel::load_sharded_state_dict(const nn::StateDict& state) {
+  for (auto& [name, p] : named_parameters()) {
+    auto it = state.find(name);
+    ENGINE_REQUIRE(it != state.end(), "[FSDP] the sharded state has no \"", name, "\"");
+    ENGINE_REQUIRE(it->second.shape() == p.shape(), "[FSDP] \"", name, "\" has shape ", shape_str(it->second.shape()),
+                   " in the sharded state but ", shape_str(p.shape()),
+                   " here: it was saved with another world size or model");
+    Tensor(p.data()).copy_(it->second);
+  }
+  for (auto& u : units_) u->fresh = options_.sharding_strategy == ShardingStrategy::NO_SHARD;
+}
+
+}  // namespace engine::dist

@@ -1,0 +1,225 @@
+// FullyShardedDataParallel: every strategy trains to DDP's weights; the bytes on the wire
+// per step are the formulas' (3, 2 and 2 times (n-1)/n of the parameters' bytes); each rank
+// holds 1/n of the parameters between steps; the full state dict is DDP's; a sharded state
+// saved and loaded continues identically.
+#include <mutex>
+
+#include "catch2/catch.hpp"
+#include "dist/ddp.h"
+#include "dist/fsdp.h"
+#include "nn/adam.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+#include "tensor/ops.h"
+#include "tests/dist/ranks.h"
+#include "tests/rank_assert.h"
+
+using namespace engine;
+using namespace engine::dist;
+using namespace engine::nn;
+using engine::testing::run_threads;
+using engine::testing::run_threads_with;
+
+namespace {
+// Linear 6-7, ReLU, Linear 7-3: units of 49 and 24 parameters, divisible by neither 2 nor 3.
+std::shared_ptr<Sequential> small_mlp() {
+  Generator g(2);
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(6, 7, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(7, 3, true, &g)});
+}
+
+Variable loss_on(Module& m, int rank, int step) {
+  Generator g(uint64_t(100 * step + rank));
+  const Tensor x = randn({5, 6}, &g), y = randint(0, 3, {5}, &g);
+  return cross_entropy(m(Variable(x)), y);
+}
+
+double max_rel_diff(const StateDict& a, const StateDict& b) {
+  double worst = 0;
+  for (auto& [k, t] : a) {
+    const Tensor& u = b.at(k);
+    const double scale = std::max(1e-3, max(abs(u)).item());
+    worst = std::max(worst, max(abs(t - u)).item() / scale);
+  }
+  return worst;
+}
+
+const ShardingStrategy kAll[] = {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP,
+                                 ShardingStrategy::NO_SHARD};
+}  // namespace
+
+TEST_CASE("every strategy trains to DDP's weights (SGD with momentum, and Adam)") {
+  for (ShardingStrategy s : kAll)
+    for (bool adam : {false, true})
+      for (int world : {1, 2, 3}) {
+        INFO(sharding_strategy_name(s) << (adam ? " Adam" : " SGD") << " world " << world);
+        std::vector<double> diff(static_cast<size_t>(world), 1);
+        std::vector<size_t> keys(static_cast<size_t>(world));
+        run_threads(world, [&](ProcessGroupTCP& g) {
+          auto ref = small_mlp();
+          DistributedDataParallel ddp(ref, {.group = &g});
+          FullyShardedDataParallel fsdp(small_mlp(), {.sharding_strategy = s, .group = &g});
+          std::unique_ptr<Optimizer> o1, o2;
+          if (adam) {
+            o1 = std::make_unique<Adam>(ddp.parameters(), AdamOptions{.lr = 0.01});
+            o2 = std::make_unique<Adam>(fsdp.parameters(), AdamOptions{.lr = 0.01});
+          } else {
+            o1 = std::make_unique<SGD>(ddp.parameters(), SGDOptions{.lr = 0.1, .momentum = 0.9});
+            o2 = std::make_unique<SGD>(fsdp.parameters(), SGDOptions{.lr = 0.1, .momentum = 0.9});
+          }
+          for (int step = 0; step < 4; ++step) {
+            o1->zero_grad();
+            loss_on(ddp, g.rank(), step).backward();
+            o1->step();
+            o2->zero_grad();
+            loss_on(fsdp, g.rank(), step).backward();
+            o2->step();
+          }
+          const StateDict full = fsdp.full_state_dict(/*rank0_only=*/false);
+          keys[size_t(g.rank())] = full.size();
+          diff[size_t(g.rank())] = max_rel_diff(full, ref->state_dict());
+        });
+        for (int r = 0; r < world; ++r) {
+          CHECK(keys[size_t(r)] == 4);  // 0.weight, 0.bias, 2.weight, 2.bias
+          CHECK(diff[size_t(r)] < 1e-5);
+        }
+      }
+}
+
+TEST_CASE("HYBRID_SHARD on 2 machines x 2 ranks trains to DDP's weights") {
+  std::vector<double> diff(4, 1);
+  run_threads_with(
+      4, [](int rank, TCPGroupOptions& o) { o.host_id = rank < 2 ? "machine-a" : "machine-b"; },
+      [&](ProcessGroupTCP& g) {
+        auto ref = small_mlp();
+        DistributedDataParallel ddp(ref, {.group = &g});
+        FullyShardedDataParallel fsdp(small_mlp(), {.sharding_strategy = ShardingStrategy::HYBRID_SHARD, .group = &g});
+        SGD o1(ddp.parameters(), {.lr = 0.1, .momentum = 0.9}), o2(fsdp.parameters(), {.lr = 0.1, .momentum = 0.9});
+        // Sharded within a machine: each rank holds half of each unit (49 -> 25, 24 -> 12).
+        RANK_REQUIRE(fsdp.memory().sharded_params == (25 + 12) * 4);
+        for (int step = 0; step < 3; ++step) {
+          o1.zero_grad();
+          loss_on(ddp, g.rank(), step).backward();
+          o1.step();
+          o2.zero_grad();
+          loss_on(fsdp, g.rank(), step).backward();
+          o2.step();
+        }
+        diff[size_t(g.rank())] = max_rel_diff(fsdp.full_state_dict(false), ref->state_dict());
+      });
+  for (double d : diff) CHECK(d < 1e-5);
+}
+
+TEST_CASE("bytes on the wire per step: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 2 times (n-1)/n of the parameters") {
+  for (ShardingStrategy s : kAll)
+    for (int world : {2, 3}) {
+      INFO(sharding_strategy_name(s) << " world " << world);
+      std::vector<uint64_t> sent(static_cast<size_t>(world));
+      run_threads(
+          world,
+          [&](ProcessGroupTCP& g) {
+            FullyShardedDataParallel fsdp(small_mlp(), {.sharding_strategy = s, .group = &g});
+            SGD opt(fsdp.parameters(), {.lr = 0.1});
+            loss_on(fsdp, g.rank(), 0).backward();  // a first step, so the next is a steady one
+            opt.step();
+            opt.zero_grad();
+            const uint64_t before = g.bytes_sent();
+            loss_on(fsdp, g.rank(), 1).backward();
+            opt.step();
+            sent[size_t(g.rank())] = g.bytes_sent() - before;
+          },
+          std::chrono::seconds(20), /*shared_memory=*/false);  // the ring: every byte on a socket
+      // Padded units: 49 and 24 parameters, each rounded up to a multiple of the world size.
+      const uint64_t padded = uint64_t((49 + world - 1) / world * world + (24 + world - 1) / world * world) * 4;
+      const uint64_t unit = padded * uint64_t(world - 1) / uint64_t(world);
+      const uint64_t times = s == ShardingStrategy::FULL_SHARD ? 3 : 2;
+      const uint64_t dense = uint64_t(49 + 24) * 4 * uint64_t(world - 1) / uint64_t(world);  // NO_SHARD: no padding
+      const uint64_t want = s == ShardingStrategy::NO_SHARD ? 2 * dense : times * unit;
+      for (int r = 0; r < world; ++r) {
+        INFO("rank " << r << " sent " << sent[size_t(r)] << ", the formula " << want);
+        CHECK(sent[size_t(r)] >= want);
+        CHECK(sent[size_t(r)] <= want + 2 * 3 * uint64_t(world) * 48 + 64);  // headers of each ring step
+      }
+    }
+}
+
+TEST_CASE("memory: 1/n of the parameters held between steps; FULL_SHARD gathers at most two units at once") {
+  // Six layers of 32 x 32 (+ bias): six units of 1056 parameters.
+  auto deep = [] {
+    Generator g(4);
+    std::vector<ModulePtr> layers;
+    for (int i = 0; i < 6; ++i) layers.push_back(std::make_shared<Linear>(32, 32, true, &g));
+    return std::make_shared<Sequential>(layers);
+  };
+  for (int world : {1, 2, 4}) {
+    INFO("world " << world);
+    std::vector<FSDPMemory> full(static_cast<size_t>(world)), grad_op(static_cast<size_t>(world));
+    run_threads(world, [&](ProcessGroupTCP& g) {
+      for (ShardingStrategy s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP}) {
+        FullyShardedDataParallel fsdp(deep(), {.sharding_strategy = s, .group = &g});
+        fsdp.reset_peak_memory();
+        Generator gen(uint64_t(g.rank()));
+        sum(fsdp(Variable(randn({8, 32}, &gen)))).backward();
+        RANK_REQUIRE(fsdp.memory().full_params_now == 0);  // nothing gathered after backward
+        (s == ShardingStrategy::FULL_SHARD ? full : grad_op)[size_t(g.rank())] = fsdp.memory();
+      }
+    });
+    const size_t unit = 1056 * 4, params = 6 * unit;
+    for (int r = 0; r < world; ++r) {
+      CHECK(full[size_t(r)].sharded_params == params / size_t(world));
+      // FULL_SHARD: the unit computing and the next one prefetched, never more.
+      CHECK(full[size_t(r)].full_params_peak == std::min<size_t>(2, 6) * unit);
+      // Gradients: a unit's, its flat buffer and the previous unit's still reducing, at most;
+      // then the shards' (1/n).
+      CHECK(full[size_t(r)].grads_peak > 0);
+      CHECK(full[size_t(r)].grads_peak <= 3 * unit + params / size_t(world));
+      // SHARD_GRAD_OP keeps every unit gathered from its forward to its backward.
+      CHECK(grad_op[size_t(r)].full_params_peak == params);
+    }
+  }
+}
+
+TEST_CASE("a sharded state saved and loaded continues exactly; evaluation works between steps") {
+  std::vector<std::string> problems(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    FullyShardedDataParallel a(small_mlp(), {.group = &g});
+    Adam oa(a.parameters(), {.lr = 0.01});
+    for (int step = 0; step < 2; ++step) {
+      oa.zero_grad();
+      loss_on(a, g.rank(), step).backward();
+      oa.step();
+    }
+    {
+      autograd::NoGradGuard no_grad;  // evaluation: gathers, computes, releases
+      a(Variable(ones({2, 6})));
+    }
+    const StateDict params = a.sharded_state_dict(), opt = oa.state_dict();
+    FullyShardedDataParallel b(small_mlp(), {.group = &g});
+    Adam ob(b.parameters(), {.lr = 0.01});
+    b.load_sharded_state_dict(params);
+    ob.load_state_dict(opt);
+    for (int step = 2; step < 4; ++step) {
+      oa.zero_grad();
+      loss_on(a, g.rank(), step).backward();
+      oa.step();
+      ob.zero_grad();
+      loss_on(b, g.rank(), step).backward();
+      ob.step();
+    }
+    const StateDict fa = a.full_state_dict(false), fb = b.full_state_dict(false);
+    for (auto& [k, t] : fa)
+      if (max(abs(t - fb.at(k))).item() != 0) problems[size_t(g.rank())] = "differs at " + k;
+    // A shard of another size is refused, naming it.
+    StateDict wrong = params;
+    wrong.begin()->second = zeros({3});
+    try {
+      b.load_sharded_state_dict(wrong);
+      problems[size_t(g.rank())] += " / a wrong shape was accepted";
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("in the sharded state but") == std::string::npos)
+        problems[size_t(g.rank())] += std::string(" / ") + e.what();
+    }
+  });
+  for (auto& p : problems) CHECK(p == "");
+}
