@@ -38,6 +38,7 @@ struct FullyShardedDataParallel::Unit {
   bool reduced = false;          // its gradients reduced in this backward
   bool ran_forward = false;      // in this step
   bool hooked_backward = false;  // its pre-backward hook fired in this backward
+  Tensor flat_grad;              // this backward's unsharded gradients (the parameters' grad destination)
 };
 
 namespace {
@@ -165,7 +166,8 @@ void FullyShardedDataParallel::build_units() {
     const size_t k = units_.size();
     for (auto& p : u->params)
       p.register_post_accumulate_grad_hook([this, k](Variable& leaf) {
-        add_grad(long(leaf.grad().nbytes()));
+        const Tensor& flat = units_[k]->flat_grad;
+        if (!flat.defined() || leaf.grad().storage() != flat.storage()) add_grad(long(leaf.grad().nbytes()));
         on_grad_ready(k);
       });
     units_.push_back(std::move(u));
@@ -261,6 +263,15 @@ void FullyShardedDataParallel::before_backward(size_t k) {
   Unit& u = *units_[k];
   u.hooked_backward = true;
   materialize(u);  // FULL_SHARD: gathered again
+  // The unit's gradients are born in one flat buffer (a linear layer's weight gradient is
+  // computed there directly): no second copy of them before the reduce-scatter.
+  if (!u.flat_grad.defined()) {
+    u.flat_grad = zeros({u.padded});
+    add_grad(u.padded * 4);
+    for (size_t i = 0; i < u.params.size(); ++i)
+      u.params[i].set_grad_destination(
+          u.flat_grad.narrow(0, u.offsets[i], u.params[i].numel()).view(u.params[i].shape()));
+  }
   if (options_.forward_prefetch && k > 0 && !units_[k - 1]->reduced) start_gather(*units_[k - 1]);
 }
 
@@ -276,15 +287,21 @@ void FullyShardedDataParallel::reduce_gradients(Unit& u) {
   if (u.reduced) return;
   u.reduced = true;
   finish_reduce();
-  Tensor flat = zeros({u.padded});
-  add_grad(u.padded * 4);
+  Tensor flat = u.flat_grad;
+  u.flat_grad = Tensor();
+  if (!flat.defined()) {  // the root unit, or a unit whose output got no gradient
+    flat = zeros({u.padded});
+    add_grad(u.padded * 4);
+  }
   for (size_t i = 0; i < u.params.size(); ++i) {
     Variable& p = u.params[i];
+    p.set_grad_destination(Tensor());
     if (!p.grad().defined()) continue;
-    flat.narrow(0, u.offsets[i], p.numel()).copy_(p.grad().reshape({-1}));
-    const long bytes = long(p.grad().nbytes());
+    if (p.grad().storage() != flat.storage()) {  // computed elsewhere: copied in, then dropped
+      flat.narrow(0, u.offsets[i], p.numel()).copy_(p.grad().reshape({-1}));
+      add_grad(-long(p.grad().nbytes()));
+    }
     p.zero_grad();
-    add_grad(-bytes);
   }
   // The parameters are not needed again this step (and the optimizer will change the shard).
   if (options_.sharding_strategy != ShardingStrategy::NO_SHARD) release(u);
