@@ -75,6 +75,10 @@ class FullyShardedDataParallel : public nn::Module {
   void load_sharded_state_dict(const nn::StateDict& state);
 
   FSDPMemory memory() const { return memory_; }
+  // The group the shards live in (the whole group, or HYBRID_SHARD's machine) and, for
+  // HYBRID_SHARD, the group of the same shard on every machine (nullptr otherwise).
+  ProcessGroup* shard_group() const { return shard_group_; }
+  ProcessGroup* replicate_group() const { return replica_.get(); }
   void reset_peak_memory();
 
   struct Unit;  // fsdp.cc

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "catch2/catch.hpp"
+#include "lessons/common/bars.h"
 #include "lessons/common/curves.h"
 #include "tests/testing/tmp_path.h"
 
@@ -67,4 +68,14 @@ TEST_CASE("a malformed CSV is named with its line") {
   std::fputs("2;0.4;81\n", f);
   std::fclose(f);
   REQUIRE_THROWS_WITH(read_curves_csv(tmp_path("bad.csv")), Catch::Contains("line 3"));
+}
+
+TEST_CASE("a stacked bar chart passes its check, and fails it for other numbers") {
+  BarChart c{
+      "bytes per rank", "MB", {"parameters", "gradients", "state"}, {{"DDP", {1, 1, 2}}, {"FSDP", {0.5, 0.5, 1}}}};
+  c.save_png(tmp_path("bars.png"));
+  CHECK(check_bars_png(tmp_path("bars.png"), c).empty());
+  BarChart other = c;
+  other.bars[1].parts[2] = 3;  // FSDP's state drawn three times as tall
+  CHECK(check_bars_png(tmp_path("bars.png"), other).find("FSDP, state") != std::string::npos);
 }
