@@ -38,12 +38,24 @@ TEST_CASE("subgroups of 4 ranks: every op over the members only, the default gro
           if (upper && p.empty()) {
             if (upper->rank() != g.rank() - 1 || upper->size() != 3) p = "upper numbering";
             if (p.empty()) p = cf::check_every_op(*upper, 1000, &sum);
-            // Rooted collectives inside the subgroup too: reduce to its rank 2 (rank 3 here).
+            // Rooted collectives inside the subgroup too: reduce and gather to its rank 2 (rank 3
+            // here), and an all_to_all among its three.
             Tensor t = cf::input(upper->rank(), 10);
             upper->reduce(t, 2).wait();
             if (p.empty() && upper->rank() == 2 &&
                 t.to_vector<float>()[0] != float(cf::closed_form(ReduceOp::Sum, 3, 0)))
               p = "reduce in the subgroup";
+            std::vector<Tensor> gathered;
+            upper->gather(&gathered, full({2}, double(g.rank())), 2).wait();
+            for (int r = 0; r < 3 && p.empty() && upper->rank() == 2; ++r)
+              if (gathered[size_t(r)].to_vector<float>()[0] != float(r + 1)) p = "gather in the subgroup";
+            // Member i (rank i + 1) sends 10 (i + 1) + j to member j.
+            const float base = float(10 * g.rank());
+            Tensor out = zeros({3});
+            upper->all_to_all(out, from_vector(std::vector<float>{base, base + 1, base + 2})).wait();
+            for (int i = 0; i < 3 && p.empty(); ++i)
+              if (out.to_vector<float>()[size_t(i)] != float(10 * (i + 1) + upper->rank()))
+                p = "all_to_all in the subgroup";
           }
           // The default group, after and between: still all four ranks.
           if (p.empty()) p = cf::check_every_op(g, 50, &sum);
