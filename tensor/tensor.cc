@@ -35,8 +35,9 @@ bool Tensor::is_contiguous() const {
 
 char* Tensor::bytes() const {
   ENGINE_REQUIRE(defined(), "[bytes] tensor is undefined");
-  ENGINE_REQUIRE(!storage_->released(), "[bytes] this tensor's memory was released (an FSDP unit's parameters are "
-                                        "only there during its forward and backward)");
+  ENGINE_REQUIRE(!storage_->released(),
+                 "[bytes] this tensor's memory was released (an FSDP unit's parameters are "
+                 "only there during its forward and backward)");
   return static_cast<char*>(storage_->data()) + size_t(offset_) * dtype_size(dtype_);
 }
 

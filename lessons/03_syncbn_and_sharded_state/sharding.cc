@@ -1,8 +1,10 @@
 #include "lessons/03_syncbn_and_sharded_state/sharding.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "dist/ddp.h"
+#include "dist/dist.h"
 #include "dist/zero.h"
 #include "lessons/common/lesson.h"
 #include "nn/adam.h"
@@ -35,6 +37,12 @@ uint64_t sent(dist::ProcessGroup* g) {
 }
 
 }  // namespace
+
+dist::ProcessGroupTCP& init_counting_bytes() {
+  setenv("ENGINE_ALLREDUCE", "ring", /*overwrite=*/0);
+  dist::init_process_group("gloo");
+  return dynamic_cast<dist::ProcessGroupTCP&>(dist::default_group());
+}
 
 Trained train(Way way, dist::ProcessGroupTCP& group, dist::FSDPOptions fsdp_options, int steps) {
   const int rank = group.rank(), world = group.size();

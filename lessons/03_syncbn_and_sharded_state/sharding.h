@@ -13,6 +13,10 @@
 
 namespace lesson3 {
 
+// init_process_group("gloo") with the ring forced (ENGINE_ALLREDUCE=ring, unless set): on
+// one machine all_reduce would take shared memory, where no socket counts the bytes.
+engine::dist::ProcessGroupTCP& init_counting_bytes();
+
 enum class Way { DDP, ZeRO1, FSDP };
 
 struct Trained {

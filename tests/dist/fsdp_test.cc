@@ -13,27 +13,18 @@
 #include "nn/sgd.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/dist/small_mlp.h"
 #include "tests/rank_assert.h"
 
 using namespace engine;
 using namespace engine::dist;
 using namespace engine::nn;
+using engine::testing::loss_on;
 using engine::testing::run_threads;
 using engine::testing::run_threads_with;
+using engine::testing::small_mlp;
 
 namespace {
-// Linear 6-7, ReLU, Linear 7-3: units of 49 and 24 parameters, divisible by neither 2 nor 3.
-std::shared_ptr<Sequential> small_mlp() {
-  Generator g(2);
-  return std::make_shared<Sequential>(std::vector<ModulePtr>{
-      std::make_shared<Linear>(6, 7, true, &g), std::make_shared<ReLU>(), std::make_shared<Linear>(7, 3, true, &g)});
-}
-
-Variable loss_on(Module& m, int rank, int step) {
-  Generator g(uint64_t(100 * step + rank));
-  const Tensor x = randn({5, 6}, &g), y = randint(0, 3, {5}, &g);
-  return cross_entropy(m(Variable(x)), y);
-}
 
 double max_rel_diff(const StateDict& a, const StateDict& b) {
   double worst = 0;

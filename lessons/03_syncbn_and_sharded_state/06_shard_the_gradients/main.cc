@@ -5,7 +5,6 @@
 //
 //   bazel run //lessons/03_syncbn_and_sharded_state:06_shard_the_gradients
 #include <cstdio>
-#include <cstdlib>
 
 #include "dist/dist.h"
 #include "lessons/03_syncbn_and_sharded_state/sharding.h"
@@ -15,9 +14,7 @@ using namespace engine;
 using lesson3::Way;
 
 int main() try {
-  setenv("ENGINE_ALLREDUCE", "ring", /*overwrite=*/0);  // every byte through a socket, counted
-  dist::init_process_group("gloo");
-  auto& g = dynamic_cast<dist::ProcessGroupTCP&>(dist::default_group());
+  dist::ProcessGroupTCP& g = lesson3::init_counting_bytes();
   const int rank = g.rank(), world = g.size();
   const lesson3::Trained ddp = lesson3::train(Way::DDP, g), zero1 = lesson3::train(Way::ZeRO1, g);
   const lesson3::Trained zero2 =

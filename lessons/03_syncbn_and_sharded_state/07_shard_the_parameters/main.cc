@@ -7,7 +7,6 @@
 //   bazel run //lessons/03_syncbn_and_sharded_state:07_shard_the_parameters
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "dist/dist.h"
@@ -19,9 +18,7 @@ using namespace engine;
 using lesson3::Way;
 
 int main() try {
-  setenv("ENGINE_ALLREDUCE", "ring", /*overwrite=*/0);  // every byte through a socket, counted
-  dist::init_process_group("gloo");
-  auto& g = dynamic_cast<dist::ProcessGroupTCP&>(dist::default_group());
+  dist::ProcessGroupTCP& g = lesson3::init_counting_bytes();
   const int rank = g.rank(), world = g.size();
   using S = dist::ShardingStrategy;
   const lesson3::Trained ddp = lesson3::train(Way::DDP, g), zero1 = lesson3::train(Way::ZeRO1, g);

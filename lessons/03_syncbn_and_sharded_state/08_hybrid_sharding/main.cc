@@ -6,7 +6,6 @@
 //
 //   bazel run //lessons/03_syncbn_and_sharded_state:08_hybrid_sharding      # 4 processes
 #include <cstdio>
-#include <cstdlib>
 
 #include "dist/dist.h"
 #include "lessons/03_syncbn_and_sharded_state/sharding.h"
@@ -16,9 +15,7 @@ using namespace engine;
 using lesson3::Way;
 
 int main() try {
-  setenv("ENGINE_ALLREDUCE", "ring", /*overwrite=*/0);  // every byte through a socket, counted
-  dist::init_process_group("gloo");
-  auto& g = dynamic_cast<dist::ProcessGroupTCP&>(dist::default_group());
+  dist::ProcessGroupTCP& g = lesson3::init_counting_bytes();
   const int rank = g.rank(), world = g.size();
   ENGINE_REQUIRE(world % 2 == 0, "[08_hybrid_sharding] run it on an even number of processes (machines of 2)");
   using S = dist::ShardingStrategy;

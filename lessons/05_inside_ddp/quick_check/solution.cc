@@ -35,10 +35,13 @@ void ring_all_reduce(std::vector<std::vector<float>>& data, const std::function<
   const int n = int(data.size());
   // Reduce-scatter: chunk r - s leaves rank r at step s, collecting one more rank's share at
   // every hop; after n-1 steps rank r holds chunk r+1 complete.
-  for (int s = 0; s < n - 1; ++s) ring_step(data, s, true, [&](int r) { return wrap(r - s, n); }, on_send);
+  for (int s = 0; s < n - 1; ++s)
+    ring_step(
+        data, s, true, [&](int r) { return wrap(r - s, n); }, on_send);
   // All-gather: rank r passes on chunk r+1 (finished), then whatever it last received.
   for (int s = 0; s < n - 1; ++s)
-    ring_step(data, n - 1 + s, false, [&](int r) { return wrap(r + 1 - s, n); }, on_send);
+    ring_step(
+        data, n - 1 + s, false, [&](int r) { return wrap(r + 1 - s, n); }, on_send);
 }
 
 }  // namespace lesson5
