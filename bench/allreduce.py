@@ -11,11 +11,13 @@ ratio. busbw = algbw * 2(n-1)/n as nccl-tests defines it; GB = 1e9 bytes.
 """
 import argparse, json, os, statistics, subprocess, sys
 
+from peer import describe_peer, peer_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def lines(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def lines(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return [json.loads(l) for l in out.splitlines() if l.startswith("{")]
 
 
@@ -29,14 +31,17 @@ def main():
     if not os.path.exists(ours_bin):
         sys.exit("allreduce.py: build it first: bazel build //bench:allreduce_bench")
     env_port = 29600
+    torch_env = peer_env(threads=1)
+    print("peer:", describe_peer(torch_env), flush=True)
     for world in a.worlds:
         per = {}  # bytes -> lists
         for r in range(a.rounds):
-            runs = [("ours", [ours_bin, "--world", str(world)]),
-                    ("gloo", ["/usr/bin/python3", a.reference, "--world", str(world), "--port", str(env_port + r)])]
+            runs = [("ours", [ours_bin, "--world", str(world)], None),
+                    ("gloo", ["/usr/bin/python3", a.reference, "--world", str(world), "--port", str(env_port + r)],
+                     torch_env)]
             if r % 2:
                 runs.reverse()
-            got = {name: lines(cmd) for name, cmd in runs}
+            got = {name: lines(cmd, env) for name, cmd, env in runs}
             loop = [d["GBps"] for d in got["ours"] if d["impl"].startswith("loopback")][0]
             ours = {d["bytes"]: d for d in got["ours"] if "busbw_GBps" in d}
             gloo = {d["bytes"]: d for d in got["gloo"]}

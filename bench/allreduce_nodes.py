@@ -14,6 +14,8 @@ ratios, and ours as a fraction of the link rate.
 """
 import argparse, json, os, secrets, statistics, subprocess, sys
 
+from peer import peer_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODES = os.path.join(ROOT, "tools", "nodes.sh")
 
@@ -34,7 +36,7 @@ def run_job(env, nodes, port, program):
                f"--nnodes={nodes}", f"--node_rank={k}", "--nproc_per_node=1", f"--master_addr={env['NODE0_ADDR']}",
                f"--master_port={port}", f"--job_token={token}"] + program
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      env=peer_env()))
+                                      env=job_env()))
     outs = [p.communicate(timeout=900)[0] for p in procs]
     if any(p.returncode for p in procs):
         sys.exit("allreduce_nodes.py: a job failed:\n" + "\n".join(outs))
@@ -46,13 +48,10 @@ def run_job(env, nodes, port, program):
     return rows
 
 
-def peer_env():
-    e = dict(os.environ)
-    for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # the peer at its best
-        e.pop(k, None)
+def job_env():
+    e = peer_env(threads=1)  # the peer at its best (bench/peer.py); the same for ours
     e["GLOO_SOCKET_IFNAME"] = "eth0"
     e["ENGINE_SOCKET_IFNAME"] = "eth0"
-    e["OMP_NUM_THREADS"] = "1"
     return e
 
 

@@ -4,12 +4,14 @@
     /usr/bin/python3 bench/collectives.py --rounds 3 --worlds 2 4
 
 Each round runs bazel-bin/bench/collectives_bench and bench/torch_collectives.py for each
-world size, in alternating order. The peer runs without OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE (they do not matter to communication, but every peer here runs at its
-best), one thread per rank. Reported per collective and size: median time of each, and the
+world size, in alternating order. The peer runs as bench/peer.py sets it up (its best
+OpenBLAS kernel, which does not matter to communication but is every peer's setting here),
+one thread per rank. Reported per collective and size: median time of each, and the
 median of the per-round ratios (gloo time / ours: above 1, ours is faster).
 """
 import argparse, json, os, statistics, subprocess, sys
+
+from peer import describe_peer, peer_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,13 +29,14 @@ def main():
     ours_bin = os.path.join(ROOT, "bazel-bin", "bench", "collectives_bench")
     if not os.path.exists(ours_bin):
         sys.exit("collectives.py: build it first: bazel build //bench:collectives_bench")
-    peer_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    torch_env = peer_env(threads=1)
+    print("peer:", describe_peer(torch_env), flush=True)
     for world in a.worlds:
         per = {}
         for r in range(a.rounds):
             runs = [("ours", [ours_bin, "--world", str(world)], None),
                     ("gloo", ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_collectives.py"), "--world",
-                              str(world), "--port", str(29650 + r + 10 * world)], peer_env)]
+                              str(world), "--port", str(29650 + r + 10 * world)], torch_env)]
             if r % 2:
                 runs.reverse()
             got = {name: {(d["collective"], d["bytes"]): d["time_us"] for d in lines(cmd, env)} for name, cmd, env in runs}

@@ -10,10 +10,12 @@ per-round ratios ours/PyTorch, our exposed communication (step time minus the sa
 under no_sync, on rank 0 and against the slowest rank), and our 2-rank over 1-rank
 throughput as the median of per-round ratios (both measured in the same round, so a slow
 spell of this shared machine hits both). The peer runs with OPENBLAS_NUM_THREADS=1 (see
-bench/train_step.py for why). --gradient-as-bucket-view runs ours with that DDP option
+bench/train_step.py for why) and the best OpenBLAS kernel the CPU allows (bench/peer.py). --gradient-as-bucket-view runs ours with that DDP option
 (PyTorch's default, as in the reference script, is off).
 """
 import argparse, json, os, statistics, subprocess, sys
+
+from peer import describe_peer, peer_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,7 +35,8 @@ def main():
     ours_bin = os.path.join(ROOT, "bazel-bin", "bench", "ddp_step")
     if not os.path.exists(ours_bin):
         sys.exit("ddp_step.py: build it first: bazel build //bench:ddp_step")
-    peer_env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    torch_env = peer_env(threads=1)
+    print("peer:", describe_peer(torch_env), flush=True)
     med = statistics.median
     results, scaling = {}, {}
     for batch in (64, 256):
@@ -46,7 +49,7 @@ def main():
                     ours_cmd.append("--gradient-as-bucket-view")
                 plan.append((("ours", world), ours_cmd, None))
                 plan.append((("torch", world), ["/usr/bin/python3", a.reference, "--world", str(world), "--batch",
-                                                str(batch), "--port", str(29700 + 2 * r + world)], peer_env))
+                                                str(batch), "--port", str(29700 + 2 * r + world)], torch_env))
             if r % 2:
                 plan.reverse()
             for key, cmd, env in plan:

@@ -1,6 +1,7 @@
 // GEMM GFLOP/s: our gemm() against OpenBLAS cblas_sgemm, one thread each, side by side.
 //
-//   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE bazel run //bench:gemm_bench
+//   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(/usr/bin/python3 bench/peer.py) bazel run //bench:gemm_bench
+//   (bench/peer.py names the best OpenBLAS kernel the CPU allows where OpenBLAS would pick less)
 //
 // For each shape the two run alternately (ours, OpenBLAS, ours, ...) for several rounds;
 // the table reports each one's median GFLOP/s and the median of the per-round ratios, which

@@ -12,8 +12,11 @@ One thread each means one thread each: torch.set_num_threads(1) (the reference s
 --threads 1) does not stop Debian's OpenBLAS from running its own thread pool (user + sys
 time exceeds wall time), so the peer runs with OPENBLAS_NUM_THREADS=1 and
 OMP_NUM_THREADS=1. --peer-threads-default leaves them unset, to see PyTorch as shipped.
+The peer's OpenBLAS runs the best kernel the CPU allows (bench/peer.py), printed first.
 """
 import argparse, json, os, resource, statistics, subprocess, sys
+
+from peer import describe_peer, peer_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -41,9 +44,8 @@ def main():
         sys.exit("train_step.py: build it first: bazel build //bench:train_step")
     if not os.path.exists(a.reference):
         sys.exit("train_step.py: PyTorch reference not found at " + a.reference)
-    peer_env = dict(os.environ)
-    if not a.peer_threads_default:
-        peer_env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    torch_env = peer_env(threads=0 if a.peer_threads_default else 1)
+    print("peer:", describe_peer(torch_env), flush=True)
     rows = []
     for batch in a.batches:
         ours_sps, torch_sps, ratios, ours_rss, torch_rss = [], [], [], [], []
@@ -54,7 +56,7 @@ def main():
                 pair.reverse()
             got = {}
             for name, cmd in pair:
-                got[name] = run(cmd, peer_env if name == "torch" else None)
+                got[name] = run(cmd, torch_env if name == "torch" else None)
             ours_sps.append(got["ours"][0]["samples_per_s"])
             torch_sps.append(got["torch"][0]["samples_per_s"])
             ratios.append(ours_sps[-1] / torch_sps[-1])
