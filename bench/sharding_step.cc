@@ -85,7 +85,8 @@ void run_rank(int rank, int world, int port, int steps, int rounds, int hidden, 
     auto m = mlp(hidden, layers);
     dist::DistributedDataParallel ddp(m, {.group = &g});
     Adam adam(ddp.parameters(), {.lr = 1e-3});
-    Row r{"DDP"};
+    Row r;
+    r.name = "DDP";
     r.ms = time_steps([&] {
       adam.zero_grad();
       cross_entropy(ddp(Variable(x)), y).backward();
@@ -101,7 +102,8 @@ void run_rank(int rank, int world, int port, int steps, int rounds, int hidden, 
     zo.adam = {.lr = 1e-3};
     zo.group = &g;
     dist::ZeroRedundancyOptimizer zero(m->parameters(), dist::ZeroOptimizer::Adam, zo);
-    Row r{"ZeRO-1"};
+    Row r;
+    r.name = "ZeRO-1";
     r.ms = time_steps([&] {
       zero.zero_grad();
       cross_entropy((*m)(Variable(x)), y).backward();
@@ -114,7 +116,8 @@ void run_rank(int rank, int world, int port, int steps, int rounds, int hidden, 
   for (auto s : {dist::ShardingStrategy::SHARD_GRAD_OP, dist::ShardingStrategy::FULL_SHARD}) {
     dist::FullyShardedDataParallel fsdp(mlp(hidden, layers), {.sharding_strategy = s, .group = &g});
     Adam adam(fsdp.parameters(), {.lr = 1e-3});
-    Row r{s == dist::ShardingStrategy::FULL_SHARD ? "ZeRO-3 (FULL_SHARD)" : "ZeRO-2 (SHARD_GRAD_OP)"};
+    Row r;
+    r.name = s == dist::ShardingStrategy::FULL_SHARD ? "ZeRO-3 (FULL_SHARD)" : "ZeRO-2 (SHARD_GRAD_OP)";
     fsdp.reset_peak_memory();
     r.ms = time_steps([&] {
       adam.zero_grad();

@@ -30,8 +30,10 @@ int main() try {
     for (const auto* t : {&ddp, &zero1, &zero2, &zero3})
       std::printf("  %s\n", lesson3::describe(*t, ddp, world).c_str());
     // The picture: bytes per rank for each, split into parameters, gradients, Adam state.
-    lessons::BarChart chart{
-        "bytes per rank, " + std::to_string(world) + " ranks", "MB", {"parameters (peak)", "gradients", "Adam state"}};
+    lessons::BarChart chart;
+    chart.title = "bytes per rank, " + std::to_string(world) + " ranks";
+    chart.y_label = "MB";
+    chart.segments = {"parameters (peak)", "gradients", "Adam state"};
     for (const auto* t : {&ddp, &zero1, &zero2, &zero3})
       chart.bars.push_back({t == &ddp     ? "DDP"
                             : t == &zero1 ? "ZeRO-1"
