@@ -19,8 +19,11 @@ echo "ok: every rank names head_not_used.weight and .bias and says find_unused_p
 [[ $(on unused_parameter unused_fixed | wc -l) -eq 2 ]] || fail "find_unused_parameters should let backward complete"
 echo "ok: with find_unused_parameters=true backward completes"
 # 4. A collective on rank 0 only: the mismatch is named at once, with both calls.
-expect "mismatched collectives: rank 1 called all_reduce\(AVG, 269322 x float32\) #[0-9]+ but rank 0 called all_reduce\(AVG, 1 x float32\)" \
-  "the one-rank collective is reported as a mismatch naming both calls"
+# Whichever rank sees it first names both calls (the other reads the same words from it).
+mismatch=$(grep -E "mismatched collectives: rank [01] called all_reduce" "$OUTPUT" | head -1)
+[[ "$mismatch" == *"all_reduce(AVG, 269322 x float32)"* && "$mismatch" == *"all_reduce(AVG, 1 x float32)"* ]] ||
+  fail "the one-rank collective should be reported as a mismatch naming both calls: ${mismatch:-no such line}"
+echo "ok: the one-rank collective is reported as a mismatch naming both calls"
 t=$(sed -n '/^4\. collective_on_one_rank/,/^5\./p' "$OUTPUT" | grep -oE 'job exit status [0-9]+, after [0-9.]+ s' | grep -oE '[0-9.]+ s' | grep -oE '[0-9.]+')
 holds "t < 2" "... within 2 s (no timeout needed)" t="$t"
 # 5. A rank that hangs: the others time out after ENGINE_DIST_TIMEOUT=3 and name it.
