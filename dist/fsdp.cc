@@ -34,11 +34,10 @@ struct FullyShardedDataParallel::Unit {
   bool fresh = false;              // full holds the current shards' values
   bool gathering = false;          // an all-gather into `full` is in flight
   Work gather_work;
-  int ready = 0;                 // parameters whose gradient is complete in this backward
-  bool reduced = false;          // its gradients reduced in this backward
-  bool ran_forward = false;      // in this step
-  bool hooked_backward = false;  // its pre-backward hook fired in this backward
-  Tensor flat_grad;              // this backward's unsharded gradients (the parameters' grad destination)
+  int ready = 0;             // parameters whose gradient is complete in this backward
+  bool reduced = false;      // its gradients reduced in this backward
+  bool ran_forward = false;  // in this step
+  Tensor flat_grad;          // this backward's unsharded gradients (the parameters' grad destination)
 };
 
 namespace {
@@ -261,7 +260,6 @@ void FullyShardedDataParallel::before_backward(size_t k) {
     autograd::queue_callback([this] { end_of_backward(); });
   }
   Unit& u = *units_[k];
-  u.hooked_backward = true;
   materialize(u);  // FULL_SHARD: gathered again
   // The unit's gradients are born in one flat buffer (a linear layer's weight gradient is
   // computed there directly): no second copy of them before the reduce-scatter.
@@ -338,7 +336,7 @@ void FullyShardedDataParallel::end_of_backward() {
   for (auto& u : units_)
     if (u->ran_forward && !u->reduced) reduce_gradients(*u);
   finish_reduce();
-  for (auto& u : units_) u->ready = 0, u->reduced = false, u->ran_forward = false, u->hooked_backward = false;
+  for (auto& u : units_) u->ready = 0, u->reduced = false, u->ran_forward = false;
   drop_prefetches();
   in_backward_ = false;
 }

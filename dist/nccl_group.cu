@@ -401,21 +401,11 @@ class ProcessGroupNCCL : public ProcessGroup {
     collective(t);
     return end(what);
   }
-  // Row offsets of the pieces of `t` (splits, or equal pieces), checked.
+  // Row offsets of all_to_all's pieces of `t` (all_to_all_rows checks them).
   std::vector<int64_t> offsets(const Tensor& t, const std::vector<int64_t>& splits, const char* which) const {
-    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-    std::vector<int64_t> at(size_t(size_) + 1, 0);
-    ENGINE_REQUIRE(splits.empty() || int(splits.size()) == size_, "[all_to_all] ", which, "_splits has ", splits.size(),
-                   " entries; the world size is ", size_);
-    ENGINE_REQUIRE(!splits.empty() || rows % size_ == 0, "[all_to_all] ", which, " has ", rows,
-                   " rows, not a multiple of the world size: give ", which, "_splits");
-    for (int r = 0; r < size_; ++r) {
-      const int64_t n = splits.empty() ? rows / size_ : splits[size_t(r)];
-      ENGINE_REQUIRE(n >= 0, "[all_to_all] ", which, "_splits holds a negative size");
-      at[size_t(r) + 1] = at[size_t(r)] + n;
-    }
-    ENGINE_REQUIRE(at.back() == rows, "[all_to_all] ", which, "_splits add up to ", at.back(), " rows, but ", which,
-                   " has ", rows);
+    const std::vector<int64_t> rows = all_to_all_rows(which, splits, t, size_);
+    std::vector<int64_t> at(rows.size() + 1, 0);
+    for (size_t r = 0; r < rows.size(); ++r) at[r + 1] = at[r] + rows[r];
     return at;
   }
   static std::string shape_of(const Tensor& t) { return std::to_string(t.numel()) + " x " + dtype_name(t.dtype()); }

@@ -1,6 +1,7 @@
 #include "dist/process_group.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -69,6 +70,22 @@ std::vector<int> checked_group_ranks(std::vector<int> ranks, int size) {
     ENGINE_REQUIRE(i == 0 || ranks[i] != ranks[i - 1], "[new_group] rank ", ranks[i], " is listed twice");
   }
   return ranks;
+}
+
+std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> splits, const Tensor& t, int size) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  if (splits.empty()) {
+    ENGINE_REQUIRE(rows % size == 0, "[all_to_all] ", which, " has ", rows, " rows, not a multiple of the world size ",
+                   size, ": give ", which, "_splits");
+    return std::vector<int64_t>(size_t(size), rows / size);
+  }
+  ENGINE_REQUIRE(int(splits.size()) == size, "[all_to_all] ", which, "_splits has ", splits.size(),
+                 " entries; the world size is ", size);
+  for (int64_t s : splits) ENGINE_REQUIRE(s >= 0, "[all_to_all] ", which, "_splits holds a negative size ", s);
+  ENGINE_REQUIRE(std::accumulate(splits.begin(), splits.end(), int64_t(0)) == rows, "[all_to_all] ", which,
+                 "_splits add up to ", std::accumulate(splits.begin(), splits.end(), int64_t(0)), " rows, but ", which,
+                 " has ", rows);
+  return splits;
 }
 
 // Backends without these collectives say so by name.

@@ -30,6 +30,10 @@ const char* reduce_op_name(ReduceOp op);
 // an error naming it) and sorted: the new group's rank r is the r-th of them.
 std::vector<int> checked_group_ranks(std::vector<int> ranks, int size);
 
+// all_to_all's pieces of `t` ("input" or "output"), in rows along dim 0: the splits given,
+// checked (one per rank, none negative, adding up to t's rows), or equal pieces.
+std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> splits, const Tensor& t, int size);
+
 // The handle of a collective in flight.
 class Work {
  public:

@@ -1,10 +1,9 @@
-// The CPU backend's rooted collectives (gather, scatter, reduce), all_to_all, and its
-// subgroups (tcp_group.h). Like broadcast, a rooted transfer goes straight between the root
+// The CPU backend's rooted collectives (gather, scatter, reduce) and all_to_all
+// (tcp_group.h). Like broadcast, a rooted transfer goes straight between the root
 // and each rank; every message carries the call's description, so a rank that called
 // something else is named.
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"
@@ -22,23 +21,6 @@ constexpr uint16_t kToRootStep = 0xffff;
 
 void require_root(const char* op, int root, int size) {
   ENGINE_REQUIRE(root >= 0 && root < size, "[", op, "] root ", root, " is outside 0..", size - 1);
-}
-
-// Rows of `t` per piece: the splits given (checked against t's rows), or equal pieces.
-std::vector<int64_t> rows_per_piece(const char* which, std::vector<int64_t> splits, const Tensor& t, int size) {
-  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
-  if (splits.empty()) {
-    ENGINE_REQUIRE(rows % size == 0, "[all_to_all] ", which, " has ", rows, " rows, not a multiple of the world size ",
-                   size, ": give ", which, "_splits");
-    return std::vector<int64_t>(size_t(size), rows / size);
-  }
-  ENGINE_REQUIRE(int(splits.size()) == size, "[all_to_all] ", which, "_splits has ", splits.size(),
-                 " entries; the world size is ", size);
-  for (int64_t s : splits) ENGINE_REQUIRE(s >= 0, "[all_to_all] ", which, "_splits holds a negative size ", s);
-  ENGINE_REQUIRE(std::accumulate(splits.begin(), splits.end(), int64_t(0)) == rows, "[all_to_all] ", which,
-                 "_splits add up to ", std::accumulate(splits.begin(), splits.end(), int64_t(0)), " rows, but ", which,
-                 " has ", rows);
-  return splits;
 }
 
 // Byte offset of each piece, and its size, from rows per piece.
@@ -155,8 +137,8 @@ Work ProcessGroupTCP::all_to_all(Tensor output, Tensor input, std::vector<int64_
   const size_t row_bytes = in_rows == 0 ? 0 : input.nbytes() / size_t(in_rows);
   ENGINE_REQUIRE(out_rows == 0 || output.nbytes() / size_t(out_rows) == row_bytes || in_rows == 0,
                  "[all_to_all] a row of output must hold as many elements as a row of input");
-  const std::vector<size_t> in_at = byte_offsets(rows_per_piece("input", input_splits, input, size_), row_bytes);
-  const std::vector<size_t> out_at = byte_offsets(rows_per_piece("output", output_splits, output, size_), row_bytes);
+  const std::vector<size_t> in_at = byte_offsets(all_to_all_rows("input", input_splits, input, size_), row_bytes);
+  const std::vector<size_t> out_at = byte_offsets(all_to_all_rows("output", output_splits, output, size_), row_bytes);
   const size_t mine_in = in_at[size_t(rank_) + 1] - in_at[size_t(rank_)],
                mine_out = out_at[size_t(rank_) + 1] - out_at[size_t(rank_)];
   ENGINE_REQUIRE(mine_in == mine_out, "[all_to_all] rank ", rank_, " sends itself ",

@@ -91,3 +91,14 @@ def quick_check(name = "quick_check", deps = [], test_srcs = []):
                 native.package_name() + "/" + name + "/unsolved.sha256"],
         data = [":" + name + "_exercise", name + "/exercise.cc", name + "/unsolved.sha256"],
     )
+
+def lesson_readmes():
+    """The lesson's READMEs (its own and each step's), for //lessons:course_test."""
+    native.filegroup(
+        name = "readmes",
+        srcs = native.glob([
+            "README.md",
+            "*/README.md",
+        ]),
+        visibility = ["//lessons:__pkg__"],
+    )
