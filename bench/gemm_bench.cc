@@ -32,21 +32,6 @@ struct Shape {
   bool trans_a, trans_b;
 };
 
-// Seconds per call of f, timing enough calls to fill ~`budget` seconds.
-template <class F>
-double time_call(F f, double budget) {
-  using clock = std::chrono::steady_clock;
-  f();  // warm caches and scratch buffers
-  int iters = 1;
-  while (true) {
-    auto t0 = clock::now();
-    for (int i = 0; i < iters; ++i) f();
-    double dt = std::chrono::duration<double>(clock::now() - t0).count();
-    if (dt >= budget || iters >= (1 << 20)) return dt / iters;
-    iters = std::max(iters * 2, int(iters * budget / std::max(dt, 1e-9)));
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

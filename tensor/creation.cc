@@ -25,6 +25,7 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()
 
 Tensor arange(double start, double end, double step, DType dtype) {
   ENGINE_REQUIRE(step != 0, "[arange] step must not be 0");
+  if (is_half(dtype)) return arange(start, end, step, DType::Float32).to(dtype);
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
   Tensor t = empty({n}, dtype);
   dispatch(dtype, [&](auto zero) {

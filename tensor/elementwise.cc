@@ -23,8 +23,13 @@ using cuda::UnaryOp;
 
 void require_float(const char* op, const Tensor& t) {
   ENGINE_REQUIRE(t.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(t.dtype() == DType::Float32, "[", op, "] needs a float32 tensor, got ", dtype_name(t.dtype()));
+  ENGINE_REQUIRE(is_floating(t.dtype()), "[", op, "] needs a floating-point tensor, got ", dtype_name(t.dtype()));
 }
+
+// bfloat16 and float16 have no kernels of their own: an op widens them to float32, runs,
+// and rounds its result back once, which is what PyTorch's CPU kernels for these types do
+// element by element.
+Tensor f32(const Tensor& t) { return t.to(DType::Float32); }
 
 void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[", op, "] got an undefined tensor");
@@ -98,6 +103,7 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
 template <class F>
 Tensor arith(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F f) {
   require_same_dtype(op, a, b);
+  if (is_half(a.dtype())) return arith(op, kind, f32(a), f32(b), f).to(a.dtype());
   if (cuda_ops::on_cuda(a, b)) return cuda_ops::binary(op, kind, a, b);
   require_cpu(op, a), require_cpu(op, b);
   return dispatch(a.dtype(), [&](auto zero) {
@@ -110,6 +116,7 @@ Tensor arith(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F 
 template <class F>
 Tensor compare(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F f) {
   require_same_dtype(op, a, b);
+  if (is_half(a.dtype())) return compare(op, kind, f32(a), f32(b), f);
   if (cuda_ops::on_cuda(a, b)) return cuda_ops::binary(op, kind, a, b);
   require_cpu(op, a), require_cpu(op, b);
   return dispatch(a.dtype(), [&](auto zero) {
@@ -122,6 +129,7 @@ Tensor compare(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, 
 template <class F>
 Tensor unary_float(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 = 0) {
   require_float(op, a);
+  if (is_half(a.dtype())) return unary_float(op, kind, f32(a), f, p0).to(a.dtype());
   if (cuda_ops::on_cuda(a)) return cuda_ops::unary(op, kind, a, p0);
   require_cpu(op, a);
   return map1<float, float>(a, f);
@@ -131,6 +139,7 @@ Tensor unary_float(const char* op, UnaryOp kind, const Tensor& a, F f, double p0
 template <class F>
 Tensor unary_any(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 = 0, double p1 = 0) {
   ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
+  if (is_half(a.dtype())) return unary_any(op, kind, f32(a), f, p0, p1).to(a.dtype());
   if (cuda_ops::on_cuda(a)) return cuda_ops::unary(op, kind, a, p0, p1);
   return dispatch(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -213,6 +222,9 @@ Tensor ge(const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   require_same_dtype("where", a, b);
+  ENGINE_REQUIRE(cond.defined(), "[where] got an undefined condition");
+  if (is_half(cond.dtype())) return where(f32(cond), a, b);
+  if (is_half(a.dtype())) return where(cond, f32(a), f32(b)).to(a.dtype());
   if (cuda_ops::on_cuda(cond) || cuda_ops::on_cuda(a, b)) return cuda_ops::where(cond, a, b);
   require_cpu("where", cond), require_cpu("where", a), require_cpu("where", b);
   require_same_dtype("where", a, b);
@@ -249,6 +261,8 @@ Tensor relu(const Tensor& a) {
   return unary_any("relu", UnaryOp::Relu, a, [](auto x) { return !(x <= 0) ? x : decltype(x)(0); });
 }
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
+  require_same_dtype("relu_backward", grad, x);
+  if (is_half(x.dtype())) return relu_backward(f32(grad), f32(x)).to(x.dtype());
   const bool dense = !cuda_ops::on_cuda(grad, x) && grad.dtype() == DType::Float32 && x.dtype() == DType::Float32 &&
                      grad.shape() == x.shape() && grad.is_contiguous() && x.is_contiguous();
   // The gradient passes where !(x <= 0): at x > 0 and at NaN (PyTorch's threshold_backward).
@@ -317,6 +331,11 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   require_same_dtype("add_", a, b);
   ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
                  shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
+  if (is_half(a.dtype())) {
+    Tensor wide = f32(a);
+    a.copy_(add_(wide, f32(b), alpha));
+    return a;
+  }
   if (cuda_ops::on_cuda(a, b)) {
     cuda_ops::add_(a, b, alpha);
     return a;
@@ -342,6 +361,11 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 
 Tensor& mul_(Tensor& a, double s) {
   ENGINE_REQUIRE(a.defined(), "[mul_] got an undefined tensor");
+  if (is_half(a.dtype())) {
+    Tensor wide = f32(a);
+    a.copy_(mul_(wide, s));
+    return a;
+  }
   if (cuda_ops::on_cuda(a)) {
     cuda_ops::mul_(a, s);
     return a;

@@ -1,24 +1,63 @@
 // matmul from ops.h: batch dims broadcast, then one GEMM per batch entry, each reading its
-// operands through their strides (a transposed view costs nothing extra).
+// operands through their strides (a transposed view costs nothing extra). bfloat16
+// operands go to the bfloat16 GEMM (gemm_bf16.h).
 #include "tensor/cuda_ops.h"
 #include "tensor/gemm.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/loops.h"
 #include "tensor/matmul_plan.h"
 #include "tensor/ops.h"
 
 namespace engine {
 
+namespace {
+
+void check_operands(const Tensor& a, const Tensor& b) {
+  ENGINE_REQUIRE(a.defined() && b.defined(), "[matmul] got an undefined tensor");
+  ENGINE_REQUIRE(a.dtype() == b.dtype() && is_floating(a.dtype()),
+                 "[matmul] needs two float32, two bfloat16 or two float16 operands, got ", dtype_name(a.dtype()), " @ ",
+                 dtype_name(b.dtype()));
+  ENGINE_REQUIRE(a.dim() >= 2 && b.dim() >= 2, "[matmul] needs 2-D or batched operands, got ", shape_str(a.shape()),
+                 " @ ", shape_str(b.shape()), "; unsqueeze a vector first");
+  ENGINE_REQUIRE(b.size(-2) == a.size(-1), "[matmul] inner dimensions differ: ", shape_str(a.shape()), " @ ",
+                 shape_str(b.shape()));
+}
+
+// bfloat16 @ bfloat16: products summed in float32 by the bfloat16 GEMM, the result
+// rounded to bfloat16 once (as PyTorch). float16 has no CPU kernel: it is widened.
+Tensor matmul_half(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::Float16 || cuda_ops::on_cuda(a, b))
+    return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
+  const detail::MatmulPlan plan = detail::plan_matmul(a, b);
+  const Tensor ea = a.expand(plan.a_shape), eb = b.expand(plan.b_shape);
+  Tensor out = empty(plan.out_shape);
+  const auto* pa = static_cast<const bfloat16*>(ea.storage()->data());
+  const auto* pb = static_cast<const bfloat16*>(eb.storage()->data());
+  float* pc = out.data<float>();
+  const size_t nb = plan.batch.size();
+  const Strides sa(ea.strides().begin(), ea.strides().begin() + nb);
+  const Strides sb(eb.strides().begin(), eb.strides().begin() + nb);
+  const Strides sc(out.strides().begin(), out.strides().begin() + nb);
+  detail::for_each_offset<3>(
+      plan.batch, {sc, sa, sb}, {0, ea.offset(), eb.offset()}, [&](const std::array<int64_t, 3>& o) {
+        gemm_bf16(plan.M, plan.N, plan.K, pa + o[1], ea.strides()[nb], ea.strides()[nb + 1], pb + o[2],
+                  eb.strides()[nb], eb.strides()[nb + 1], pc + o[0], plan.N, 1, false);
+      });
+  return out.to(DType::BFloat16);
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, Tensor()); }
 
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
-  ENGINE_REQUIRE(a.defined() && b.defined(), "[matmul] got an undefined tensor");
-  ENGINE_REQUIRE(a.dtype() == DType::Float32 && b.dtype() == DType::Float32, "[matmul] needs float32 operands, got ",
-                 dtype_name(a.dtype()), " @ ", dtype_name(b.dtype()));
-  ENGINE_REQUIRE(a.dim() >= 2 && b.dim() >= 2, "[matmul] needs 2-D or batched operands, got ", shape_str(a.shape()),
-                 " @ ", shape_str(b.shape()), "; unsqueeze a vector first");
+  check_operands(a, b);
+  if (is_half(a.dtype())) {
+    ENGINE_REQUIRE(!into.defined(), "[matmul] writes into a given output for float32 operands only, got ",
+                   dtype_name(a.dtype()));
+    return matmul_half(a, b);
+  }
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  ENGINE_REQUIRE(b.size(-2) == K, "[matmul] inner dimensions differ: ", shape_str(a.shape()), " @ ",
-                 shape_str(b.shape()));
 
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
   if (into.defined())

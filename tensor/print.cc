@@ -45,7 +45,7 @@ struct Printer {
         i = s[d] - kEdgeItems;
       }
       if (d + 1 == t.dim()) {
-        std::string v = dispatch(t.dtype(), [&](auto zero) {
+        std::string v = dispatch_storage(t.dtype(), [&](auto zero) {
           return format_value(double(t.data<decltype(zero)>()[offset + i * stride]), t.dtype(), sci);
         });
         out << std::string(width - std::min(width, v.size()), ' ') << v;
@@ -76,7 +76,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t0) {
   // Pick one format and one column width for all values so columns line up.
   double maxabs = 0, minabs = INFINITY;
   bool finite = true;
-  std::vector<double> vals = dispatch(t.dtype(), [&](auto zero) {
+  std::vector<double> vals = dispatch_storage(t.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return std::vector<double>(t.data<T>(), t.data<T>() + t.numel());
   });
@@ -88,7 +88,7 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t0) {
     maxabs = std::max(maxabs, std::fabs(v));
     if (v != 0) minabs = std::min(minabs, std::fabs(v));
   }
-  const bool sci = t.dtype() == DType::Float32 && finite && (maxabs >= 1e6 || (minabs < 1e-4 && maxabs > 0));
+  const bool sci = is_floating(t.dtype()) && finite && (maxabs >= 1e6 || (minabs < 1e-4 && maxabs > 0));
   size_t width = 0;
   for (double v : vals) width = std::max(width, format_value(v, t.dtype(), sci).size());
   if (t.dim() == 0) {

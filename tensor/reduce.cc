@@ -59,8 +59,15 @@ Tensor reduce_runs(const Plan& p, F f) {
 }
 
 void require_float(const char* op, const Tensor& a) {
-  ENGINE_REQUIRE(a.dtype() == DType::Float32, "[", op, "] needs a float32 tensor, got ", dtype_name(a.dtype()));
+  ENGINE_REQUIRE(a.defined(), "[", op, "] got an undefined tensor");
+  ENGINE_REQUIRE(is_floating(a.dtype()), "[", op, "] needs a floating-point tensor, got ", dtype_name(a.dtype()));
 }
+
+// bfloat16 and float16 reduce in float32 (each value widened exactly, sums in double as
+// below) and the result is rounded once: summing in 16 bits would lose every addend
+// smaller than 1/256 of the running total (bfloat16's 8-bit significand).
+bool half(const Tensor& a) { return a.defined() && is_half(a.dtype()); }
+Tensor f32(const Tensor& a) { return a.to(DType::Float32); }
 
 // Float sums without moving data: walk the input in memory order and add each element
 // into its output slot. A slot's stride is 0 along reduced dims, so every element of a
@@ -139,6 +146,7 @@ T extreme_run(const T* x, int64_t n) {
 
 template <bool kMax>
 Tensor extreme(const char* op, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (half(a)) return extreme<kMax>(op, f32(a), dims, keepdim).to(a.dtype());
   if (cuda_ops::on_cuda(a)) {
     const std::vector<bool> reduced = reduced_dims(op, a, dims);
     for (int64_t d = 0; d < a.dim(); ++d)
@@ -158,6 +166,7 @@ Tensor extreme(const char* op, const Tensor& a, const std::vector<int64_t>& dims
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (half(a)) return sum(f32(a), dims, keepdim).to(a.dtype());
   if (cuda_ops::on_cuda(a)) return cuda_ops::reduce(cuda::ReduceOp::Sum, a, reduced_dims("sum", a, dims), keepdim);
   if (a.defined() && a.dtype() == DType::Float32) {
     Slots s = plan_slots("sum", a, dims, keepdim);
@@ -174,6 +183,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   require_float("mean", a);
+  if (half(a)) return mean(f32(a), dims, keepdim).to(a.dtype());
   if (cuda_ops::on_cuda(a))
     return cuda_ops::reduce(cuda::ReduceOp::Sum, a, reduced_dims("mean", a, dims), keepdim, true);
   Slots s = plan_slots("mean", a, dims, keepdim);
@@ -184,6 +194,7 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
   require_float("var", a);
+  if (half(a)) return var(f32(a), dims, keepdim, correction).to(a.dtype());
   if (cuda_ops::on_cuda(a)) {  // two passes, as below: the mean, then the squared deviations
     const Slots s = plan_slots("var", a, dims, keepdim);
     const Tensor d = a - mean(a, dims, true);
@@ -212,6 +223,7 @@ Tensor min(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  if (half(a)) return argmax(f32(a), dim, keepdim);
   if (cuda_ops::on_cuda(a)) {
     const std::vector<bool> reduced = reduced_dims("argmax", a, {dim});
     ENGINE_REQUIRE(a.size(dim) > 0, "[argmax] cannot take argmax over an empty dim (shape ", shape_str(a.shape()), ")");

@@ -44,7 +44,7 @@ char* Tensor::bytes() const {
 double Tensor::item() const {
   ENGINE_REQUIRE(numel() == 1, "[item] needs a tensor with one element, got shape ", shape_str(shape_));
   if (device().is_cuda()) return to(Device::cpu()).item();  // waits for the GPU
-  return dispatch(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[0]); });
+  return dispatch_storage(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[0]); });
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
@@ -59,7 +59,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
     off += (i < 0 ? i + shape_[d] : i) * strides_[d];
     ++d;
   }
-  return dispatch(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[off]); });
+  return dispatch_storage(dtype_, [&](auto zero) { return double(data<decltype(zero)>()[off]); });
 }
 
 template <class T>
@@ -72,6 +72,8 @@ std::vector<T> Tensor::to_vector() const {
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
+template std::vector<float16> Tensor::to_vector<float16>() const;
 
 // ---------------------------------------------------------------------------------------
 // Views
@@ -324,9 +326,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
   const Strides ss = detail::broadcast_strides(src.shape(), src.strides(), shape_);
-  dispatch(dtype_, [&](auto dz) {
+  // Any dtype to any other; a conversion to bfloat16/float16 rounds to nearest even.
+  dispatch_storage(dtype_, [&](auto dz) {
     using D = decltype(dz);
-    dispatch(src.dtype(), [&](auto sz) {
+    dispatch_storage(src.dtype(), [&](auto sz) {
       using S = decltype(sz);
       D* d = static_cast<D*>(storage_->data());
       const S* s = static_cast<const S*>(src.storage()->data());
@@ -343,7 +346,7 @@ Tensor& Tensor::fill_(double value) {
     cuda_ops::fill_(*this, value);
     return *this;
   }
-  dispatch(dtype_, [&](auto zero) {
+  dispatch_storage(dtype_, [&](auto zero) {
     using T = decltype(zero);
     T* d = static_cast<T*>(storage_->data());
     const T v = T(value);

@@ -1,0 +1,147 @@
+// The bfloat16 GEMM (gemm_bf16.h): the blocking of gemm.cc around the AMX micro-kernel.
+//
+//   for jc in steps of NC over N:        pack B(pc.., jc..) as 32-column panels of pairs
+//     for pc in steps of KC over K:
+//       for ic in steps of MC over M:    pack A(ic.., pc..) as 32-row panels, row-major
+//         for each 32 x 32 block of C:   amx_tile_32x32 over the KC slice
+//
+// K is padded with zeros to a multiple of 32 (one tile's depth), M and N to whole 32-wide
+// panels, so the kernel never sees a ragged edge; edge blocks of C go through a 32 x 32
+// scratch block.
+#include "tensor/gemm_bf16.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/gemm.h"
+#include "tensor/gemm_amx.h"
+
+namespace engine {
+namespace {
+
+constexpr int64_t kTile = 32;                        // the micro-kernel's block of C and step along k
+constexpr int64_t kKC = 512, kMC = 128, kNC = 1024;  // A block 128 x 512 x 2 B = 128 KiB (L2)
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Rows [0, mc) x cols [0, kc) of A as 32-row panels, each row kcp (kc rounded up to 32)
+// values long; rows past mc and columns past kc are zero.
+void pack_a(int64_t mc, int64_t kc, int64_t kcp, const bfloat16* A, int64_t rsa, int64_t csa, uint16_t* Ap) {
+  for (int64_t i = 0; i < round_up(mc, kTile); ++i, Ap += kcp) {
+    int64_t k = 0;
+    if (i < mc) {
+      const bfloat16* row = A + i * rsa;
+      for (; k < kc; ++k) Ap[k] = row[k * csa].bits;
+    }
+    for (; k < kcp; ++k) Ap[k] = 0;
+  }
+}
+
+// Rows [0, kc) x cols [0, nc) of B as 32-column panels of pairs: panel q, pair row p holds
+// B[2p, j], B[2p+1, j] for j in the panel's 32 columns. Zero past kc and nc.
+void pack_b(int64_t kc, int64_t kcp, int64_t nc, const bfloat16* B, int64_t rsb, int64_t csb, uint16_t* Bp) {
+  for (int64_t q = 0; q < nc; q += kTile) {
+    const int64_t cols = std::min(kTile, nc - q);
+    for (int64_t k = 0; k < kcp; ++k) {
+      uint16_t* dst = Bp + (k / 2) * (2 * kTile) + (k & 1);
+      const bfloat16* src = B + k * rsb + q * csb;
+      int64_t j = 0;
+      if (k < kc)
+        for (; j < cols; ++j) dst[2 * j] = src[j * csb].bits;
+      for (; j < kTile; ++j) dst[2 * j] = 0;
+    }
+    Bp += kcp * kTile;
+  }
+}
+
+uint16_t* scratch(std::vector<uint16_t>& buf, size_t n) {
+  if (buf.size() < n + 32) buf.resize(n + 32);
+  auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<uint16_t*>((addr + 63) & ~uintptr_t(63));
+}
+
+void gemm_amx(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
+              int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
+  detail::amx_configure();
+  thread_local std::vector<uint16_t> a_buf, b_buf;
+  alignas(64) float block[kTile * kTile];
+  for (int64_t jc = 0; jc < N; jc += kNC) {
+    const int64_t nc = std::min(kNC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += kKC) {
+      const int64_t kc = std::min(kKC, K - pc), kcp = round_up(kc, kTile);
+      uint16_t* Bp = scratch(b_buf, size_t(round_up(nc, kTile) * kcp));
+      pack_b(kc, kcp, nc, B + pc * rsb + jc * csb, rsb, csb, Bp);
+      const bool acc = accumulate || pc > 0;  // later K blocks add to what the first wrote
+      for (int64_t ic = 0; ic < M; ic += kMC) {
+        const int64_t mc = std::min(kMC, M - ic);
+        uint16_t* Ap = scratch(a_buf, size_t(round_up(mc, kTile) * kcp));
+        pack_a(mc, kc, kcp, A + ic * rsa + pc * csa, rsa, csa, Ap);
+        for (int64_t jr = 0; jr < nc; jr += kTile) {
+          const int64_t nr = std::min(kTile, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += kTile) {
+            const int64_t mr = std::min(kTile, mc - ir);
+            float* c = C + (ic + ir) * rsc + (jc + jr) * csc;
+            const uint16_t* a_panel = Ap + ir * kcp;
+            const uint16_t* b_panel = Bp + jr * kcp;
+            if (mr == kTile && nr == kTile && csc == 1) {
+              detail::amx_tile_32x32(kcp, a_panel, b_panel, c, rsc, acc);
+              continue;
+            }
+            detail::amx_tile_32x32(kcp, a_panel, b_panel, block, kTile, false);
+            for (int64_t i = 0; i < mr; ++i)
+              for (int64_t j = 0; j < nr; ++j) {
+                float& dst = c[i * rsc + j * csc];
+                dst = acc ? dst + block[i * kTile + j] : block[i * kTile + j];
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Widen both operands to float32 and multiply there: exact inputs, float32 sums.
+void gemm_portable(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
+                   int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
+  std::vector<float> a(size_t(M * K)), b(size_t(K * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) a[size_t(i * K + k)] = A[i * rsa + k * csa];
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) b[size_t(k * N + j)] = B[k * rsb + j * csb];
+  gemm(M, N, K, a.data(), K, 1, b.data(), N, 1, C, rsc, csc, accumulate);
+}
+
+Bf16Kernel resolve(Bf16Kernel k) {
+  if (k != Bf16Kernel::Auto) return k;
+  return detail::amx_available() ? Bf16Kernel::Amx : Bf16Kernel::Portable;
+}
+
+}  // namespace
+
+bool bf16_kernel_supported(Bf16Kernel kernel) { return kernel != Bf16Kernel::Amx || detail::amx_available(); }
+
+std::string bf16_kernel_name(Bf16Kernel kernel) {
+  return resolve(kernel) == Bf16Kernel::Amx ? "amx 32x32" : "portable (float32 gemm)";
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
+               int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, Bf16Kernel kernel) {
+  ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm_bf16] negative size M=", M, " N=", N, " K=", K);
+  ENGINE_REQUIRE(bf16_kernel_supported(kernel),
+                 "[gemm_bf16] this machine cannot run AMX (no amx-bf16, or the "
+                 "kernel refused the tile state)");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum
+    if (!accumulate)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = 0.0f;
+    return;
+  }
+  if (resolve(kernel) == Bf16Kernel::Amx)
+    gemm_amx(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+  else
+    gemm_portable(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+}
+
+}  // namespace engine
