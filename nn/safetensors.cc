@@ -18,7 +18,15 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* dtype_code(DType t) { return t == DType::Float32 ? "F32" : "I64"; }
+// The format's names for our dtypes (safetensors also has F64, I32, U8, ... which we do not hold).
+const char* dtype_code(DType t) {
+  switch (t) {
+    case DType::Float32: return "F32";
+    case DType::Int64: return "I64";
+    case DType::BFloat16: return "BF16";
+    default: return "F16";
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // Writing
@@ -168,8 +176,12 @@ Entry parse_entry(const std::string& name, const json& v, uint64_t data_size, co
     e.dtype = DType::Float32;
   else if (code == "I64")
     e.dtype = DType::Int64;
+  else if (code == "BF16")
+    e.dtype = DType::BFloat16;
+  else if (code == "F16")
+    e.dtype = DType::Float16;
   else
-    throw bad("dtype " + code + " is not supported (F32 and I64 are)");
+    throw bad("dtype " + code + " is not supported (F32, I64, BF16 and F16 are)");
   if (!shape.is_array() || shape.size() > 8) throw bad("shape must be an array of at most 8 sizes");
   constexpr uint64_t kMaxCount = uint64_t(1) << 40;
   uint64_t count = 1, d = 0;

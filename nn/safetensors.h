@@ -4,7 +4,8 @@
 //   {"__metadata__": {"k": "v"}, "0.weight": {"dtype": "F32", "shape": [256, 784],
 //    "data_offsets": [0, 802816]}, ...}
 // padded with spaces to a multiple of 8; then the raw little-endian tensor bytes, each
-// tensor at its [begin, end) offsets, covering the data section exactly.
+// tensor at its [begin, end) offsets, covering the data section exactly. Dtypes: F32, I64,
+// BF16 and F16 (our float32, int64, bfloat16, float16).
 //
 //   save_safetensors("ckpt.safetensors", model.state_dict());   // atomic: temp file + rename
 //   StateDict sd = load_safetensors("ckpt.safetensors");         // validated, then read

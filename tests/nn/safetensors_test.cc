@@ -88,6 +88,71 @@ TEST_CASE("the file layout, read back by an independent reader") {
   REQUIRE(w[1] == -2.0f);
 }
 
+namespace {
+// Runs a shell command and returns what it printed (REQUIREs that it exits 0).
+std::string run_output(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  REQUIRE(pclose(p) == 0);
+  return out;
+}
+
+StateDict half_sample() {
+  const Tensor x = from_vector(std::vector<float>{1.0f / 3, -2.5f, 65504, 1e-5f});
+  return {{"b", x.to(DType::BFloat16)}, {"h", x.to(DType::Float16)}};
+}
+}  // namespace
+
+TEST_CASE("bfloat16 and float16 tensors save as BF16 and F16 and load bit for bit") {
+  save_safetensors(tmp_path("half.safetensors"), half_sample());
+  const std::string bytes = read_bytes(tmp_path("half.safetensors"));
+  REQUIRE(bytes.find(R"("dtype":"BF16")") != std::string::npos);
+  REQUIRE(bytes.find(R"("dtype":"F16")") != std::string::npos);
+  const StateDict back = load_safetensors(tmp_path("half.safetensors"));
+  for (const auto& [k, t] : half_sample()) {
+    REQUIRE(back.at(k).dtype() == t.dtype());
+    const std::string a(back.at(k).bytes(), back.at(k).nbytes()), b(t.bytes(), t.nbytes());
+    REQUIRE(a == b);
+  }
+}
+
+TEST_CASE("other readers get our BF16 and F16 values (numpy for F16, PyTorch for BF16; where installed)") {
+  save_safetensors(tmp_path("half2.safetensors"), half_sample());
+  const std::string path = tmp_path("half2.safetensors");
+  auto printed = [](const Tensor& t) {  // as Python's ' %.9g' % x prints each value
+    std::string s;
+    char buf[32];
+    for (float v : t.to_vector<float>()) std::snprintf(buf, sizeof buf, " %.9g", double(v)), s += buf;
+    return s;
+  };
+  const std::string expect_b = printed(half_sample().at("b")), expect_h = printed(half_sample().at("h"));
+  if (std::system("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") == 0) {
+    const std::string out = run_output(
+        "python3 -c \"import sys; from safetensors import safe_open; a = safe_open(sys.argv[1], 'np').get_tensor('h'); "
+        "print(str(a.dtype) + ''.join(' %.9g' % float(x) for x in a))\" " +
+        path);
+    REQUIRE(out == "float16" + expect_h + "\n");
+  } else {
+    WARN("SKIPPED: the F16 check (python3 with safetensors and numpy is not available)");
+  }
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0) {
+    // PyTorch interprets the raw bytes the header points at as bfloat16.
+    const std::string out = run_output(
+        "/usr/bin/python3 -c \"import sys, json, struct, torch\n"
+        "raw = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]\n"
+        "e = json.loads(raw[8:8 + n])['b']; a, b = e['data_offsets']\n"
+        "t = torch.frombuffer(bytearray(raw[8 + n + a:8 + n + b]), dtype=torch.bfloat16)\n"
+        "print(e['dtype'] + ''.join(' %.9g' % float(x) for x in t))\" " +
+        path);
+    REQUIRE(out == "BF16" + expect_b + "\n");
+  } else {
+    WARN("SKIPPED: the BF16 check (/usr/bin/python3 with torch is not available; tools/setup.sh --bench installs it)");
+  }
+}
+
 TEST_CASE("PyPI's safetensors + numpy read our file with the same values (where installed)") {
   if (std::system("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") != 0) {
     WARN(
@@ -148,8 +213,10 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
   fails_with(make_file(good_header, data).substr(0, 20), "declares a");                       // header cut
   fails_with(make_file(good_header, data.substr(0, 4)), "run past the 4-byte data section");  // data cut
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", data), "malformed header");
-  fails_with(make_file(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", data.substr(0, 4)),
-             "dtype F16 is not supported");
+  fails_with(make_file(R"({"x":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", data + data),
+             "dtype F64 is not supported (F32, I64, BF16 and F16 are)");
+  fails_with(make_file(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", data),
+             "tensor \"x\": shape (3,) needs 6 bytes");
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
              "tensor \"x\": shape (3,) needs 12 bytes");
   fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "0 <= begin <= end");
