@@ -82,8 +82,7 @@ void ProcessGroupTCP::ring_all_reduce(const Ring& ring, char* data, int64_t coun
   ring_reduce_scatter(ring, data, bounds, dtype, op, desc, 0, d);
   if (op == ReduceOp::Avg) {  // the owner divides its finished segment once
     const int owned = ring::owned_after_reduce_scatter(ring.pos, n);
-    float* f = reinterpret_cast<float*>(data) + bounds[owned];
-    for (int64_t i = 0; i < bounds[owned + 1] - bounds[owned]; ++i) f[i] /= float(n);
+    divide_by(data + size_t(bounds[owned]) * dtype_size(dtype), bounds[owned + 1] - bounds[owned], dtype, n);
   }
   ring_all_gather(ring, data, bounds, dtype, desc, 0, d);
 }

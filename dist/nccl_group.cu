@@ -78,7 +78,14 @@ void cuda_check(cudaError_t r, const char* what) {
   if (r != cudaSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + cudaGetErrorString(r));
 }
 
-ncclDataType_t nccl_type(DType t) { return t == DType::Float32 ? ncclFloat32 : ncclInt64; }
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::Float32: return ncclFloat32;
+    case DType::Int64: return ncclInt64;
+    case DType::BFloat16: return ncclBfloat16;
+    default: return ncclFloat16;
+  }
+}
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return ncclSum;

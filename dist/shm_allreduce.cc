@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+#include <type_traits>
 
 #include "dist/reduce_into.h"
 #include "tensor/check.h"
@@ -62,27 +63,38 @@ bool alive(pid_t pid) {
 // out[j][i] = in[0][i] (op) in[1][i] (op) ... for every j, i < n: always in rank order, so
 // every rank would get the same bits. Blocks of 1024 keep the running result in L1 while
 // every rank's data streams by once and the result is written once to each output.
+// bfloat16 and float16 accumulate in float32 (Acc) and round once at the end.
 template <class T>
 void reduce_ranks(const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n, ReduceOp op) {
+  using Acc = std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
   constexpr int64_t kBlock = 1024;
-  T acc[kBlock];
+  Acc acc[kBlock];
+  T result[kBlock];
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t len = std::min(kBlock, n - b);
-    std::memcpy(acc, reinterpret_cast<const T*>(in[0]) + b, size_t(len) * sizeof(T));
-    for (size_t k = 1; k < in.size(); ++k) reduce_into(acc, reinterpret_cast<const T*>(in[k]) + b, len, op);
+    const T* first = reinterpret_cast<const T*>(in[0]) + b;
+    for (int64_t i = 0; i < len; ++i) acc[i] = Acc(first[i]);
+    for (size_t k = 1; k < in.size(); ++k) {
+      const T* x = reinterpret_cast<const T*>(in[k]) + b;
+      if constexpr (std::is_same_v<Acc, T>) {
+        reduce_into(acc, x, len, op);
+      } else {
+        Acc wide[kBlock];
+        for (int64_t i = 0; i < len; ++i) wide[i] = Acc(x[i]);
+        reduce_into(acc, wide, len, op);
+      }
+    }
     if (op == ReduceOp::Avg)
-      for (int64_t i = 0; i < len; ++i) acc[i] /= T(in.size());
-    for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, acc, size_t(len) * sizeof(T));
+      for (int64_t i = 0; i < len; ++i) acc[i] /= Acc(in.size());
+    for (int64_t i = 0; i < len; ++i) result[i] = T(acc[i]);
+    for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, result, size_t(len) * sizeof(T));
   }
 }
 
-// The same for a dtype the collectives support (float32 or int64).
+// The same for any dtype.
 void reduce_bytes(DType dtype, const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n,
                   ReduceOp op) {
-  if (dtype == DType::Float32)
-    reduce_ranks<float>(in, out, n, op);
-  else
-    reduce_ranks<int64_t>(in, out, n, op);
+  dispatch_storage(dtype, [&](auto zero) { reduce_ranks<decltype(zero)>(in, out, n, op); });
 }
 
 // A name no other job uses: the pid alone is not enough, because processes in different

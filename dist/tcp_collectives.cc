@@ -12,7 +12,7 @@ using namespace wire;
 
 Work ProcessGroupTCP::all_reduce(Tensor t, ReduceOp op) {
   require_cpu_tensor("all_reduce", t);
-  ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[all_reduce] AVG needs float32, got ",
+  ENGINE_REQUIRE(op != ReduceOp::Avg || is_floating(t.dtype()), "[all_reduce] AVG needs a floating-point tensor, got ",
                  dtype_name(t.dtype()));
   return enqueue(make_desc(kAllReduce, &t, op),
                  [this, t, op](const MessageHeader& desc, Deadline d) { run_all_reduce(t, op, desc, d); });
@@ -99,7 +99,8 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   ENGINE_REQUIRE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
                  "[reduce_scatter] input of ", input.numel(), " ", dtype_name(input.dtype()), " must hold world size (",
                  size_, ") x output (", output.numel(), " ", dtype_name(output.dtype()), ")");
-  ENGINE_REQUIRE(op != ReduceOp::Avg || input.dtype() == DType::Float32, "[reduce_scatter] AVG needs float32");
+  ENGINE_REQUIRE(op != ReduceOp::Avg || is_floating(input.dtype()),
+                 "[reduce_scatter] AVG needs a floating-point tensor");
   return enqueue(make_desc(kReduceScatter, &input, op),
                  [this, output, input, op](const MessageHeader& desc, Deadline d) {
                    const int64_t m = output.numel();

@@ -40,7 +40,8 @@ TEST_CASE("all_reduce of int64 and of 16M floats") {
     Tensor t = input(g.rank(), 1000, DType::Int64);
     g.all_reduce(t, ReduceOp::Sum).wait();
     RANK_REQUIRE(t.at({999}) == double(999 % 7 + 1) * 6);
-    RANK_REQUIRE_THROWS_WITH(g.all_reduce(t, ReduceOp::Avg), Catch::Contains("[all_reduce] AVG needs float32"));
+    RANK_REQUIRE_THROWS_WITH(g.all_reduce(t, ReduceOp::Avg),
+                             Catch::Contains("[all_reduce] AVG needs a floating-point tensor"));
   });
   run_threads(2, [](ProcessGroupTCP& g) {
     Tensor t = full({16 << 20}, double(g.rank() + 1));
@@ -48,6 +49,37 @@ TEST_CASE("all_reduce of int64 and of 16M floats") {
     RANK_REQUIRE(min(t).item() == 3);
     RANK_REQUIRE(max(t).item() == 3);
   });
+}
+
+TEST_CASE("all_reduce of bfloat16 and float16: closed form, half the bytes of float32") {
+  // Rank r holds x_i = (i % 13 + r) / 8. Every partial sum over 3 ranks is a multiple of 1/8
+  // below 8, which both 16-bit types hold exactly, so the sum is exact on any path; the
+  // average is that sum divided by 3 and rounded once.
+  for (bool shm : {true, false})
+    for (DType h : {DType::BFloat16, DType::Float16})
+      run_threads(
+          3,
+          [h, shm](ProcessGroupTCP& g) {
+            const int64_t n = 100003;
+            std::vector<float> x(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(i % 13 + g.rank()) / 8;
+            Tensor sum = from_vector(x).to(h), avg = sum.clone();
+            const uint64_t before = g.bytes_sent();
+            g.all_reduce(sum, ReduceOp::Sum).wait();
+            const uint64_t sent = g.bytes_sent() - before;
+            g.all_reduce(avg, ReduceOp::Avg).wait();
+            RANK_REQUIRE(sum.dtype() == h);
+            const std::vector<float> s = sum.to_vector<float>(), a = avg.to_vector<float>();
+            for (int64_t i = 0; i < n; i += 997) {
+              const float want = float(3 * (i % 13) + 3) / 8;
+              RANK_REQUIRE(s[size_t(i)] == want);
+              RANK_REQUIRE(a[size_t(i)] ==
+                           float(h == DType::BFloat16 ? float(bfloat16(want / 3)) : float(float16(want / 3))));
+            }
+            // The ring sends 2 (n-1)/n of the tensor's bytes: 2 bytes an element, not 4.
+            if (!shm) RANK_REQUIRE(std::llabs(int64_t(sent) - int64_t(2 * n * 2 * 2 / 3)) < 4096);
+          },
+          std::chrono::seconds(20), shm);
 }
 
 TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
