@@ -13,7 +13,8 @@ struct DistributedDataParallel::Bucket {
   std::vector<size_t> params;  // indices into params_, in the order they were added
   Tensor buffer;               // every gradient of the bucket, flattened back to back
   size_t pending = 0;          // parameters whose gradient has not arrived yet
-  Work work;
+  GradBucket view;             // what a communication hook is given
+  Future reduced;              // the average, once the all-reduce (or the hook) is done
   bool launched = false;
 };
 
@@ -54,8 +55,15 @@ DistributedDataParallel::~DistributedDataParallel() {
   }
   for (auto& b : buckets_)
     if (b->launched) try {
-        b->work.wait();
+        b->reduced.wait();
       } catch (const Error&) {}
+}
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  ENGINE_REQUIRE(hook != nullptr, "[DistributedDataParallel] register_comm_hook got an empty hook");
+  ENGINE_REQUIRE(!hook_, "[DistributedDataParallel] register_comm_hook can only be called once");
+  ENGINE_REQUIRE(join_ == nullptr, "[DistributedDataParallel] communication hooks do not work inside a Join");
+  hook_ = std::move(hook);
 }
 
 void DistributedDataParallel::build_buckets() {
@@ -83,6 +91,14 @@ void DistributedDataParallel::build_buckets() {
     for (size_t q : b->params) n += params_[q].numel();
     b->buffer = group_->shared_buffer(n);  // reduced in place where ranks share memory
   }
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    GradBucket& v = buckets_[bi]->view;
+    v.index = int(bi);
+    v.is_last = bi + 1 == buckets_.size();
+    v.buffer = buckets_[bi]->buffer;
+    v.group = group_;
+    for (size_t q : buckets_[bi]->params) v.gradients.push_back(slot(q)), v.names.push_back(names_[q]);
+  }
   // Each gradient is computed straight into its slot when the op making it can (linear
   // layers' weights), so mark_ready has nothing to copy.
   if (group_->size() > 1 || options_.reduce_when_alone)
@@ -97,7 +113,7 @@ Tensor DistributedDataParallel::slot(size_t i) const {
 void DistributedDataParallel::reset_for_backward() {
   for (auto& b : buckets_) {
     if (b->launched) try {  // a backward that failed part way may have left one in flight
-        b->work.wait();
+        b->reduced.wait();
       } catch (const Error&) {}
     b->pending = b->params.size();
     b->launched = false;
@@ -146,8 +162,8 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
 }
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
-  if (!sync_) return;                                              // no_sync: gradients just accumulate in .grad
-  if (group_->size() == 1 && !options_.reduce_when_alone) return;  // the average over one rank is the gradient itself
+  if (!sync_) return;  // no_sync: gradients just accumulate in .grad
+  if (group_->size() == 1 && !options_.reduce_when_alone && !hook_) return;  // one rank's average is its gradient
   if (!finalize_queued_) {
     finalize_queued_ = true;
     autograd::queue_callback([this] { finalize(); });
@@ -171,7 +187,7 @@ void DistributedDataParallel::launch_ready_buckets() {
   // Strictly in bucket order, so every rank issues the same all-reduces in the same order.
   while (launched_ < int(buckets_.size()) && buckets_[size_t(launched_)]->pending == 0) {
     Bucket& b = *buckets_[size_t(launched_)];
-    b.work = group_->all_reduce(b.buffer, ReduceOp::Avg);
+    b.reduced = hook_ ? hook_(b.view) : Future(group_->all_reduce(b.buffer, ReduceOp::Avg), b.buffer);
     b.launched = true;
     ++launched_;
   }
@@ -188,7 +204,14 @@ void DistributedDataParallel::finalize() {
                 "find_unused_parameters = true; otherwise make the loss depend on them. (Every rank must reduce every "
                 "bucket, so a missing gradient would leave the others waiting.)");
   }
-  for (auto& b : buckets_) b->work.wait();
+  for (auto& b : buckets_) {
+    const Tensor avg = b->reduced.wait();
+    ENGINE_REQUIRE(avg.defined() && avg.dtype() == DType::Float32 && avg.numel() == b->buffer.numel(),
+                   "[DistributedDataParallel] the communication hook's result must be a float32 tensor of ",
+                   b->buffer.numel(), " elements (the bucket), got ",
+                   avg.defined() ? std::to_string(avg.numel()) + " " + dtype_name(avg.dtype()) : "none");
+    if (avg.data<float>() != b->buffer.data<float>()) b->buffer.copy_(avg.reshape(b->buffer.shape()));
+  }
   // The averages go back into .grad, where the optimizer reads them.
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor avg = slot(i);

@@ -19,6 +19,9 @@
 // earlier layers' gradients. When backward ends, DDP waits for the buckets and copies the
 // averages back into .grad.
 //
+// register_comm_hook replaces the bucket's all-reduce with a hook (comm_hooks.h): gradients
+// compressed to bfloat16 or float16, PowerSGD (powersgd.h), or your own.
+//
 // A parameter that gets no gradient would leave its bucket waiting forever: DDP reports it
 // by name at the end of backward, unless find_unused_parameters is set, in which case it
 // finds them after each forward and counts them as ready (with a zero gradient).
@@ -28,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm_hooks.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -72,6 +76,11 @@ class DistributedDataParallel : public nn::Module {
   };
   NoSync no_sync() { return NoSync(*this); }
 
+  // From now on each full bucket goes to `hook` instead of the all-reduce (comm_hooks.h).
+  // Once per DDP, before training, as in PyTorch. With a hook, buckets are reduced even at
+  // world size 1 (the hook decides what "reduced" means there). Not with Join.
+  void register_comm_hook(CommHook hook);
+
   // Introspection for tests and lessons: bucket layout, and how many buckets have been
   // launched in the backward in progress (or the last one).
   const std::vector<std::vector<std::string>>& bucket_names() const { return bucket_names_; }
@@ -104,6 +113,7 @@ class DistributedDataParallel : public nn::Module {
   int launched_ = 0;
   bool sync_ = true;
   bool finalize_queued_ = false;
+  CommHook hook_;
   Join* join_ = nullptr;  // the Join this DDP is in, if any
 };
 

@@ -9,6 +9,9 @@ namespace engine::dist {
 
 Join::Join(DistributedDataParallel& ddp) : ddp_(ddp) {
   ENGINE_REQUIRE(ddp_.join_ == nullptr, "[Join] this DistributedDataParallel is already in a Join");
+  ENGINE_REQUIRE(!ddp_.hook_,
+                 "[Join] does not work with a communication hook (a finished rank would have to shadow "
+                 "the hook's own collectives)");
   ddp_.join_ = this;
 }
 

@@ -1,0 +1,54 @@
+// PowerSGD (Vogels, Karimireddy & Jaggi, NeurIPS 2019): a DDP communication hook that
+// sends a rank-r approximation of each gradient matrix instead of the matrix, with error
+// feedback so that what is left out is sent in later steps. PyTorch's powerSGD_hook.
+//
+//   PowerSGDState state{.group = &group, .matrix_approximation_rank = 2, .start_powerSGD_iter = 10};
+//   ddp.register_comm_hook([&state](GradBucket& b) { return powerSGD_hook(state, b); });
+//
+// For a gradient M (n x m, each rank its own) and a shared Q (m x r):
+//   P = M Q              all-reduce (sum) P: (n r) numbers instead of n m
+//   P = orthonormalise the columns of P (Gram-Schmidt)
+//   Q = M^T P            all-reduce (average) Q: (m r) numbers
+//   M ~ P Q^T            = P P^T mean(M): mean(M) projected onto r directions
+// With error feedback each rank adds last step's residual (M - its approximation) to this
+// step's M first, so nothing is lost for good, only late. With warm start, Q is kept from
+// the previous step (one power-iteration step per training step). Tensors not worth it
+// (biases: (n + m) r * min_compression_rate >= n m) are all-reduced as they are, in one
+// message per bucket. The first start_powerSGD_iter steps are plain all-reduce (training is
+// sensitive early on, as the paper and PyTorch advise).
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "dist/comm_hooks.h"
+#include "tensor/random.h"
+
+namespace engine::dist {
+
+struct PowerSGDState {
+  ProcessGroup* group = nullptr;  // nullptr: the bucket's (DDP's) group
+  int matrix_approximation_rank = 1;
+  int start_powerSGD_iter = 1000;  // steps of plain all-reduce first
+  double min_compression_rate = 2;
+  bool use_error_feedback = true;
+  bool warm_start = true;
+  double orthogonalization_epsilon = 0;  // added to column norms (0: none, as PyTorch's default)
+  uint64_t random_seed = 0;
+
+  // Filled as training goes (the same on every rank):
+  int64_t iter = 0;  // training steps seen (counted at each step's last bucket)
+  int64_t numel_before_compression = 0, numel_after_compression = 0;  // elements sent, summed over steps
+  std::map<int, Tensor> error;                                        // per bucket: the residual
+  std::map<int, std::vector<Tensor>> qs;                              // per bucket: each matrix's Q (warm start)
+  Generator rng{0};
+  bool seeded = false;
+};
+
+Future powerSGD_hook(PowerSGDState& state, GradBucket& bucket);
+
+// Orthonormalises the columns of `p` (n x r, contiguous) in place by Gram-Schmidt; epsilon
+// is added to each norm before dividing (0 leaves a zero column as NaN, as PyTorch does).
+void orthogonalize(Tensor& p, double epsilon = 0);
+
+}  // namespace engine::dist
