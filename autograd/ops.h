@@ -78,6 +78,8 @@ Variable select(const Variable& a, int64_t dim, int64_t index);
 Variable expand(const Variable& a, const Shape& shape);
 Variable squeeze(const Variable& a, int64_t dim);
 Variable unsqueeze(const Variable& a, int64_t dim);
+// A copy in another dtype; its gradient is converted back (mixed precision: nn/autocast.h).
+Variable to(const Variable& a, DType dtype);
 Variable contiguous(const Variable& a);
 
 }  // namespace engine::autograd

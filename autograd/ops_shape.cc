@@ -85,6 +85,12 @@ Variable var(const Variable& a, const std::vector<int64_t>& dims, bool keepdim, 
                 });
 }
 
+Variable to(const Variable& a, DType dtype) {
+  if (a.data().dtype() == dtype) return a;
+  const DType from = a.data().dtype();
+  return record("to", a.data().to(dtype), {a}, [from](const Tensor& g, const Needs&) { return Grads{g.to(from)}; });
+}
+
 Variable reshape(const Variable& a, const Shape& shape) {
   const Shape sa = a.shape();
   return record("reshape", a.data().reshape(shape), {a},

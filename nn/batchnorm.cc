@@ -17,7 +17,10 @@ BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, doubl
   register_buffer("num_batches_tracked", &num_batches_tracked);
 }
 
-Variable BatchNorm::forward(const Variable& x) {
+Variable BatchNorm::forward(const Variable& x0) {
+  // 16-bit input (a convolution under autocast) is normalised in float32: the statistics
+  // are sums over the whole batch, and the parameters are float32.
+  const Variable x = is_half(x0.data().dtype()) ? autograd::to(x0, DType::Float32) : x0;
   ENGINE_REQUIRE(
       x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features, "[BatchNorm] expects input with ",
       dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + " or " + std::to_string(dims_hi_),

@@ -1,5 +1,6 @@
 #include "nn/functional.h"
 
+#include "nn/autocast.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
@@ -8,7 +9,17 @@ namespace engine::nn {
 using Grads = std::vector<Tensor>;
 using Needs = autograd::Needs;
 
+namespace {
+// Under autocast (autocast.h): the input, weight and bias as 16-bit copies, whose casts send
+// float32 gradients back to the float32 parameters.
+Variable cast(const Variable& v) { return v.defined() ? autograd::to(v, autocast_dtype()) : v; }
+}  // namespace
+
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  if (autocast_enabled()) {
+    const Autocast off(autocast_dtype(), false);  // the copies are made; the op itself runs as usual
+    return linear(cast(x), cast(weight), cast(bias));
+  }
   const Shape xs = x.shape();
   const int64_t in = weight.size(1), out = weight.size(0);
   ENGINE_REQUIRE(weight.dim() == 2, "[linear] weight must be (out, in), got ", shape_str(weight.shape()));
@@ -36,6 +47,10 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 }
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+  if (autocast_enabled()) {
+    const Autocast off(autocast_dtype(), false);
+    return conv2d(cast(x), cast(weight), cast(bias), stride, padding);
+  }
   const Shape xs = x.shape(), ws = weight.shape();
   ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
   check_window("conv2d", xs, ws[2], ws[3], stride, padding);

@@ -27,7 +27,10 @@ Variable log_softmax(const Variable& x) {
   });
 }
 
-Variable cross_entropy(const Variable& logits, const Tensor& targets) {
+Variable cross_entropy(const Variable& logits0, const Tensor& targets) {
+  // 16-bit logits (from layers under autocast) are widened: the log-softmax of 10 classes
+  // needs float32's digits, as in PyTorch's autocast, whose float32 list has this loss.
+  const Variable logits = is_half(logits0.data().dtype()) ? autograd::to(logits0, DType::Float32) : logits0;
   // Softmax, the loss and what backward needs, in one pass (tensor/nn_ops.cc).
   const CrossEntropy saved = cross_entropy_forward(logits.data(), targets);
   const Tensor t = targets;

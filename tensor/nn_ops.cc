@@ -64,6 +64,7 @@ void require_same_device(const char* op, const Tensor& a, const char* a_name, co
 
 Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding, ColumnLayout layout) {
   check_window("im2col", x.shape(), kh, kw, stride, padding);
+  if (is_half(x.dtype())) return im2col(x.to(DType::Float32), kh, kw, stride, padding, layout).to(x.dtype());
   require_float("im2col", x);
   const Tensor xc = x.contiguous();
   const Shape& s = xc.shape();
@@ -85,6 +86,8 @@ Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t p
 Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
               ColumnLayout layout) {
   check_window("col2im", xs, kh, kw, stride, padding);
+  if (is_half(cols.dtype()))  // the overlapping windows add up in float32
+    return col2im(cols.to(DType::Float32), xs, kh, kw, stride, padding, layout).to(cols.dtype());
   require_float("col2im", cols);
   const Shape cs = columns_shape(xs, kh, kw, stride, padding, layout);
   ENGINE_REQUIRE(cols.shape() == cs, "[col2im] columns of shape ", shape_str(cols.shape()), " do not fit image ",
@@ -107,6 +110,11 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
   const Shape xs = x.shape();
   check_window("max_pool2d", xs, kernel, kernel, stride, padding);
   ENGINE_REQUIRE(padding * 2 <= kernel, "[max_pool2d] padding ", padding, " must be at most half the kernel ", kernel);
+  if (is_half(x.dtype())) {
+    MaxPool r = max_pool2d_forward(x.to(DType::Float32), kernel, stride, padding);
+    r.out = r.out.to(x.dtype());
+    return r;
+  }
   require_float("max_pool2d", x);
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   const int64_t OH = window_out_size(H, kernel, stride, padding), OW = window_out_size(W, kernel, stride, padding);
@@ -146,6 +154,7 @@ Tensor max_pool2d_backward(const Tensor& g, const Tensor& where, const Shape& xs
   ENGINE_REQUIRE(g.shape() == where.shape(), "[max_pool2d backward] gradient of shape ", shape_str(g.shape()),
                  " does not match the pooled shape ", shape_str(where.shape()));
   require_same_device("max_pool2d backward", g, "the gradient", where, "the saved indices");
+  if (is_half(g.dtype())) return max_pool2d_backward(g.to(DType::Float32), where, xs).to(g.dtype());
   Tensor dx = zeros(xs, DType::Float32, g.device());
   const Tensor gc = g.contiguous();
   if (gc.device().is_cuda()) {

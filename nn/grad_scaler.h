@@ -1,0 +1,54 @@
+// Loss scaling for float16 training, as torch.cuda.amp.GradScaler.
+//
+// float16's smallest normal value is 6.1e-5 (subnormals reach 6e-8): small gradients,
+// computed in float16 under autocast, round to zero. Multiplying the loss by a large
+// scale S multiplies every gradient by S on the way back, lifting them into range; the
+// gradients are divided by S again (in float32) before the optimizer step. If S was too
+// large and some gradient overflowed to Inf (or a NaN appeared), the step is skipped and
+// S halves; after growth_interval good steps in a row, S doubles.
+//
+//   nn::GradScaler scaler;
+//   { nn::Autocast ac(DType::Float16); loss = cross_entropy(model(x), y); }
+//   scaler.scale(loss).backward();
+//   scaler.step(opt);     // unscales, then steps unless a gradient is Inf/NaN
+//   scaler.update();      // grows or backs off the scale
+//
+// Under DDP the check is the same on every rank: an Inf in any rank's gradient becomes an
+// Inf in the averaged gradient everywhere, so every rank skips the same steps.
+#pragma once
+
+#include "nn/optimizer.h"
+
+namespace engine::nn {
+
+struct GradScalerOptions {
+  double init_scale = 65536;  // 2^16
+  double growth_factor = 2;
+  double backoff_factor = 0.5;
+  int growth_interval = 2000;
+  bool enabled = true;  // false: every call passes through (scale 1, no checks)
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+  // loss * scale.
+  Variable scale(const Variable& loss) const;
+  // Divides the optimizer's gradients by the scale (once per step) and notes whether any
+  // is Inf or NaN. Call it before clipping gradients; step() calls it if you did not.
+  void unscale_(Optimizer& opt);
+  // opt.step() unless the unscaled gradients held an Inf or NaN. Returns whether it stepped.
+  bool step(Optimizer& opt);
+  // The next scale: backoff after a skipped step, growth after growth_interval good ones.
+  void update();
+  double get_scale() const { return scale_; }
+  int skipped_steps() const { return skipped_; }
+
+ private:
+  GradScalerOptions options_;
+  double scale_;
+  int good_steps_ = 0, skipped_ = 0;
+  bool unscaled_ = false, found_inf_ = false;
+};
+
+}  // namespace engine::nn

@@ -1,0 +1,174 @@
+// Autocast and GradScaler: inside a scope linear and conv2d multiply in 16 bits and give
+// 16-bit outputs, parameters and their gradients stay float32, the loss is float32, the
+// result is close to float32 training; loss scaling rescues float16 gradients that would
+// round to zero, skips steps whose gradients overflowed, and grows the scale back.
+#include <cmath>
+
+#include "catch2/catch.hpp"
+#include "nn/autocast.h"
+#include "nn/batchnorm.h"
+#include "nn/conv.h"
+#include "nn/functional.h"
+#include "nn/grad_scaler.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "nn/sgd.h"
+#include "tensor/ops.h"
+
+using namespace engine;
+using namespace engine::nn;
+
+namespace {
+double relative_distance(const Tensor& a, const Tensor& b) {
+  const Tensor d = a.to(DType::Float32) - b.to(DType::Float32);
+  return std::sqrt(sum(d * d).item() / sum(b * b).item());
+}
+}  // namespace
+
+TEST_CASE("autocast: linear multiplies in bfloat16; gradients come back float32") {
+  Generator g(1);
+  Variable x(randn({16, 32}, &g)), w(randn({8, 32}, &g), true), b(randn({8}, &g), true);
+  Variable y;
+  {
+    Autocast ac(DType::BFloat16);
+    REQUIRE(autocast_enabled());
+    y = linear(x, w, b);
+  }
+  REQUIRE_FALSE(autocast_enabled());
+  REQUIRE(y.data().dtype() == DType::BFloat16);
+  // The product of the rounded operands with float32 sums, rounded, plus the rounded bias,
+  // rounded: within one bfloat16 step (2^-7 relative) of the product and of the result.
+  const auto r = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
+  const Tensor xw = matmul(r(x.data()), r(w.data()).transpose(0, 1));
+  const auto got = y.data().to(DType::Float32).to_vector<float>(), exp = (xw + r(b.data())).to_vector<float>(),
+             prod = xw.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i)
+    REQUIRE(std::fabs(got[i] - exp[i]) <= (std::fabs(prod[i]) + std::fabs(exp[i])) * 0x1p-7f + 1e-6f);
+  sum(y).backward();  // sum's gradient is float32 ones; the cast turns it into bfloat16 for linear
+  REQUIRE(w.grad().dtype() == DType::Float32);
+  REQUIRE(b.grad().dtype() == DType::Float32);
+  // dW = sum over rows of x (rounded to bfloat16): within bfloat16 precision of float32's.
+  Variable w32(w.data(), true);
+  sum(linear(x, w32, Variable())).backward();
+  REQUIRE(relative_distance(w.grad(), w32.grad()) < 1e-2);
+}
+
+TEST_CASE("autocast scopes nest and can be disabled") {
+  {
+    Autocast outer(DType::Float16);
+    {
+      Autocast inner(DType::BFloat16, false);
+      REQUIRE_FALSE(autocast_enabled());
+    }
+    REQUIRE(autocast_enabled());
+    REQUIRE(autocast_dtype() == DType::Float16);
+  }
+  REQUIRE_FALSE(autocast_enabled());
+  REQUIRE_THROWS_WITH(Autocast(DType::Int64), Catch::Contains("bfloat16 or float16, got int64"));
+}
+
+TEST_CASE("an MLP and a CNN under autocast: float32 loss, gradients close to float32's") {
+  Generator g(2);
+  auto mlp = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(64, 128, true, &g),
+                                                                 std::make_shared<ReLU>(),
+                                                                 std::make_shared<Linear>(128, 10, true, &g)});
+  auto cnn = std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Conv2d>(1, 8, 3, 1, 1, true, &g), std::make_shared<BatchNorm2d>(8), std::make_shared<ReLU>(),
+      std::make_shared<MaxPool2d>(2), std::make_shared<Flatten>(), std::make_shared<Linear>(8 * 4 * 4, 10, true, &g)});
+  const Tensor xm = randn({32, 64}, &g), xc = randn({32, 1, 8, 8}, &g), y = randint(0, 10, {32}, &g);
+  for (auto [model, x] : {std::pair{std::static_pointer_cast<Module>(mlp), xm}, {cnn, xc}}) {
+    model->zero_grad();
+    cross_entropy((*model)(Variable(x)), y).backward();
+    std::vector<Tensor> full;
+    for (auto& p : model->parameters()) full.push_back(p.grad().clone());
+    model->zero_grad();
+    Variable loss;
+    {
+      Autocast ac(DType::BFloat16);
+      loss = cross_entropy((*model)(Variable(x)), y);
+    }
+    REQUIRE(loss.data().dtype() == DType::Float32);
+    loss.backward();
+    const auto params = model->parameters();
+    const auto names = model->named_parameters();
+    double largest = 0;
+    for (const Tensor& f : full) largest = std::max(largest, std::sqrt(sum(f * f).item()));
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double norm = std::sqrt(sum(full[i] * full[i]).item());
+      INFO(names[i].first << ": " << relative_distance(params[i].grad(), full[i]) << " (norm " << norm << ")");
+      REQUIRE(params[i].grad().dtype() == DType::Float32);
+      if (norm < 1e-4 * largest) {
+        // A convolution's bias before BatchNorm: exactly 0 in exact arithmetic (the
+        // normalisation subtracts the mean), so only rounding is left, on either side.
+        const Tensor& got = params[i].grad();
+        REQUIRE(std::sqrt(sum(got * got).item()) < 1e-2 * largest);
+        continue;
+      }
+      // Each value in 16 bits is off by up to 2^-9 (bfloat16's 8 significant bits), and a
+      // gradient sums 32 rows of mixed-sign terms, which cancel and magnify that: measured
+      // up to 5.6% here (the first layer's weight), so 10% bounds it.
+      REQUIRE(relative_distance(params[i].grad(), full[i]) < 0.1);
+    }
+  }
+}
+
+TEST_CASE("GradScaler: float16 gradients that round to zero without it are right with it") {
+  // A loss scaled down by 1e-7: its gradients (~1e-9) are below float16's smallest
+  // subnormal (6e-8), so under float16 autocast they vanish on their way into the layer.
+  Generator g(3);
+  const Tensor x = randn({16, 8}, &g), y = randint(0, 4, {16}, &g);
+  const Tensor w0 = randn({4, 8}, &g);
+  auto grad_of = [&](bool autocast, GradScaler* scaler) {
+    Variable w(w0.clone(), true);
+    Variable loss;
+    {
+      Autocast ac(DType::Float16, autocast);
+      loss = cross_entropy(linear(Variable(x), w, Variable()), y) * 1e-7;
+    }
+    (scaler ? scaler->scale(loss) : loss).backward();
+    if (scaler) {
+      SGD opt({w}, {.lr = 0});
+      scaler->unscale_(opt);
+    }
+    return w.grad();
+  };
+  const Tensor exact = grad_of(false, nullptr);
+  REQUIRE(max(abs(grad_of(true, nullptr))).item() == 0);  // every gradient lost
+  GradScaler scaler;
+  const Tensor scaled = grad_of(true, &scaler);
+  REQUIRE(relative_distance(scaled, exact) < 1e-2);
+}
+
+TEST_CASE("GradScaler: an overflowed step is skipped and the scale backs off; good steps grow it") {
+  Generator g(4);
+  Variable w(randn({4, 8}, &g), true);
+  SGD opt({w}, {.lr = 0.1});
+  GradScaler scaler({.init_scale = 1e30, .growth_interval = 3});
+  const Tensor before = w.data().clone();
+  const Tensor x = randn({16, 8}, &g), y = randint(0, 4, {16}, &g);
+  auto one_step = [&] {
+    opt.zero_grad();
+    Variable loss;
+    {
+      Autocast ac(DType::Float16);
+      loss = cross_entropy(linear(Variable(x), w, Variable()), y);
+    }
+    scaler.scale(loss).backward();  // 1e30 overflows float16 on the way back: Inf gradients
+    const bool stepped = scaler.step(opt);
+    scaler.update();
+    return stepped;
+  };
+  REQUIRE_FALSE(one_step());
+  REQUIRE(scaler.get_scale() == 5e29);
+  REQUIRE(relative_distance(w.data(), before) == 0);  // skipped: the weights did not move
+  int skipped = 1;
+  while (!one_step()) ++skipped;  // halves until the gradients fit in float16
+  REQUIRE(scaler.get_scale() == 1e30 * std::pow(0.5, skipped));
+  REQUIRE(relative_distance(w.data(), before) > 0);
+  const double fit = scaler.get_scale();
+  REQUIRE(one_step());
+  REQUIRE(one_step());  // the third good step in a row
+  REQUIRE(scaler.get_scale() == fit * 2);
+  REQUIRE(scaler.skipped_steps() == skipped);
+  REQUIRE_THROWS_WITH(GradScaler({.backoff_factor = 1}), Catch::Contains("backoff_factor must be in (0, 1)"));
+}
