@@ -3,6 +3,7 @@
 // as the same JSON line so bench/train_step.py can set the two side by side.
 //
 //   bazel run //bench:train_step -- --batch 64
+//   bazel run //bench:train_step -- --batch 256 --autocast both   # bfloat16 autocast beside float32
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "nn/autocast.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -21,38 +23,68 @@
 using namespace engine;
 using namespace engine::nn;
 
+namespace {
+std::shared_ptr<Sequential> mlp() {
+  manual_seed(0);
+  return std::make_shared<Sequential>(std::vector<ModulePtr>{
+      std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
+      std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   int64_t batch = 64;
   int steps = 200, rounds = 5;
+  std::string autocast = "off";
   Flags flags("train_step", "Times the MLP training step (784-256-256-10, SGD momentum) on one thread.");
   flags.add("--batch", &batch, 1, 1 << 16, "images per step");
   flags.add("--steps", &steps, 1, 1 << 20, "steps per round");
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
+  flags.add("--autocast", &autocast, {"off", "bf16", "both"},
+            "forward under bfloat16 autocast; both: float32 and bfloat16 steps in alternating rounds, and their ratio");
   flags.parse_or_exit(argc, argv);
-  manual_seed(0);
-  Sequential model({std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
-                    std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
-  SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  auto model32 = mlp(), model16 = mlp();
+  SGD opt32(model32->parameters(), {.lr = 0.01, .momentum = 0.9}),
+      opt16(model16->parameters(), {.lr = 0.01, .momentum = 0.9});
   const Tensor x = randn({batch, 784});
   const Tensor y = randint(0, 10, {batch});
-  auto step = [&] {
+  auto step = [&](bool half) {
+    SGD& opt = half ? opt16 : opt32;
+    Sequential& model = half ? *model16 : *model32;
     opt.zero_grad();
-    cross_entropy(model(Variable(x)), y).backward();
+    Variable loss;
+    {
+      Autocast ac(DType::BFloat16, half);
+      loss = cross_entropy(model(Variable(x)), y);
+    }
+    loss.backward();
     opt.step();
   };
-  for (int i = 0; i < 20; ++i) step();
-  std::vector<double> times;
+  std::vector<bool> kinds;
+  if (autocast != "bf16") kinds.push_back(false);
+  if (autocast != "off") kinds.push_back(true);
+  for (bool k : kinds)
+    for (int i = 0; i < 20; ++i) step(k);
+  std::vector<double> times[2], ratio;
   for (int r = 0; r < rounds; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
+    for (bool k : kinds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < steps; ++i) step(k);
+      times[k].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
+    }
+    if (kinds.size() == 2) ratio.push_back(times[0].back() / times[1].back());
   }
-  const double s = median(times);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::printf(
-      "{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "
-      "\"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
-      (long long)batch, s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+  for (bool k : kinds) {
+    const double s = median(times[k]);
+    std::printf(
+        "{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "
+        "\"autocast\": \"%s\", \"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        (long long)batch, k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+  }
+  if (!ratio.empty())
+    std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,
+                median(ratio));
   return 0;
 }

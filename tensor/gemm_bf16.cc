@@ -11,11 +11,13 @@
 #include "tensor/gemm_bf16.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "tensor/check.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_amx.h"
+#include "tensor/gemm_kernels.h"
 
 namespace engine {
 namespace {
@@ -26,32 +28,58 @@ constexpr int64_t kKC = 512, kMC = 128, kNC = 1024;  // A block 128 x 512 x 2 B 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Rows [0, mc) x cols [0, kc) of A as 32-row panels, each row kcp (kc rounded up to 32)
-// values long; rows past mc and columns past kc are zero.
+// values long; rows past mc and columns past kc are zero. Row-major A (csa == 1) copies
+// rows whole; transposed A (rsa == 1) walks down its contiguous columns.
 void pack_a(int64_t mc, int64_t kc, int64_t kcp, const bfloat16* A, int64_t rsa, int64_t csa, uint16_t* Ap) {
-  for (int64_t i = 0; i < round_up(mc, kTile); ++i, Ap += kcp) {
-    int64_t k = 0;
-    if (i < mc) {
-      const bfloat16* row = A + i * rsa;
-      for (; k < kc; ++k) Ap[k] = row[k * csa].bits;
-    }
-    for (; k < kcp; ++k) Ap[k] = 0;
+  const int64_t rows = round_up(mc, kTile);
+  std::memset(Ap, 0, size_t(rows * kcp) * 2);
+  const uint16_t* a = reinterpret_cast<const uint16_t*>(A);
+  if (csa == 1) {
+    for (int64_t i = 0; i < mc; ++i) std::memcpy(Ap + i * kcp, a + i * rsa, size_t(kc) * 2);
+  } else if (rsa == 1) {
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t i = 0; i < mc; ++i) Ap[i * kcp + k] = a[k * csa + i];
+  } else {
+    for (int64_t i = 0; i < mc; ++i)
+      for (int64_t k = 0; k < kc; ++k) Ap[i * kcp + k] = a[i * rsa + k * csa];
   }
 }
 
 // Rows [0, kc) x cols [0, nc) of B as 32-column panels of pairs: panel q, pair row p holds
-// B[2p, j], B[2p+1, j] for j in the panel's 32 columns. Zero past kc and nc.
+// B[2p, j], B[2p+1, j] for j in the panel's 32 columns, as one 32-bit word (low half
+// first). Zero past kc and nc. Row-major B (csb == 1) merges two rows at a time; B stored
+// transposed (rsb == 1) already has each pair side by side in its columns.
 void pack_b(int64_t kc, int64_t kcp, int64_t nc, const bfloat16* B, int64_t rsb, int64_t csb, uint16_t* Bp) {
-  for (int64_t q = 0; q < nc; q += kTile) {
+  const uint16_t* b = reinterpret_cast<const uint16_t*>(B);
+  for (int64_t q = 0; q < nc; q += kTile, Bp += kcp * kTile) {
     const int64_t cols = std::min(kTile, nc - q);
-    for (int64_t k = 0; k < kcp; ++k) {
-      uint16_t* dst = Bp + (k / 2) * (2 * kTile) + (k & 1);
-      const bfloat16* src = B + k * rsb + q * csb;
-      int64_t j = 0;
-      if (k < kc)
-        for (; j < cols; ++j) dst[2 * j] = src[j * csb].bits;
-      for (; j < kTile; ++j) dst[2 * j] = 0;
+    uint32_t* dst = reinterpret_cast<uint32_t*>(Bp);  // kcp/2 rows of 32 words
+    std::memset(dst, 0, size_t(kcp / 2 * kTile) * 4);
+    if (rsb == 1 && csb % 2 == 0 && kc % 2 == 0 && reinterpret_cast<uintptr_t>(b) % 4 == 0 &&
+        gemm_kernel_supported(GemmKernel::Avx2)) {
+      // Each column's pairs are 32-bit words, so the panel is a transpose of 32-bit words:
+      // the float32 GEMM's 8x8 register transpose does it, moving bits, not values.
+      detail::pack_b_columns_avx2(int(kTile), kc / 2, cols, reinterpret_cast<const float*>(b + q * csb), csb / 2,
+                                  reinterpret_cast<float*>(dst));
+      continue;
     }
-    Bp += kcp * kTile;
+    for (int64_t p = 0; p < kc / 2 * 2; p += 2) {
+      uint32_t* row = dst + p / 2 * kTile;
+      const uint16_t* r0 = b + p * rsb + q * csb;
+      if (csb == 1) {
+        const uint16_t* r1 = r0 + rsb;
+        for (int64_t j = 0; j < cols; ++j) row[j] = uint32_t(r0[j]) | uint32_t(r1[j]) << 16;
+      } else if (rsb == 1) {
+        for (int64_t j = 0; j < cols; ++j) std::memcpy(row + j, r0 + j * csb, 4);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) row[j] = uint32_t(r0[j * csb]) | uint32_t(r0[j * csb + rsb]) << 16;
+      }
+    }
+    if (kc % 2) {  // the last row pairs with a zero
+      uint32_t* row = dst + kc / 2 * kTile;
+      const uint16_t* r0 = b + (kc - 1) * rsb + q * csb;
+      for (int64_t j = 0; j < cols; ++j) row[j] = r0[j * csb];
+    }
   }
 }
 

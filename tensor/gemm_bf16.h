@@ -8,6 +8,7 @@
 //   amx:      Intel AMX tiles (TDPBF16PS: a 16x32 by 32x16 bfloat16 product per
 //             instruction, ~1.8 TFLOP/s on one core here, 11x the core's float32 FMA peak).
 //             Needs the CPU's amx-bf16 and the kernel's permission (arch_prctl), asked once.
+//             Like every AMX product it reads subnormal inputs (below 2^-126) as zero.
 //   portable: widen both operands to float32 and run gemm() (same values, float32 speed).
 // AVX-512's own bfloat16 dot product (VDPBF16PS) is not used: measured on this CPU it runs
 // at half the rate of float32 FMAs (80 vs 170 GFLOP/s on one core), so it cannot beat gemm().

@@ -35,11 +35,11 @@ inline float bits_float(uint32_t u) {
 // float32 -> bfloat16 keeps the top 16 bits, rounding the 16 it drops to nearest, ties to
 // even: adding 0x7fff (plus 1 when the kept part is odd) carries into bit 16 exactly when
 // the dropped part is over half (or half, with an odd kept part). Every NaN becomes the
-// one quiet NaN 0x7fc0, as in PyTorch; the carry can turn the largest finite values into
-// infinity, as it should.
+// NaN stays NaN, quieted, with its sign (as the CPU's VCVTNEPS2BF16 does); the carry can
+// turn the largest finite values into infinity, as it should.
 inline uint16_t float_to_bf16_bits(float f) {
   const uint32_t u = float_bits(f);
-  if (std::isnan(f)) return 0x7fc0;
+  if (std::isnan(f)) return uint16_t((u >> 16) | 0x0040);
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 inline float bf16_bits_to_float(uint16_t b) { return bits_float(uint32_t(b) << 16); }

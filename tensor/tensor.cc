@@ -6,6 +6,7 @@
 
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda_ops.h"
+#include "tensor/half_convert.h"
 #include "tensor/loops.h"
 
 namespace engine {
@@ -312,6 +313,25 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
+namespace {
+// Dense float32 <-> bfloat16/float16 conversions through the vectorised loops; false for
+// any other pair (the generic loop below handles those).
+bool convert_dense(const Tensor& src, const Tensor& dst) {
+  const int64_t n = src.numel();
+  if (src.dtype() == DType::Float32 && dst.dtype() == DType::BFloat16)
+    detail::float_to_bf16(src.data<float>(), dst.data<bfloat16>(), n);
+  else if (src.dtype() == DType::BFloat16 && dst.dtype() == DType::Float32)
+    detail::bf16_to_float(src.data<bfloat16>(), dst.data<float>(), n);
+  else if (src.dtype() == DType::Float32 && dst.dtype() == DType::Float16)
+    detail::float_to_fp16(src.data<float>(), dst.data<float16>(), n);
+  else if (src.dtype() == DType::Float16 && dst.dtype() == DType::Float32)
+    detail::fp16_to_float(src.data<float16>(), dst.data<float>(), n);
+  else
+    return false;
+  return true;
+}
+}  // namespace
+
 Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(defined() && src.defined(), "[copy_] tensor is undefined");
   Shape bs = broadcast_shapes(src.shape(), shape_, "copy_");
@@ -325,6 +345,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     std::memmove(this->bytes(), src.bytes(), nbytes());
     return *this;
   }
+  if (src.shape() == shape_ && src.is_contiguous() && is_contiguous() && convert_dense(src, *this)) return *this;
   const Strides ss = detail::broadcast_strides(src.shape(), src.strides(), shape_);
   // Any dtype to any other; a conversion to bfloat16/float16 rounds to nearest even.
   dispatch_storage(dtype_, [&](auto dz) {

@@ -27,6 +27,7 @@ int main(int argc, char** argv) try {
   flags.add("--batch", &o.batch_size, 1, 60000, "images per step");
   flags.add("--lr", &o.lr, 0, 100, "peak learning rate (default for adam: 0.001)");
   flags.add("--optimizer", &o.optimizer, {"sgd", "adam"}, "the optimizer");
+  flags.add("--autocast", &o.autocast, {"off", "bf16", "fp16"}, "mixed precision: multiply in 16 bits");
   flags.add("--seed", &o.seed, "seed of the initial weights and the data order");
   flags.add("--train-limit", &o.train_limit, 0, 60000, "train on the first N images (0: all)");
   flags.add("--checkpoint", &o.checkpoint, "where to save after each epoch (default: checkpoints/MODEL.safetensors)");

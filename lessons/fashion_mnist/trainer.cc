@@ -11,8 +11,10 @@
 #include "data/dataloader.h"
 #include "data/fashion_mnist.h"
 #include "nn/adam.h"
+#include "nn/autocast.h"
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
+#include "nn/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/safetensors.h"
@@ -147,6 +149,7 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
   auto opt = make_optimizer(o, *model);
   const int done = restore(o, *model, *opt, sampler->generator());
   const bool tty = o.progress && isatty(STDERR_FILENO);
+  nn::GradScaler scaler({.enabled = o.autocast == "fp16"});  // float16's gradients need scaling; bfloat16's do not
 
   for (int epoch = done + 1; epoch <= o.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -158,9 +161,14 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
       const double progress = double((epoch - 1) * loader.size() + batches) / double(o.epochs * loader.size());
       opt->set_lr(o.lr * 0.5 * (1 + std::cos(M_PI * progress)));
       opt->zero_grad();
-      Variable loss = cross_entropy((*model)(Variable(batch.input)), batch.target);
-      loss.backward();
-      opt->step();
+      Variable loss;
+      {
+        nn::Autocast ac(o.autocast == "fp16" ? DType::Float16 : DType::BFloat16, o.autocast != "off");
+        loss = cross_entropy((*model)(Variable(batch.input)), batch.target);
+      }
+      scaler.scale(loss).backward();
+      scaler.step(*opt);
+      scaler.update();
       loss_sum += loss.item();
       ++batches;
       seen += batch.target.size(0);

@@ -31,11 +31,12 @@ struct TrainOptions {
   int64_t batch_size = 64;
   double lr = 0.05;  // peak learning rate; decays to 0 along a cosine over the run
   uint64_t seed = 0;
-  int64_t train_limit = 0;  // use only the first N training images (0: all 60,000)
-  int64_t test_limit = 0;   // evaluate on the first N test images (0: all 10,000)
-  std::string checkpoint;   // save here after each epoch (empty: no checkpoint)
-  bool resume = false;      // continue from `checkpoint` if it exists
-  bool progress = false;    // a progress line on stderr during each epoch
+  int64_t train_limit = 0;       // use only the first N training images (0: all 60,000)
+  int64_t test_limit = 0;        // evaluate on the first N test images (0: all 10,000)
+  std::string checkpoint;        // save here after each epoch (empty: no checkpoint)
+  bool resume = false;           // continue from `checkpoint` if it exists
+  bool progress = false;         // a progress line on stderr during each epoch
+  std::string autocast = "off";  // "bf16" or "fp16": forward under nn::Autocast (fp16 adds a GradScaler)
 };
 
 struct EpochStats {

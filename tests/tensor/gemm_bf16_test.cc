@@ -16,10 +16,11 @@ namespace {
 struct Case {
   int64_t M, N, K;
   bool trans_a, trans_b, accumulate;
+  int64_t pad = 3;  // leading-dimension padding; an even one lets a transposed B be packed as 32-bit words
 };
 
 void check_case(const Case& c, Bf16Kernel kernel, Generator& g) {
-  const int64_t pad = 3;
+  const int64_t pad = c.pad;
   const int64_t lda = (c.trans_a ? c.M : c.K) + pad, ldb = (c.trans_b ? c.K : c.N) + pad, ldc = c.N + pad;
   std::vector<bfloat16> A(size_t((c.trans_a ? c.K : c.M) * lda)), B(size_t((c.trans_b ? c.N : c.K) * ldb));
   std::vector<float> Af(A.size()), Bf(B.size());
@@ -60,7 +61,8 @@ TEST_CASE("gemm_bf16 matches the definition on edge shapes") {
     for (int64_t M : {1, 5, 32, 33, 130})
       for (int64_t N : {1, 31, 32, 70})
         for (int64_t K : {1, 2, 31, 33, 64})
-          for (bool ta : {false, true}) check_case({M, N, K, ta, !ta, K % 2 == 1}, k, g);
+          for (bool ta : {false, true})
+            for (int64_t pad : {2, 3}) check_case({M, N, K, ta, !ta, K % 2 == 1, pad}, k, g);
 }
 
 TEST_CASE("gemm_bf16 over several cache blocks of K, M and N") {
@@ -68,6 +70,7 @@ TEST_CASE("gemm_bf16 over several cache blocks of K, M and N") {
   for (Bf16Kernel k : kernels_here()) {
     check_case({256, 1100, 1030, false, false, false}, k, g);  // K over KC = 512, N over NC = 1024
     check_case({200, 96, 600, true, true, true}, k, g);
+    check_case({64, 256, 784, false, true, false, 0}, k, g);  // the MLP's first layer, as linear calls it
   }
 }
 
