@@ -47,7 +47,8 @@ TEST_CASE("matmul errors show both shapes") {
   REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({3, 4})), Catch::Contains("[matmul] needs 2-D or batched operands"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})),
                       Catch::Contains("[matmul] shapes (2,) and (3,) do not broadcast"));
-  REQUIRE_THROWS_WITH(matmul(zeros({2, 2}, DType::Int64), zeros({2, 2})), Catch::Contains("[matmul] needs two float32"));
+  REQUIRE_THROWS_WITH(matmul(zeros({2, 2}, DType::Int64), zeros({2, 2})),
+                      Catch::Contains("[matmul] needs two float32"));
 }
 
 TEST_CASE("matmul into a given output: the same bits, in that memory; a wrong output is refused") {
