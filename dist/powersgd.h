@@ -39,8 +39,8 @@ struct PowerSGDState {
   // Filled as training goes (the same on every rank):
   int64_t iter = 0;  // training steps seen (counted at each step's last bucket)
   int64_t numel_before_compression = 0, numel_after_compression = 0;  // elements sent, summed over steps
-  std::map<int, Tensor> error;                                        // per bucket: the residual
-  std::map<int, std::vector<Tensor>> qs;                              // per bucket: each matrix's Q (warm start)
+  std::map<int, Tensor> error = {};                                   // per bucket: the residual
+  std::map<int, std::vector<Tensor>> qs = {};                         // per bucket: each matrix's Q (warm start)
   Generator rng{0};
   bool seeded = false;
 };

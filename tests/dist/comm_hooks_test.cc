@@ -305,7 +305,7 @@ TEST_CASE("hooks: registered once, a wrong result is named, not with Join") {
   });
   run_threads(2, [](ProcessGroupTCP& g) {
     DistributedDataParallel ddp(mlp(), {.group = &g});
-    ddp.register_comm_hook([](GradBucket& b) { return Future(zeros({3})); });
+    ddp.register_comm_hook([](GradBucket&) { return Future(zeros({3})); });
     RANK_REQUIRE_THROWS_WITH(
         loss_of(ddp, g.rank(), 0).backward(),
         Catch::Contains(
