@@ -23,16 +23,14 @@ void check_operands(const Tensor& a, const Tensor& b) {
                  shape_str(b.shape()));
 }
 
-// bfloat16 @ bfloat16: products summed in float32 by the bfloat16 GEMM, the result
-// rounded to bfloat16 once (as PyTorch). float16 has no CPU kernel: it is widened.
-Tensor matmul_half(const Tensor& a, const Tensor& b) {
-  if (a.dtype() == DType::Float16 || cuda_ops::on_cuda(a, b))
-    return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
-  const detail::MatmulPlan plan = detail::plan_matmul(a, b);
+// One GEMM per entry of the plan's batch: `gemm` gets (M, N, K, A, its strides, B, its
+// strides, C, N, 1, false) with A and B of element type T read in place and C a block of
+// `out` (contiguous float32).
+template <class T, class Gemm>
+void each_product(const detail::MatmulPlan& plan, const Tensor& a, const Tensor& b, Tensor& out, Gemm gemm) {
   const Tensor ea = a.expand(plan.a_shape), eb = b.expand(plan.b_shape);
-  Tensor out = empty(plan.out_shape);
-  const auto* pa = static_cast<const bfloat16*>(ea.storage()->data());
-  const auto* pb = static_cast<const bfloat16*>(eb.storage()->data());
+  const T* pa = static_cast<const T*>(ea.storage()->data());
+  const T* pb = static_cast<const T*>(eb.storage()->data());
   float* pc = out.data<float>();
   const size_t nb = plan.batch.size();
   const Strides sa(ea.strides().begin(), ea.strides().begin() + nb);
@@ -40,9 +38,19 @@ Tensor matmul_half(const Tensor& a, const Tensor& b) {
   const Strides sc(out.strides().begin(), out.strides().begin() + nb);
   detail::for_each_offset<3>(
       plan.batch, {sc, sa, sb}, {0, ea.offset(), eb.offset()}, [&](const std::array<int64_t, 3>& o) {
-        gemm_bf16(plan.M, plan.N, plan.K, pa + o[1], ea.strides()[nb], ea.strides()[nb + 1], pb + o[2],
-                  eb.strides()[nb], eb.strides()[nb + 1], pc + o[0], plan.N, 1, false);
+        gemm(plan.M, plan.N, plan.K, pa + o[1], ea.strides()[nb], ea.strides()[nb + 1], pb + o[2], eb.strides()[nb],
+             eb.strides()[nb + 1], pc + o[0], plan.N, int64_t(1), false);
       });
+}
+
+// bfloat16 @ bfloat16: products summed in float32 by the bfloat16 GEMM, the result
+// rounded to bfloat16 once (as PyTorch). float16 has no CPU kernel: it is widened.
+Tensor matmul_half(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::Float16 || cuda_ops::on_cuda(a, b))
+    return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
+  const detail::MatmulPlan plan = detail::plan_matmul(a, b);
+  Tensor out = empty(plan.out_shape);
+  each_product<bfloat16>(plan, a, b, out, [](auto... args) { gemm_bf16(args...); });
   return out.to(DType::BFloat16);
 }
 
@@ -57,8 +65,6 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
                    dtype_name(a.dtype()));
     return matmul_half(a, b);
   }
-  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
   if (into.defined())
     ENGINE_REQUIRE(into.shape() == plan.out_shape && into.dtype() == DType::Float32 && into.is_contiguous() &&
@@ -71,21 +77,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
     Tensor dst = into;
     return dst.copy_(out);
   }
-  const Shape& batch = plan.batch;
-  const Tensor ea = a.expand(plan.a_shape), eb = b.expand(plan.b_shape);
   Tensor out = into.defined() ? into : empty(plan.out_shape);
-
-  const float* pa = static_cast<const float*>(ea.storage()->data());
-  const float* pb = static_cast<const float*>(eb.storage()->data());
-  float* pc = out.data<float>();
-  const size_t nb = batch.size();
-  const Strides sa(ea.strides().begin(), ea.strides().begin() + nb);
-  const Strides sb(eb.strides().begin(), eb.strides().begin() + nb);
-  const Strides sc(out.strides().begin(), out.strides().begin() + nb);
-  detail::for_each_offset<3>(batch, {sc, sa, sb}, {0, ea.offset(), eb.offset()}, [&](const std::array<int64_t, 3>& o) {
-    gemm(M, N, K, pa + o[1], ea.strides()[nb], ea.strides()[nb + 1], pb + o[2], eb.strides()[nb], eb.strides()[nb + 1],
-         pc + o[0], N, 1, false);
-  });
+  each_product<float>(plan, a, b, out, [](auto... args) { gemm(args...); });
   return out;
 }
 
