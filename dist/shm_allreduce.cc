@@ -86,8 +86,13 @@ void reduce_ranks(const std::vector<const char*>& in, const std::vector<char*>& 
     }
     if (op == ReduceOp::Avg)
       for (int64_t i = 0; i < len; ++i) acc[i] /= Acc(in.size());
-    for (int64_t i = 0; i < len; ++i) result[i] = T(acc[i]);
-    for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, result, size_t(len) * sizeof(T));
+    const T* done = result;
+    if constexpr (std::is_same_v<Acc, T>) {
+      done = acc;  // already the result
+    } else {
+      for (int64_t i = 0; i < len; ++i) result[i] = T(acc[i]);  // round the float32 sums once
+    }
+    for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, done, size_t(len) * sizeof(T));
   }
 }
 
