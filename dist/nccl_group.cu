@@ -419,6 +419,9 @@ class ProcessGroupNCCL : public ProcessGroup {
 
   // The teaching ring (same schedule as allreduce_ring.cc), with NCCL point-to-point.
   void ring_all_reduce(const Tensor& t, ReduceOp op) {
+    // Its kernels add float32 and int64 only (NCCL's own all-reduce takes the 16-bit types).
+    ENGINE_REQUIRE(t.dtype() == DType::Float32 || t.dtype() == DType::Int64, "[all_reduce] the teaching ring ",
+                   "(ENGINE_NCCL_ALLREDUCE=ring) reduces float32 and int64, got ", dtype_name(t.dtype()));
     const int n = size_, next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
     if (n == 1) return;
     const int64_t count = t.numel();
