@@ -79,11 +79,12 @@ void orthogonalize(Tensor& p, double epsilon) {
 Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
   ProcessGroup& group = s.group ? *s.group : *b.group;
   const double world = double(group.size());
-  if (s.iter < s.start_powerSGD_iter) {  // plain all-reduce while training settles
+  if (s.iter < s.start_powerSGD_iter) {  // plain all-reduce while training settles, on the state's group
     count_step(s, b.is_last);
-    return hooks::allreduce_hook(b);
+    GradBucket plain = b;
+    plain.group = &group;
+    return hooks::allreduce_hook(plain);
   }
-  if (!s.seeded) s.rng = Generator(s.random_seed), s.seeded = true;
   Tensor input = b.buffer;
   if (s.use_error_feedback) {
     auto it = s.error.find(b.index);

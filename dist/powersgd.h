@@ -41,8 +41,7 @@ struct PowerSGDState {
   int64_t numel_before_compression = 0, numel_after_compression = 0;  // elements sent, summed over steps
   std::map<int, Tensor> error = {};                                   // per bucket: the residual
   std::map<int, std::vector<Tensor>> qs = {};                         // per bucket: each matrix's Q (warm start)
-  Generator rng{0};
-  bool seeded = false;
+  Generator rng{random_seed};  // draws every Q (declared after random_seed, so seeded by it)
 };
 
 Future powerSGD_hook(PowerSGDState& state, GradBucket& bucket);
