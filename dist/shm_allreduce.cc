@@ -16,6 +16,7 @@
 
 #include "dist/reduce_into.h"
 #include "tensor/check.h"
+#include "tensor/half_convert.h"
 #include "tensor/storage.h"
 
 namespace engine::dist {
@@ -66,31 +67,35 @@ bool alive(pid_t pid) {
 // bfloat16 and float16 accumulate in float32 (Acc) and round once at the end.
 template <class T>
 void reduce_ranks(const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n, ReduceOp op) {
-  using Acc = std::conditional_t<std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>, float, T>;
+  constexpr bool k16 = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
+  using Acc = std::conditional_t<k16, float, T>;
   constexpr int64_t kBlock = 1024;
   Acc acc[kBlock];
   T result[kBlock];
+  // A block of rank k's data as Acc: in place for float32/int64, widened (vector
+  // conversions, half_convert.h) for the 16-bit types.
+  auto load = [&](size_t k, int64_t b, int64_t len, Acc* wide) -> const Acc* {
+    const T* x = reinterpret_cast<const T*>(in[k]) + b;
+    if constexpr (k16) {
+      detail::widen(x, wide, len);
+      return wide;
+    } else {
+      return x;
+    }
+  };
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t len = std::min(kBlock, n - b);
-    const T* first = reinterpret_cast<const T*>(in[0]) + b;
-    for (int64_t i = 0; i < len; ++i) acc[i] = Acc(first[i]);
-    for (size_t k = 1; k < in.size(); ++k) {
-      const T* x = reinterpret_cast<const T*>(in[k]) + b;
-      if constexpr (std::is_same_v<Acc, T>) {
-        reduce_into(acc, x, len, op);
-      } else {
-        Acc wide[kBlock];
-        for (int64_t i = 0; i < len; ++i) wide[i] = Acc(x[i]);
-        reduce_into(acc, wide, len, op);
-      }
-    }
+    Acc wide[kBlock];
+    const Acc* first = load(0, b, len, wide);
+    std::copy(first, first + len, acc);
+    for (size_t k = 1; k < in.size(); ++k) reduce_into(acc, load(k, b, len, wide), len, op);
     if (op == ReduceOp::Avg)
       for (int64_t i = 0; i < len; ++i) acc[i] /= Acc(in.size());
     const T* done = result;
-    if constexpr (std::is_same_v<Acc, T>) {
-      done = acc;  // already the result
+    if constexpr (k16) {
+      detail::narrow(acc, result, len);  // round the float32 sums once
     } else {
-      for (int64_t i = 0; i < len; ++i) result[i] = T(acc[i]);  // round the float32 sums once
+      done = acc;  // already the result
     }
     for (char* o : out) std::memcpy(reinterpret_cast<T*>(o) + b, done, size_t(len) * sizeof(T));
   }

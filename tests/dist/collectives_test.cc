@@ -1,9 +1,12 @@
 // Collectives of the CPU backend with ranks as threads: closed-form results for world
 // sizes 1 to 8 and element counts 0 to 2^20+3, identical bits on every rank.
 #include <cmath>
+#include <cstring>
 #include <mutex>
+#include <random>
 
 #include "catch2/catch.hpp"
+#include "dist/reduce_into.h"
 #include "tensor/ops.h"
 #include "tests/dist/closed_forms.h"
 #include "tests/dist/ranks.h"
@@ -80,6 +83,36 @@ TEST_CASE("all_reduce of bfloat16 and float16: closed form, half the bytes of fl
             if (!shm) RANK_REQUIRE(std::llabs(int64_t(sent) - int64_t(2 * n * 2 * 2 / 3)) < 4096);
           },
           std::chrono::seconds(20), shm);
+}
+
+// The 16-bit reduction widens blocks with vector conversions; it must give the bits of the
+// per-element rule acc = T(float(acc) op float(in)), NaN and Inf included.
+template <class T>
+void check_16bit_reduction_matches_scalar_rule() {
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
+  const int64_t n = 3000;  // spans block edges (1024)
+  std::vector<T> acc(static_cast<size_t>(n)), in(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t a = uint16_t(bits(gen)), b = uint16_t(bits(gen));
+    std::memcpy(&acc[size_t(i)], &a, 2);
+    std::memcpy(&in[size_t(i)], &b, 2);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
+    std::vector<T> want = acc, got = acc;
+    reduce_into(want.data(), in.data(), n, op);  // the scalar loop
+    reduce_into(got.data(), in.data(), n, dtype_of<T>(), op);
+    for (int64_t i = 0; i < n; ++i) {
+      const float w = float(want[size_t(i)]), g = float(got[size_t(i)]);
+      INFO("element " << i << " op " << int(op) << ": " << w << " vs " << g);
+      REQUIRE(((std::isnan(w) && std::isnan(g)) || std::memcmp(&want[size_t(i)], &got[size_t(i)], 2) == 0));
+    }
+  }
+}
+
+TEST_CASE("16-bit reduction through vector conversions gives the scalar rule's bits") {
+  check_16bit_reduction_matches_scalar_rule<bfloat16>();
+  check_16bit_reduction_matches_scalar_rule<float16>();
 }
 
 TEST_CASE("broadcast, all_gather, reduce_scatter, barrier, send and recv") {
