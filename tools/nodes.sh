@@ -55,7 +55,9 @@ cmd_up() {
   flock -u 9
   echo "NODES_ID=$id"
   # The token bucket's depth: 4 ms of the rate (at least 16 KB), the least a 250 Hz kernel
-  # needs to keep the rate, so that bursts above the rate stay short.
+  # needs to keep the rate, so that bursts above the rate stay short. A link idle for t
+  # banks min(burst, t x rate) bytes that then leave at once: a wire cannot do that, so
+  # bench/ddp_nodes.py reports the depth. NODES_BURST=<bytes> sets it instead.
   local burst=""
   if [[ -n "$rate" ]]; then
     local bits=${rate%bit} mult=1
@@ -63,6 +65,11 @@ cmd_up() {
     bits=${bits%[kmg]}
     burst=$(( bits * mult / 8 / 250 ))
     (( burst >= 16384 )) || burst=16384
+    if [[ -n "${NODES_BURST:-}" ]]; then
+      [[ "$NODES_BURST" =~ ^[0-9]{4,9}$ ]] || die "up: NODES_BURST must be a byte count (1000..999999999), got '$NODES_BURST'"
+      burst=$NODES_BURST
+    fi
+    echo "NODES_BURST=$burst"
   fi
   for k in $(seq 0 $((n - 1))); do
     local name host peer addr
