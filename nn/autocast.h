@@ -1,7 +1,9 @@
 // Mixed precision, as torch.autocast: inside an Autocast scope, linear and conv2d multiply
 // in bfloat16 (or float16) with float32 sums, losses run in float32, and parameters stay
 // float32 (the "master weights"): each layer casts its weight to 16 bits for the product,
-// and the weight's gradient comes back converted to float32.
+// and backward writes the weight's gradient in float32 straight from the GEMM's float32
+// sums (PyTorch rounds it to 16 bits and widens it back; ours skips both conversions and
+// the rounding).
 //
 //   {
 //     nn::Autocast autocast(DType::BFloat16);

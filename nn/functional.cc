@@ -10,15 +10,20 @@ using Grads = std::vector<Tensor>;
 using Needs = autograd::Needs;
 
 namespace {
-// Under autocast (autocast.h): the input, weight and bias as 16-bit copies, whose casts send
-// float32 gradients back to the float32 parameters.
+// Under autocast (autocast.h): a 16-bit copy whose cast sends float32 gradients back.
 Variable cast(const Variable& v) { return v.defined() ? autograd::to(v, autocast_dtype()) : v; }
 }  // namespace
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
-  if (autocast_enabled()) {
-    const Autocast off(autocast_dtype(), false);  // the copies are made; the op itself runs as usual
-    return linear(cast(x), cast(weight), cast(bias));
+Variable linear(const Variable& x_in, const Variable& weight, const Variable& bias) {
+  // Under autocast the product runs in 16 bits: the input is cast (a recorded op), the
+  // weight and bias are copied to 16 bits here, and backward writes the weight's gradient
+  // in float32 straight from the GEMM's float32 sums (PyTorch rounds it to 16 bits, then
+  // widens it back: two conversions of every weight, for a less exact gradient).
+  const bool amp = autocast_enabled();
+  Variable x = x_in;
+  if (amp) {
+    const Autocast off(autocast_dtype(), false);
+    x = cast(x_in);
   }
   const Shape xs = x.shape();
   const int64_t in = weight.size(1), out = weight.size(0);
@@ -27,29 +32,38 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
                  shape_str(xs));
   ENGINE_REQUIRE(!bias.defined() || bias.shape() == Shape{out}, "[linear] bias must be (", out, ",), got ",
                  shape_str(bias.shape()));
-  const Tensor x2 = x.data().reshape({-1, in}), w = weight.data();  // (M, in): batch dims flattened
-  Tensor y = matmul(x2, w.transpose(0, 1));                         // (M, out); W^T read in place
-  if (bias.defined()) add_(y, bias.data());
+  const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
+  const Tensor x2 = x.data().reshape({-1, in});                               // (M, in): batch dims flattened
+  const Tensor w = amp ? weight.data().to(autocast_dtype()) : weight.data();  // the product's copy
+  Tensor y = matmul(x2, w.transpose(0, 1));                                   // (M, out); W^T read in place
+  if (bias.defined()) add_(y, amp ? bias.data().to(autocast_dtype()) : bias.data());
   Shape ys = xs;
   ys.back() = out;
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  return autograd::record("linear", y.reshape(ys), inputs, [x2, w, xs, in, out](const Tensor& g, const Needs& n) {
-    const Tensor g2 = g.reshape({-1, out});  // (M, out)
-    Grads grads(n.size());
-    if (n[0]) grads[0] = matmul(g2, w).reshape(xs);  // dx = g W        (M, in)
-    if (n[1])
-      grads[1] = matmul(g2.transpose(0, 1), x2, n.into[1]);  // dW = g^T x (out, in), into
-                                                             // DDP's bucket when offered
-    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {0});       // db = sum_m g    (out,)
-    return grads;
-  });
+  return autograd::record("linear", y.reshape(ys), inputs,
+                          [x2, w, xs, in, out, wdtype, bdtype](const Tensor& g, const Needs& n) {
+                            const Tensor g2 = g.reshape({-1, out});  // (M, out)
+                            Grads grads(n.size());
+                            if (n[0]) grads[0] = matmul(g2, w).reshape(xs);  // dx = g W        (M, in)
+                            if (n[1]) {  // dW = g^T x (out, in), into DDP's bucket when offered
+                              Tensor into = n.into[1];
+                              if (!into.defined() && wdtype != g2.dtype()) into = empty({out, in}, wdtype, g2.device());
+                              grads[1] = matmul(g2.transpose(0, 1), x2, into);
+                            }
+                            if (n.size() > 2 && n[2]) grads[2] = sum(g2, {0}).to(bdtype);  // db = sum_m g  (out,)
+                            return grads;
+                          });
 }
 
-Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
-  if (autocast_enabled()) {
+Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+  // Under autocast, as linear: a 16-bit product, and the weight's gradient in float32 from
+  // the GEMM's float32 sums.
+  const bool amp = autocast_enabled();
+  Variable x = x_in;
+  if (amp) {
     const Autocast off(autocast_dtype(), false);
-    return conv2d(cast(x), cast(weight), cast(bias), stride, padding);
+    x = cast(x_in);
   }
   const Shape xs = x.shape(), ws = weight.shape();
   ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
@@ -66,9 +80,10 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
   // permuted copy to (N, O, OH, OW).
   constexpr ColumnLayout kLayout = ColumnLayout::BatchInColumns;
   const Tensor cols = im2col(x.data(), kh, kw, stride, padding, kLayout);
-  const Tensor w2 = weight.data().reshape({O, -1});
+  const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
+  const Tensor w2 = (amp ? weight.data().to(autocast_dtype()) : weight.data()).reshape({O, -1});
   Tensor out2 = matmul(w2, cols);
-  if (bias.defined()) add_(out2, bias.data().reshape({O, 1}));
+  if (bias.defined()) add_(out2, (amp ? bias.data().to(autocast_dtype()) : bias.data()).reshape({O, 1}));
   const Tensor out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
@@ -78,8 +93,11 @@ Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
     // d cols = W^T @ g, then col2im puts each entry back where im2col took it from.
     if (n[0]) grads[0] = col2im(matmul(w2.transpose(0, 1), g2), xs, kh, kw, stride, padding, kLayout);
     // dW = g @ cols^T: one product whose inner dimension runs over every image and position.
-    if (n[1]) grads[1] = matmul(g2, cols.transpose(0, 1)).reshape(ws);
-    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {1});
+    if (n[1]) {
+      const Tensor into = wdtype != g2.dtype() ? empty({O, w2.size(1)}, wdtype, g2.device()) : Tensor();
+      grads[1] = matmul(g2, cols.transpose(0, 1), into).reshape(ws);
+    }
+    if (n.size() > 2 && n[2]) grads[2] = sum(g2, {1}).to(bdtype);
     return grads;
   });
 }

@@ -60,17 +60,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, Tensor());
 
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
   check_operands(a, b);
-  if (is_half(a.dtype())) {
-    ENGINE_REQUIRE(!into.defined(), "[matmul] writes into a given output for float32 operands only, got ",
-                   dtype_name(a.dtype()));
-    return matmul_half(a, b);
-  }
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
   if (into.defined())
     ENGINE_REQUIRE(into.shape() == plan.out_shape && into.dtype() == DType::Float32 && into.is_contiguous() &&
                        into.device() == a.device(),
                    "[matmul] the output must be a contiguous float32 tensor of shape ", shape_str(plan.out_shape),
-                   " on ", a.device().str(), ", got ", shape_str(into.shape()));
+                   " on ", a.device().str(), ", got ", shape_str(into.shape()), " ", dtype_name(into.dtype()));
+  if (is_half(a.dtype())) {
+    if (!into.defined()) return matmul_half(a, b);
+    // 16-bit operands into float32: the float32 sums themselves, never rounded to 16 bits.
+    if (a.dtype() == DType::Float16 || cuda_ops::on_cuda(a, b))
+      return matmul(a.to(DType::Float32), b.to(DType::Float32), into);
+    Tensor out = into;
+    each_product<bfloat16>(plan, a, b, out, [](auto... args) { gemm_bf16(args...); });
+    return out;
+  }
   if (cuda_ops::on_cuda(a, b)) {
     Tensor out = cuda_ops::matmul(a, b);
     if (!into.defined()) return out;

@@ -90,9 +90,10 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // ---- matrix product of the last two dims, with batch dims broadcast: (...,M,K) @ (...,K,N).
 // Transposed or strided operands are read in place by the GEMM, never copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// The same, written into `out` (contiguous, of the result's shape and on the operands'
-// device; not overlapping them), which it returns. On the CPU the GEMM writes there
-// directly; on the GPU the product is computed, then copied in.
+// The same, written into `out` (contiguous float32, of the result's shape and on the
+// operands' device; not overlapping them), which it returns. On the CPU the GEMM writes
+// there directly; on the GPU the product is computed, then copied in. For bfloat16 or
+// float16 operands `out` gets the float32 sums as they are, not rounded to 16 bits.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
 }  // namespace engine

@@ -51,6 +51,43 @@ TEST_CASE("autocast: linear multiplies in bfloat16; gradients come back float32"
   Variable w32(w.data(), true);
   sum(linear(x, w32, Variable())).backward();
   REQUIRE(relative_distance(w.grad(), w32.grad()) < 1e-2);
+  // ...and exactly the float32 sums of the 16-bit operands (the gradient of y is 1, exact
+  // in bfloat16): dW[o, i] = sum_m x16[m, i], never rounded to 8 bits on its way.
+  const Tensor colsum = sum(r(x.data()), {0});
+  const auto gw = w.grad().to_vector<float>(), cs = colsum.to_vector<float>();
+  int unrounded = 0;
+  for (int64_t o = 0; o < 8; ++o)
+    for (int64_t i = 0; i < 32; ++i) {
+      const float want = cs[size_t(i)], got_w = gw[size_t(o * 32 + i)];
+      REQUIRE(std::fabs(got_w - want) <= std::fabs(want) * 1e-6f + 1e-6f);
+      unrounded += float(bfloat16(want)) != want;
+    }
+  REQUIRE(unrounded > 0);  // the check could tell a rounded gradient apart
+}
+
+TEST_CASE("autocast: conv2d's weight gradient is the float32 sums of the 16-bit operands") {
+  Generator g(2);
+  const auto r = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
+  Variable x(randn({2, 3, 9, 9}, &g)), w(randn({4, 3, 3, 3}, &g), true), b(randn({4}, &g), true);
+  {
+    Autocast ac(DType::BFloat16);
+    Variable y = conv2d(x, w, b, 1, 1);
+    REQUIRE(y.data().dtype() == DType::BFloat16);
+    sum(y).backward();  // the output's gradient is 1: exact in bfloat16
+  }
+  REQUIRE(w.grad().dtype() == DType::Float32);
+  REQUIRE(b.grad().dtype() == DType::Float32);
+  // The same in float32 on the rounded input: dW[o] = the sum of x16 over every window.
+  Variable w32(r(w.data()), true);
+  sum(conv2d(Variable(r(x.data())), w32, Variable(), 1, 1)).backward();
+  const auto got = w.grad().to_vector<float>(), want = w32.grad().to_vector<float>();
+  int unrounded = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(std::fabs(got[i] - want[i]) <= std::fabs(want[i]) * 1e-5f + 1e-5f);
+    unrounded += float(bfloat16(want[i])) != want[i];
+  }
+  REQUIRE(unrounded > 0);
+  REQUIRE(b.grad().to_vector<float>()[0] == 2 * 9 * 9);  // sum of the output's gradient, per channel
 }
 
 TEST_CASE("autocast scopes nest and can be disabled") {

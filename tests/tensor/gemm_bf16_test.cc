@@ -96,3 +96,31 @@ TEST_CASE("bfloat16 matmul: within 1e-2 (relative norm) of float32, and exactly 
   Tensor h = matmul(a.to(DType::Float16), b.to(DType::Float16));
   REQUIRE(h.dtype() == DType::Float16);
 }
+
+TEST_CASE("16-bit matmul into a float32 output: the float32 sums, not rounded to 16 bits") {
+  Generator g(6);
+  const Tensor a = randn({48, 200}, &g), b = randn({200, 40}, &g);
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    const Tensor a16 = a.to(h), b16 = b.to(h);
+    // The reference: float32 copies of the rounded operands, multiplied in float32.
+    const auto want = matmul(a16.to(DType::Float32), b16.to(DType::Float32)).to_vector<float>();
+    Tensor into = full({48, 40}, 7.0);  // overwritten, not added to
+    const Tensor got = matmul(a16.transpose(0, 1).transpose(0, 1), b16, into);
+    REQUIRE(got.dtype() == DType::Float32);
+    REQUIRE(got.data<float>() == into.data<float>());
+    const auto o = got.to_vector<float>();
+    // Equal but for float32 summation order: far inside one 16-bit step, so a result
+    // rounded to 16 bits would fail here on most elements.
+    int rounded_would_differ = 0;
+    for (size_t i = 0; i < o.size(); ++i) {
+      REQUIRE(std::fabs(o[i] - want[i]) <= std::fabs(want[i]) * 1e-5f + 1e-5f);
+      const float r = h == DType::BFloat16 ? float(bfloat16(want[i])) : float(float16(want[i]));
+      rounded_would_differ += std::fabs(r - want[i]) > std::fabs(want[i]) * 1e-5f + 1e-5f;
+    }
+    REQUIRE(rounded_would_differ > int(o.size()) / 2);
+  }
+  // Only float32 outputs: a 16-bit one is refused by name.
+  Tensor wrong = empty({48, 40}, DType::BFloat16);
+  REQUIRE_THROWS_WITH(matmul(a.to(DType::BFloat16), b.to(DType::BFloat16), wrong),
+                      Catch::Contains("contiguous float32 tensor of shape (48,40) on cpu, got (48,40) bfloat16"));
+}
