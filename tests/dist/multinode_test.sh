@@ -4,13 +4,16 @@
 #   1. every collective equals its closed form, and DDP equals one process on the global
 #      batch, across the machines;
 #   2. the all-reduce is hierarchical: shared memory within a machine, never across;
-#   3. a rank killed on machine 1 is named on machine 0 within seconds.
+#   3. a rank killed on machine 1 is named on machine 0 within seconds;
+#   4. lesson 2's recap trained across the 2 machines ends with the weights of the same run
+#      on one machine with 4 ranks (same global batch; only the order of the sums differs).
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
 nodes="$root/tools/nodes.sh"
 probe="$root/tests/dist/multinode_probe"
 launch="$root/dist/launch"
+recap="$root/lessons/02_ddp_basics/13_recap_main"
 if ! why=$(bash "$nodes" check); then
   echo "SKIPPED: cannot emulate machines here: $why"
   exit 0
@@ -22,15 +25,16 @@ token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 fail() { echo "FAIL: $*"; exit 1; }
 
 # run_job PORT OUT_PREFIX [probe flags]: one launcher per machine; returns when both end.
+# With PROGRAM set, runs it instead of the probe.
 run_job() {
-  local port=$1 out=$2
+  local port=$1 out=$2 program=${PROGRAM:-$probe}
   shift 2
   local common=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port="$port" --job_token="$token")
-  ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${common[@]}" --node_rank=1 "$probe" "$@" \
+  ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${common[@]}" --node_rank=1 "$program" "$@" \
     >"$out.1" 2>&1 &
   local other=$!
   local start=$(date +%s.%N)
-  ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 0 "$launch" "${common[@]}" --node_rank=0 "$probe" "$@" \
+  ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 0 "$launch" "${common[@]}" --node_rank=0 "$program" "$@" \
     >"$out.0" 2>&1 && rc0=0 || rc0=$?
   wait $other && rc1=0 || rc1=$?
   seconds=$(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN { printf "%.2f", e - s }')
@@ -56,4 +60,20 @@ cat "$out.die.0" "$out.die.1"
 grep -q "rank 2" "$out.die.0" || fail "machine 0 does not name rank 2"
 awk -v s="$seconds" 'BEGIN { exit !(s < 15) }' || fail "machine 0 took $seconds s to stop (the timeout is 20 s)"
 echo "ok: rank 2, killed on machine 1, is named on machine 0 ($seconds s for the whole job)"
+
+# 4. The recap across machines against one machine. Rank 0 (on machine 0) saves the model.
+small=(--epochs 2 --train-limit 4096 --test-limit 1000)
+LESSON_OUT="$TEST_TMPDIR/two" PROGRAM="$recap" run_job 29620 "$out.recap" "${small[@]}" \
+  --checkpoint "$TEST_TMPDIR/two_machines.safetensors"
+cat "$out.recap.0" "$out.recap.1"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the recap across 2 machines failed (machine 0: exit $rc0, machine 1: exit $rc1)"
+grep -q "^\[rank 0\] Fashion-MNIST, mlp, DDP over 4 processes" "$out.recap.0" ||
+  fail "the recap should run one job of 4 processes over the 2 machines"
+LESSON_OUT="$TEST_TMPDIR/one" ENGINE_DIST_TIMEOUT=20 timeout 120 "$launch" --nproc_per_node=4 --master_port=29630 \
+  "$recap" "${small[@]}" --checkpoint "$TEST_TMPDIR/one_machine.safetensors" >"$out.recap.one" 2>&1 ||
+  { cat "$out.recap.one"; fail "the recap on one machine with 4 processes failed"; }
+grep "epoch" "$out.recap.one"
+"$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/two_machines.safetensors" "$TEST_TMPDIR/one_machine.safetensors" 1e-5 ||
+  fail "the recap across 2 machines should end with the weights of the same run on one machine"
+echo "ok: the recap across 2 machines x 2 ranks ends with the weights of 4 ranks on one machine"
 echo PASS
