@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
+#include "dist/reduce_into.h"
 #include "dist/tcp_group.h"
 
 namespace engine::dist {
@@ -25,15 +27,20 @@ namespace engine::dist {
 namespace {
 
 // Fills data with the value that leaves any x unchanged under op: x op identity = x.
+// The floating types (bfloat16 and float16 too) have infinities; int64 has its extremes.
 template <class T>
 void fill_identity(T* data, int64_t count, ReduceOp op) {
-  T v = 0;  // Sum (and Avg, which sums first)
-  if (op == ReduceOp::Product) v = 1;
-  if (op == ReduceOp::Max)
-    v = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
-  if (op == ReduceOp::Min)
-    v = std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
-  for (int64_t i = 0; i < count; ++i) data[i] = v;
+  constexpr bool kFloat = !std::is_same_v<T, int64_t>;
+  T v = T(0);  // Sum (and Avg, which sums first)
+  if (op == ReduceOp::Product) v = T(1);
+  if constexpr (kFloat) {
+    if (op == ReduceOp::Max) v = T(-std::numeric_limits<float>::infinity());
+    if (op == ReduceOp::Min) v = T(std::numeric_limits<float>::infinity());
+  } else {
+    if (op == ReduceOp::Max) v = std::numeric_limits<int64_t>::lowest();
+    if (op == ReduceOp::Min) v = std::numeric_limits<int64_t>::max();
+  }
+  std::fill(data, data + count, v);
 }
 
 }  // namespace
@@ -48,21 +55,15 @@ void ProcessGroupTCP::hierarchical_all_reduce(char* data, int64_t count, DType d
     ring_all_reduce(Ring{leaders_, pos}, data, count, dtype, combine, desc, d);
   }
   if (shm_) {  // 3. the leader's result to the machine's other ranks
-    if (!leader) {
-      if (dtype == DType::Float32)
-        fill_identity(reinterpret_cast<float*>(data), count, combine);
-      else
-        fill_identity(reinterpret_cast<int64_t*>(data), count, combine);
-    }
+    if (!leader)
+      dispatch_storage(dtype,
+                       [&](auto zero) { fill_identity(reinterpret_cast<decltype(zero)*>(data), count, combine); });
     // Every rank's data final (the leader's ring done, the identities written) before any
     // rank reads them: DDP's buckets live in shared memory, reduced in place.
     shm_->barrier(d);
     shm_->all_reduce(data, count, dtype, combine, d);
   }
-  if (op == ReduceOp::Avg) {  // 4.
-    float* f = reinterpret_cast<float*>(data);
-    for (int64_t i = 0; i < count; ++i) f[i] /= float(size_);
-  }
+  if (op == ReduceOp::Avg) divide_by(data, count, dtype, size_);  // 4.
 }
 
 }  // namespace engine::dist

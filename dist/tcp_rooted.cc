@@ -98,7 +98,7 @@ Work ProcessGroupTCP::scatter(Tensor output, const std::vector<Tensor>& inputs, 
 Work ProcessGroupTCP::reduce(Tensor t, int dst, ReduceOp op) {
   require_cpu_tensor("reduce", t);
   require_root("reduce", dst, size_);
-  ENGINE_REQUIRE(op != ReduceOp::Avg || t.dtype() == DType::Float32, "[reduce] AVG needs float32, got ",
+  ENGINE_REQUIRE(op != ReduceOp::Avg || is_floating(t.dtype()), "[reduce] AVG needs a floating-point tensor, got ",
                  dtype_name(t.dtype()));
   return enqueue(make_desc(kReduce, &t, op, dst), [this, t, dst, op](const MessageHeader& desc, Deadline d) {
     // A ring reduce-scatter (every rank sends (n-1)/n of the tensor), then each rank sends

@@ -41,16 +41,21 @@ inline double closed_form(dist::ReduceOp op, int world, int64_t i) {
 // All-reduces `n` elements with every op (Product only up to 1023, where it stays in
 // float's range) and compares each with its closed form; *sum gets the Sum result (for a
 // bit-for-bit comparison across ranks). Returns "" or the first difference, in words.
-inline std::string check_every_op(dist::ProcessGroup& g, int64_t n, std::vector<float>* sum) {
+// bfloat16/float16: sums and extremes stay exact (small integers); Avg and Product round,
+// up to one 16-bit step per rank's hop.
+inline std::string check_every_op(dist::ProcessGroup& g, int64_t n, std::vector<float>* sum,
+                                  DType dtype = DType::Float32) {
   using dist::ReduceOp;
+  const double tolerance = is_half(dtype) ? 0x1p-7 * g.size() : 1e-6;
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
     if (op == ReduceOp::Product && n > 1023) continue;
-    Tensor t = input(g.rank(), n);
+    Tensor t = input(g.rank(), n, dtype);
     g.all_reduce(t, op).wait();
-    const std::vector<float> v = t.to_vector<float>();
+    if (t.dtype() != dtype) return std::string("the result's dtype changed to ") + dtype_name(t.dtype());
+    const std::vector<float> v = t.to(DType::Float32).to_vector<float>();
     for (int64_t i = 0; i < n; ++i) {
       const double want = closed_form(op, g.size(), i);
-      if (std::abs(v[size_t(i)] - want) > 1e-6 * std::abs(want)) {
+      if (!(std::abs(v[size_t(i)] - want) <= tolerance * std::abs(want))) {
         std::ostringstream why;
         why << "world " << g.size() << " n " << n << " op " << dist::reduce_op_name(op) << " element " << i << ": got "
             << v[size_t(i)] << " want " << want;

@@ -81,6 +81,29 @@ TEST_CASE("reduce: dst holds op over every rank; the others keep their tensor") 
       }
 }
 
+TEST_CASE("reduce of bfloat16 and float16, AVG included; AVG of int64 is refused by name") {
+  for (DType h : {DType::BFloat16, DType::Float16})
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+      INFO(dtype_name(h) << " " << reduce_op_name(op));
+      std::vector<float> got;
+      run_threads(3, [&](ProcessGroupTCP& g) {
+        Tensor t = cf::input(g.rank(), 100, h);
+        g.reduce(t, 0, op).wait();
+        RANK_REQUIRE(t.dtype() == h);
+        if (g.rank() == 0) got = t.to(DType::Float32).to_vector<float>();
+      });
+      for (int64_t i = 0; i < 100; ++i) {
+        const double want = cf::closed_form(op, 3, i);  // Avg: (i % 7 + 1) * 2, exact in 16 bits
+        REQUIRE(got[size_t(i)] == want);
+      }
+    }
+  run_threads(2, [](ProcessGroupTCP& g) {
+    Tensor t = cf::input(g.rank(), 4, DType::Int64);
+    RANK_REQUIRE_THROWS_WITH(g.reduce(t, 0, ReduceOp::Avg),
+                             Catch::Contains("[reduce] AVG needs a floating-point tensor, got int64"));
+  });
+}
+
 TEST_CASE("reduce sends (n-1)/n of the tensor from each rank, not n-1 copies into dst") {
   std::vector<uint64_t> sent(4);
   run_threads(4, [&](ProcessGroupTCP& g) {

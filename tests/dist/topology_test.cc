@@ -76,6 +76,25 @@ TEST_CASE("hierarchical all_reduce: every op equals its closed form, the same bi
   }
 }
 
+TEST_CASE("hierarchical all_reduce of bfloat16 and float16: every op near its closed form, the same bits everywhere") {
+  for (const std::string machines : {"AABB", "AAAB", "ABAB"})
+    for (DType h : {DType::BFloat16, DType::Float16}) {
+      const int world = int(machines.size());
+      std::vector<std::vector<float>> sums(static_cast<size_t>(world));
+      on_machines(
+          machines,
+          [&](ProcessGroupTCP& g) {
+            const std::string why = check_every_op(g, 3001, &sums[size_t(g.rank())], h);
+            RANK_REQUIRE(why == "");
+          },
+          "hierarchical");
+      for (int r = 1; r < world; ++r) {
+        INFO(machines << " " << dtype_name(h) << ", rank " << r);
+        CHECK(sums[size_t(r)] == sums[0]);
+      }
+    }
+}
+
 TEST_CASE("hierarchical: only each machine's leader sends over TCP, 2(m-1)/m of the data for m machines") {
   const int64_t n = 1 << 16;  // 256 KiB
   std::vector<uint64_t> sent(4);
