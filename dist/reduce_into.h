@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "dist/process_group.h"
 #include "tensor/dtype.h"
@@ -59,6 +60,18 @@ inline void reduce_into(void* acc, const void* in, int64_t n, DType dtype, Reduc
     } else {
       reduce_into(static_cast<T*>(acc), static_cast<const T*>(in), n, op);
     }
+  });
+}
+
+// Fills x with zeros that leave any value unchanged when added to it: -0.0 for the
+// floating types (v + -0 = v for every v, -0 included; +0 would turn -0 into +0), 0 for
+// int64. A rank with nothing to add to a sum adds these.
+inline void fill_additive_identity(void* x, int64_t count, DType dtype) {
+  dispatch_storage(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(x);
+    const T z = std::is_same_v<T, int64_t> ? T(0) : T(-0.0f);
+    std::fill(p, p + count, z);
   });
 }
 

@@ -32,6 +32,8 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
   ENGINE_REQUIRE(root >= 0 && root < size_, "[broadcast] root ", root, " is outside 0..", size_ - 1);
   return enqueue(make_desc(kBroadcast, &t, ReduceOp::Sum, root),
                  [this, t, root](const MessageHeader& desc, Deadline d) {
+                   if (algorithm_ == AllReduceAlgorithm::Hierarchical)
+                     return hierarchical_broadcast(t.bytes(), t.numel(), t.dtype(), root, desc, d);
                    // The root sends its tensor to every other rank directly (fine for the world sizes of
                    // one machine; a ring or tree would spread the root's sending over all ranks).
                    // Without shared memory (whose agree() has compared every rank's call already), each
@@ -66,11 +68,15 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
     const size_t es = dtype_size(input.dtype());
     Tensor all = empty({int64_t(size_) * m}, input.dtype());
     char* buf = static_cast<char*>(all.storage()->data());
-    std::memcpy(buf + size_t(rank_) * size_t(m) * es,
-                static_cast<const char*>(input.storage()->data()) + size_t(input.offset()) * es, size_t(m) * es);
-    std::vector<int64_t> bounds(size_t(size_) + 1);
-    for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
-    ring_all_gather(full_ring(), buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+    const char* mine = static_cast<const char*>(input.storage()->data()) + size_t(input.offset()) * es;
+    if (algorithm_ == AllReduceAlgorithm::Hierarchical) {
+      hierarchical_all_gather(buf, mine, m, input.dtype(), desc, d);
+    } else {
+      std::memcpy(buf + size_t(rank_) * size_t(m) * es, mine, size_t(m) * es);
+      std::vector<int64_t> bounds(size_t(size_) + 1);
+      for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+      ring_all_gather(full_ring(), buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+    }
     for (int r = 0; r < size_; ++r) (*outputs)[r].copy_(all.narrow(0, int64_t(r) * m, m).view(input.shape()));
   });
 }
@@ -86,6 +92,8 @@ Work ProcessGroupTCP::all_gather_into_tensor(Tensor output, Tensor input) {
     const int64_t m = input.numel();
     const size_t es = dtype_size(input.dtype());
     char* buf = output.bytes();
+    if (algorithm_ == AllReduceAlgorithm::Hierarchical)
+      return hierarchical_all_gather(buf, input.bytes(), m, input.dtype(), desc, d);
     std::memmove(buf + size_t(rank_) * size_t(m) * es, input.bytes(), size_t(m) * es);
     std::vector<int64_t> bounds(size_t(size_) + 1);
     for (int k = 0; k <= size_; ++k) bounds[size_t(k)] = int64_t(k) * m;
@@ -104,6 +112,14 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   return enqueue(make_desc(kReduceScatter, &input, op),
                  [this, output, input, op](const MessageHeader& desc, Deadline d) {
                    const int64_t m = output.numel();
+                   if (algorithm_ == AllReduceAlgorithm::Hierarchical) {
+                     // Contiguous copies in and out: the ring works on raw blocks.
+                     const Tensor in = input.contiguous();
+                     Tensor mine = empty({m}, output.dtype());
+                     hierarchical_reduce_scatter(mine.bytes(), in.bytes(), m, input.dtype(), op, desc, d);
+                     Tensor(output).copy_(mine.view(output.shape()));
+                     return;
+                   }
                    Tensor work = input.clone();  // the ring reduces in place; the caller's input stays intact
                    char* buf = static_cast<char*>(work.storage()->data());
                    std::vector<int64_t> bounds(size_t(size_) + 1);

@@ -57,6 +57,17 @@ void ProcessGroupTCP::discover_topology() {
     if (hosts[size_t(r)] == me) local_ranks_.push_back(r);
     if (std::find(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]) == hosts.begin() + r) leaders_.push_back(r);
   }
+  // Machine order: machine k's ranks (ascending) after machine k-1's.
+  machine_of_.assign(size_t(size_), 0);
+  for (int r = 0; r < size_; ++r)
+    for (size_t k = 0; k < leaders_.size(); ++k)
+      if (hosts[size_t(r)] == hosts[size_t(leaders_[k])]) machine_of_[size_t(r)] = int(k);
+  machine_start_.assign(leaders_.size() + 1, 0);
+  for (int r = 0; r < size_; ++r) ++machine_start_[size_t(machine_of_[size_t(r)]) + 1];
+  for (size_t k = 0; k < leaders_.size(); ++k) machine_start_[k + 1] += machine_start_[k];
+  block_at_.assign(size_t(size_), 0);
+  std::vector<int> next = machine_start_;
+  for (int r = 0; r < size_; ++r) block_at_[size_t(r)] = next[size_t(machine_of_[size_t(r)])]++;
 }
 
 namespace {

@@ -168,6 +168,21 @@ class ProcessGroupTCP : public ProcessGroup {
   void run_all_reduce(const Tensor& t, ReduceOp op, const MessageHeader& desc, Deadline deadline);
   void hierarchical_all_reduce(char* data, int64_t count, DType dtype, ReduceOp op, const MessageHeader& desc,
                                Deadline deadline);
+  // Gives every rank of this machine the `source` rank's `count` elements at `data`, through
+  // shared memory (a sum to which the others add zeros); nothing to do on a one-rank machine.
+  void share_within_machine(char* data, int64_t count, DType dtype, bool source, Deadline deadline);
+  // The other collectives when the job spans machines with several ranks on some
+  // (hierarchical_collectives.cc): shared memory within a machine, only the machines'
+  // leaders on the network. `out`/`in` hold size() blocks of m elements, block r for rank r.
+  void hierarchical_all_gather(char* out, const char* mine, int64_t m, DType dtype, const MessageHeader& desc,
+                               Deadline deadline);
+  void hierarchical_reduce_scatter(char* mine, const char* in, int64_t m, DType dtype, ReduceOp op,
+                                   const MessageHeader& desc, Deadline deadline);
+  void hierarchical_broadcast(char* data, int64_t count, DType dtype, int root, const MessageHeader& desc,
+                              Deadline deadline);
+  // Machine order: every machine's ranks together, machines in leader order. block_at_[r]
+  // is where rank r's block sits in that order; machine_start_[k] where machine k's begin.
+  bool machine_order_is_rank_order() const;
 
   std::shared_ptr<TCPStore> store_;
   TCPGroupOptions options_;
@@ -176,6 +191,8 @@ class ProcessGroupTCP : public ProcessGroup {
   AllReduceAlgorithm algorithm_ = AllReduceAlgorithm::Ring;
   std::vector<int> local_ranks_;                   // the ranks on this machine, ascending
   std::vector<int> leaders_;                       // the lowest rank on each machine, ascending: the hierarchical ring
+  std::vector<int> machine_of_;                    // machine_of_[r]: index in leaders_ of rank r's machine
+  std::vector<int> block_at_, machine_start_;      // machine order (above); machine_start_ has one entry more
   std::string address_;                            // "host:port" where this rank listens
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;

@@ -134,6 +134,110 @@ TEST_CASE(
   });
 }
 
+// Rank r's block for the gathers: element i = 1000 r + i (exact in every dtype used).
+Tensor block_of(int r, int64_t m, DType dtype) { return (arange(0, double(m)) + double(1000 * r)).to(dtype); }
+
+TEST_CASE("hierarchical all_gather, reduce_scatter and broadcast: closed forms on every layout and dtype") {
+  for (const std::string machines : {"AABB", "AAAB", "ABAB", "AABBB", "BAAB"})
+    for (DType dtype : {DType::Float32, DType::Int64, DType::BFloat16})
+      for (int64_t m : {int64_t(1), int64_t(5), int64_t(1 << 12)}) {
+        if (dtype == DType::BFloat16 && m > 256) continue;  // 1000 r + i stays exact in 8 bits only below 256
+        INFO(machines << " " << dtype_name(dtype) << " m " << m);
+        on_machines(
+            machines,
+            [&](ProcessGroupTCP& g) {
+              const int r = g.rank(), w = g.size();
+              RANK_REQUIRE(g.all_reduce_algorithm() == "hierarchical");
+              const Tensor mine = dtype == DType::BFloat16 ? full({m}, double(r + 1)).to(dtype) : block_of(r, m, dtype);
+              const auto want_block = [&](int k) {
+                return (dtype == DType::BFloat16 ? full({m}, double(k + 1)).to(dtype) : block_of(k, m, dtype))
+                    .to(DType::Float32)
+                    .to_vector<float>();
+              };
+              // all_gather and all_gather_into_tensor: block k is rank k's.
+              std::vector<Tensor> outs;
+              g.all_gather(&outs, mine).wait();
+              Tensor flat = empty({w * m}, dtype);
+              g.all_gather_into_tensor(flat, mine).wait();
+              for (int k = 0; k < w; ++k) {
+                RANK_REQUIRE(outs[size_t(k)].to(DType::Float32).to_vector<float>() == want_block(k));
+                RANK_REQUIRE(flat.narrow(0, k * m, m).to(DType::Float32).to_vector<float>() == want_block(k));
+              }
+              // reduce_scatter: rank r gets op over ranks of block r, where rank q's block j
+              // is (q + 1) (j + 1) everywhere.
+              std::vector<float> in(static_cast<size_t>(w * m));
+              for (int j = 0; j < w; ++j)
+                for (int64_t i = 0; i < m; ++i) in[size_t(j * m + i)] = float((r + 1) * (j + 1));
+              for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg}) {
+                if (op == ReduceOp::Avg && dtype == DType::Int64) continue;
+                const Tensor input = from_vector(in, {w * m}).to(dtype);
+                Tensor out = empty({m}, dtype);
+                g.reduce_scatter(out, input, op).wait();
+                double want = (r + 1) * w * (w + 1) / 2.0;  // Sum over q of (q + 1)(r + 1)
+                if (op == ReduceOp::Max) want = double((r + 1) * w);
+                if (op == ReduceOp::Min) want = double(r + 1);
+                if (op == ReduceOp::Avg) want = (r + 1) * (w + 1) / 2.0;
+                const std::vector<float> got = out.to(DType::Float32).to_vector<float>();
+                for (float v : got) RANK_REQUIRE(std::fabs(v - want) <= std::fabs(want) * 0x1p-8);
+                RANK_REQUIRE(input.to(DType::Float32).to_vector<float>() == from_vector(in).to_vector<float>());
+              }
+              // broadcast from every root.
+              for (int root = 0; root < w; ++root) {
+                Tensor b = r == root ? mine.clone() : zeros({m}, dtype);
+                g.broadcast(b, root).wait();
+                RANK_REQUIRE(b.to(DType::Float32).to_vector<float>() == want_block(root));
+              }
+            },
+            "hierarchical");
+      }
+}
+
+TEST_CASE("hierarchical all_gather, reduce_scatter and broadcast: only leaders cross machines, less than a flat ring") {
+  const int64_t m = 1 << 14;  // floats per rank's block
+  for (const std::string algorithm : {"hierarchical", "ring"}) {
+    std::vector<uint64_t> gather(4), scatter(4), bcast(4);
+    on_machines(
+        "AABB",
+        [&](ProcessGroupTCP& g) {
+          const int r = g.rank();
+          uint64_t before = g.bytes_sent();
+          Tensor all = empty({4 * m});
+          g.all_gather_into_tensor(all, full({m}, double(r))).wait();
+          gather[size_t(r)] = g.bytes_sent() - before;
+          before = g.bytes_sent();
+          Tensor out = empty({m});
+          g.reduce_scatter(out, full({4 * m}, 1.0)).wait();
+          scatter[size_t(r)] = g.bytes_sent() - before;
+          before = g.bytes_sent();
+          Tensor b = full({4 * m}, double(r));
+          g.broadcast(b, 1).wait();
+          bcast[size_t(r)] = g.bytes_sent() - before;
+        },
+        algorithm);
+    const double total = 4.0 * m * 4;  // bytes of the gathered result
+    INFO(algorithm << ": gather " << gather[0] << " " << gather[1] << " " << gather[2] << " " << gather[3]);
+    if (algorithm == "hierarchical") {
+      // Leaders (0, 2) send (2-1)/2 of the result over the network; the others nothing.
+      for (int r : {0, 2}) {
+        CHECK(double(gather[size_t(r)]) >= total / 2);
+        CHECK(double(gather[size_t(r)]) < total / 2 * 1.01);
+        CHECK(double(scatter[size_t(r)]) >= total / 2);
+        CHECK(double(scatter[size_t(r)]) < total / 2 * 1.01);
+      }
+      CHECK(gather[1] + gather[3] + scatter[1] + scatter[3] == 0);
+      // Broadcast from rank 1 (machine A): one copy to machine B's leader, then its ack.
+      CHECK(double(bcast[1]) >= total);
+      CHECK(double(bcast[1]) < total * 1.01);
+      CHECK(bcast[0] == 0);
+      CHECK(bcast[3] == 0);
+    } else {
+      // The flat ring: every rank sends (4-1)/4 of the result; the root sends 3 copies.
+      for (int r = 0; r < 4; ++r) CHECK(double(gather[size_t(r)]) >= total * 3 / 4);
+      CHECK(double(bcast[1]) >= 3 * total);
+    }
+  }
+}
+
 TEST_CASE("forcing an algorithm: ring anywhere, hierarchical on one machine, shm across machines refused") {
   std::vector<std::string> got(4);
   on_machines(
