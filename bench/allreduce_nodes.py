@@ -27,21 +27,23 @@ def rate_bytes_per_s(rate):
     sys.exit(f"allreduce_nodes.py: bad rate {rate}")
 
 
-def run_job(env, nodes, port, program):
-    """Starts one launcher per machine; returns rank 0's JSON lines."""
+def run_job(env, nodes, port, program, per_node=1, extra_env=None):
+    """Starts one launcher per machine (per_node ranks on each); returns rank 0's JSON lines."""
     token = secrets.token_hex(16)
     procs = []
     for k in reversed(range(nodes)):
         cmd = ["bash", NODES, "run", env["NODES_ID"], str(k), os.path.join(ROOT, "bazel-bin", "dist", "launch"),
-               f"--nnodes={nodes}", f"--node_rank={k}", "--nproc_per_node=1", f"--master_addr={env['NODE0_ADDR']}",
+               f"--nnodes={nodes}", f"--node_rank={k}", f"--nproc_per_node={per_node}", f"--master_addr={env['NODE0_ADDR']}",
                f"--master_port={port}", f"--job_token={token}"] + program
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      env=job_env()))
+                                      env={**job_env(), **(extra_env or {})}))
     outs = [p.communicate(timeout=900)[0] for p in procs]
     if any(p.returncode for p in procs):
         sys.exit("allreduce_nodes.py: a job failed:\n" + "\n".join(outs))
     rows = []
     for line in outs[-1].splitlines():  # node 0 started last
+        if line.startswith("[rank") and not line.startswith("[rank 0]"):
+            continue
         text = line.split("] ", 1)[1] if line.startswith("[rank") else line
         if text.startswith("{"):
             rows.append(json.loads(text))

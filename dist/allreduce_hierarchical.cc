@@ -23,7 +23,7 @@
 namespace engine::dist {
 
 void ProcessGroupTCP::share_within_machine(char* data, int64_t count, DType dtype, bool source, Deadline d) {
-  if (!shm_) return;  // alone on this machine
+  if (!shm_ || count == 0) return;  // alone on this machine, or nothing to share (the same on every local rank)
   if (!source) fill_additive_identity(data, count, dtype);
   // Every rank's data final (the source's, the zeros) before any rank reads them: DDP's
   // buckets live in shared memory, reduced in place.

@@ -57,8 +57,10 @@ void ProcessGroupTCP::hierarchical_all_gather(char* out, const char* mine, int64
   // 2. Between machines: the leaders' ring passes each machine's segment to the others.
   if (leader && leaders_.size() > 1)
     ring_all_gather(Ring{leaders_, k}, buf, machine_bounds(machine_start_, m), dtype, desc, /*owned_shift=*/-1, d);
-  // 3. The leader's whole result to its machine's other ranks.
-  share_within_machine(buf, int64_t(size_) * m, dtype, leader, d);
+  // 3. The other machines' blocks, from the leader to its machine's other ranks (this
+  //    machine's own they all hold since step 1).
+  share_within_machine(buf, first * m, dtype, leader, d);
+  share_within_machine(buf + size_t(first + local) * block, (size_ - first - local) * m, dtype, leader, d);
   if (!in_place)
     for (int r = 0; r < size_; ++r)
       std::memcpy(out + size_t(r) * block, buf + size_t(block_at_[size_t(r)]) * block, block);
