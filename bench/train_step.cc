@@ -1,8 +1,10 @@
 // One training step of the MLP 784-256-256-10 (SGD momentum 0.9, cross-entropy, random
 // data, one thread): the same workload as ../shared/reference/torch_mlp_step.py, printed
-// as the same JSON line so bench/train_step.py can set the two side by side.
+// as the same JSON line so bench/train_step.py can set the two side by side. --model cnn:
+// the lessons' CNN (lessons/fashion_mnist), beside bench/torch_cnn_step.py.
 //
 //   bazel run //bench:train_step -- --batch 64
+//   bazel run //bench:train_step -- --batch 64 --model cnn
 //   bazel run //bench:train_step -- --batch 256 --autocast both   # bfloat16 autocast beside float32
 #include <sys/resource.h>
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "bench/median.h"
+#include "lessons/fashion_mnist/trainer.h"
 #include "nn/autocast.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -24,7 +27,8 @@ using namespace engine;
 using namespace engine::nn;
 
 namespace {
-std::shared_ptr<Sequential> mlp() {
+std::shared_ptr<Module> make(const std::string& model) {
+  if (model == "cnn") return fmnist::make_model("cnn", 0);  // the lesson's CNN, as bench/torch_cnn_step.py
   manual_seed(0);
   return std::make_shared<Sequential>(std::vector<ModulePtr>{
       std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
@@ -35,22 +39,25 @@ std::shared_ptr<Sequential> mlp() {
 int main(int argc, char** argv) {
   int64_t batch = 64;
   int steps = 200, rounds = 5;
-  std::string autocast = "off";
-  Flags flags("train_step", "Times the MLP training step (784-256-256-10, SGD momentum) on one thread.");
+  std::string autocast = "off", model_name = "mlp";
+  Flags flags("train_step", "Times a training step (the MLP 784-256-256-10 or the lessons' CNN, SGD momentum) on one thread.");
+  flags.add("--model", &model_name, {"mlp", "cnn"}, "mlp: 784-256-256-10; cnn: conv32-bn-relu-pool, conv64-bn-relu-pool, fc128, fc10");
   flags.add("--batch", &batch, 1, 1 << 16, "images per step");
   flags.add("--steps", &steps, 1, 1 << 20, "steps per round");
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
   flags.add("--autocast", &autocast, {"off", "bf16", "both"},
             "forward under bfloat16 autocast; both: float32 and bfloat16 steps in alternating rounds, and their ratio");
   flags.parse_or_exit(argc, argv);
-  auto model32 = mlp(), model16 = mlp();
+  auto model32 = make(model_name), model16 = make(model_name);
+  model32->train();
+  model16->train();
   SGD opt32(model32->parameters(), {.lr = 0.01, .momentum = 0.9}),
       opt16(model16->parameters(), {.lr = 0.01, .momentum = 0.9});
-  const Tensor x = randn({batch, 784});
+  const Tensor x = model_name == "cnn" ? randn({batch, 1, 28, 28}) : randn({batch, 784});
   const Tensor y = randint(0, 10, {batch});
   auto step = [&](bool half) {
     SGD& opt = half ? opt16 : opt32;
-    Sequential& model = half ? *model16 : *model32;
+    Module& model = half ? *model16 : *model32;
     opt.zero_grad();
     Variable loss;
     {
@@ -79,9 +86,9 @@ int main(int argc, char** argv) {
   for (bool k : kinds) {
     const double s = median(times[k]);
     std::printf(
-        "{\"impl\": \"engine\", \"model\": \"mlp-784-256-256-10\", \"batch\": %lld, \"threads\": 1, "
+        "{\"impl\": \"engine\", \"model\": \"%s\", \"batch\": %lld, \"threads\": 1, "
         "\"autocast\": \"%s\", \"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
-        (long long)batch, k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+        model_name == "cnn" ? "cnn-conv32-conv64-fc128-fc10" : "mlp-784-256-256-10", (long long)batch, k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
   }
   if (!ratio.empty())
     std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,

@@ -1,4 +1,5 @@
-"""Our MLP training step against PyTorch's, side by side, alternating, one thread each.
+"""Our training step against PyTorch's, side by side, alternating, one thread each: the MLP
+(--model mlp, the default) or the lessons' CNN (--model cnn, beside bench/torch_cnn_step.py).
 
     bash tools/setup.sh --bench && bazel build //bench:train_step
     /usr/bin/python3 bench/train_step.py --rounds 7
@@ -37,8 +38,13 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--batches", type=int, nargs="+", default=[64, 256])
     p.add_argument("--peer-threads-default", action="store_true")
-    p.add_argument("--reference", default=os.path.join(ROOT, "..", "shared", "reference", "torch_mlp_step.py"))
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp",
+                   help="cnn: the lessons' CNN beside bench/torch_cnn_step.py")
+    p.add_argument("--reference", default=None, help="the PyTorch script (default: the model's)")
     a = p.parse_args()
+    if a.reference is None:
+        a.reference = (os.path.join(HERE, "torch_cnn_step.py") if a.model == "cnn" else
+                       os.path.join(ROOT, "..", "shared", "reference", "torch_mlp_step.py"))
     ours_bin = os.path.join(ROOT, "bazel-bin", "bench", "train_step")
     if not os.path.exists(ours_bin):
         sys.exit("train_step.py: build it first: bazel build //bench:train_step")
@@ -50,8 +56,9 @@ def main():
     for batch in a.batches:
         ours_sps, torch_sps, ratios, ours_rss, torch_rss = [], [], [], [], []
         for r in range(a.rounds):
-            pair = [("ours", [ours_bin, "--batch", str(batch)]),
-                    ("torch", ["/usr/bin/python3", a.reference, "--batch", str(batch), "--threads", "1"])]
+            steps = ["--steps", "30"] if a.model == "cnn" else []
+            pair = [("ours", [ours_bin, "--batch", str(batch), "--model", a.model] + steps),
+                    ("torch", ["/usr/bin/python3", a.reference, "--batch", str(batch), "--threads", "1"] + steps)]
             if r % 2:
                 pair.reverse()
             got = {}
@@ -63,7 +70,7 @@ def main():
             ours_rss.append(got["ours"][0].get("peak_rss_mb"))
             if got["torch"][1]:
                 torch_rss.append(got["torch"][1])
-        row = {"bench": "train_step", "batch": batch, "ours_samples_per_s": statistics.median(ours_sps),
+        row = {"bench": "train_step", "model": a.model, "batch": batch, "ours_samples_per_s": statistics.median(ours_sps),
                "torch_samples_per_s": statistics.median(torch_sps), "ratio": round(statistics.median(ratios), 3),
                "ours_peak_rss_mb": max(ours_rss), "torch_peak_rss_mb": max(torch_rss) if torch_rss else None}
         rows.append(row)

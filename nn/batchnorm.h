@@ -23,6 +23,7 @@ class BatchNorm : public Module {
   double eps, momentum;
 
  private:
+  Variable train_fused(const Variable& x, int64_t count);
   int64_t dims_lo_, dims_hi_;  // accepted input ranks
 };
 

@@ -106,6 +106,31 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
   return x;
 }
 
+namespace {
+// 2x2 windows at stride 2 with no padding: each output compares the window's four values
+// in the general loop's order (row by row), so the first maximum wins and the first NaN
+// wins, as there.
+void max_pool_2x2(const float* in, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, float* o,
+                  int64_t* arg) {
+  for (int64_t plane = 0; plane < planes; ++plane)
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      const int64_t top = (plane * H + 2 * oy) * W;
+      const float *r0 = in + top, *r1 = r0 + W;
+      float* out = o + (plane * OH + oy) * OW;
+      int64_t* where = arg + (plane * OH + oy) * OW;
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const float c[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
+        const int64_t at[4] = {top + 2 * ox, top + 2 * ox + 1, top + W + 2 * ox, top + W + 2 * ox + 1};
+        int best = 0;
+        for (int k = 1; k < 4; ++k)
+          if (c[k] > c[best] || (c[k] != c[k] && c[best] == c[best])) best = k;
+        out[ox] = c[best];
+        where[ox] = at[best];
+      }
+    }
+}
+}  // namespace
+
 MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   const Shape xs = x.shape();
   check_window("max_pool2d", xs, kernel, kernel, stride, padding);
@@ -128,6 +153,10 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
   const float* in = xc.data<float>();
   float* o = r.out.data<float>();
   int64_t* arg = r.where.data<int64_t>();
+  if (kernel == 2 && stride == 2 && padding == 0) {  // the common 2x2 pool, without the window clipping
+    max_pool_2x2(in, N * C, H, W, OH, OW, o, arg);
+    return r;
+  }
   for (int64_t plane = 0; plane < N * C; ++plane)
     for (int64_t oy = 0; oy < OH; ++oy) {
       // The window's rows, clipped to the image (padding never wins a max).

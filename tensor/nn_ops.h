@@ -35,6 +35,23 @@ Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, 
               ColumnLayout layout = ColumnLayout::PerImage);
 
 // ---- max pooling over kernel x kernel windows (padding never wins).
+// ---- batch normalisation in training mode, over every dim but dim 1 of a contiguous
+// float32 CPU tensor (N, C, ...): per channel c, over its M = N * (H * W * ...) values,
+// y = (x - mean_c) * invstd_c * weight_c + bias_c with the biased variance and
+// invstd_c = 1 / sqrt(var_c + eps). One pass for the mean, one for the variance (two-pass:
+// no cancellation), one for y. The backward, with xhat = (x - mean) invstd:
+//   dbias_c = sum dy,  dweight_c = sum dy xhat,
+//   dx = weight_c invstd_c (dy - dbias_c / M - xhat dweight_c / M).
+struct BatchNormTrain {
+  Tensor out, mean, var, invstd;  // out as x; the others (C,)
+};
+BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+struct BatchNormGrads {
+  Tensor dx, dweight, dbias;
+};
+BatchNormGrads batch_norm_train_backward(const Tensor& dy, const Tensor& x, const BatchNormTrain& saved,
+                                         const Tensor& weight);
+
 struct MaxPool {
   Tensor out;    // (N, C, OH, OW)
   Tensor where;  // int64, the flat input index of each output's maximum (the first NaN, or the first on ties)
