@@ -2,6 +2,8 @@
 // on a GPU in tensor/cuda/nn.cu and optim.cu.
 #include "tensor/nn_ops.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -107,25 +109,65 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
 }
 
 namespace {
-// 2x2 windows at stride 2 with no padding: each output compares the window's four values
-// in the general loop's order (row by row), so the first maximum wins and the first NaN
-// wins, as there.
+// 2x2 windows at stride 2 with no padding. Each output compares the window's four values
+// in the general loop's order (row by row): the first maximum wins, and the first NaN.
+// Where the maximum sits is random, so a branch on each comparison would be mispredicted
+// half the time: AVX-512 does 8 outputs at once with masks (the scalar rule without it).
+void max_pool_2x2_scalar(const float* r0, const float* r1, int64_t top, int64_t W, int64_t ox, float* out,
+                         int64_t* where) {
+  const float c[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
+  const int64_t at[4] = {top + 2 * ox, top + 2 * ox + 1, top + W + 2 * ox, top + W + 2 * ox + 1};
+  int best = 0;
+  for (int k = 1; k < 4; ++k)
+    if (c[k] > c[best] || (c[k] != c[k] && c[best] == c[best])) best = k;
+  out[ox] = c[best];
+  where[ox] = at[best];
+}
+
+// Outputs ox .. ox+count-1 (count <= 8) of one row: 2 count floats of each input row
+// (masked: nothing past the row is read or written), split into the windows' left (even)
+// and right (odd) columns.
+__attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float* r0, const float* r1, int64_t top,
+                                                                     int64_t W, int64_t ox, int count, float* out,
+                                                                     int64_t* where) {
+  const __mmask16 in_mask = __mmask16((1u << (2 * count)) - 1);
+  const __mmask8 out_mask = __mmask8((1u << count) - 1);
+  const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m512 t = _mm512_permutexvar_ps(split, _mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox));
+  const __m512 b = _mm512_permutexvar_ps(split, _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox));
+  const __m256 cand[4] = {_mm512_castps512_ps256(t), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1)),
+                          _mm512_castps512_ps256(b), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b), 1))};
+  const __m512i left = _mm512_add_epi64(_mm512_set1_epi64(top + 2 * ox), _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
+  const __m512i at[4] = {left, _mm512_add_epi64(left, _mm512_set1_epi64(1)),
+                         _mm512_add_epi64(left, _mm512_set1_epi64(W)),
+                         _mm512_add_epi64(left, _mm512_set1_epi64(W + 1))};
+  __m256 best = cand[0];
+  __m512i best_at = at[0];
+  for (int k = 1; k < 4; ++k) {
+    const __mmask8 take =
+        _mm256_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
+        (_mm256_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm256_cmp_ps_mask(best, best, _CMP_ORD_Q));
+    best = _mm256_mask_blend_ps(take, best, cand[k]);
+    best_at = _mm512_mask_blend_epi64(take, best_at, at[k]);
+  }
+  _mm256_mask_storeu_ps(out + ox, out_mask, best);
+  _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
+}
+
 void max_pool_2x2(const float* in, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, float* o,
                   int64_t* arg) {
+  static const bool vector = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   for (int64_t plane = 0; plane < planes; ++plane)
     for (int64_t oy = 0; oy < OH; ++oy) {
       const int64_t top = (plane * H + 2 * oy) * W;
       const float *r0 = in + top, *r1 = r0 + W;
       float* out = o + (plane * OH + oy) * OW;
       int64_t* where = arg + (plane * OH + oy) * OW;
-      for (int64_t ox = 0; ox < OW; ++ox) {
-        const float c[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-        const int64_t at[4] = {top + 2 * ox, top + 2 * ox + 1, top + W + 2 * ox, top + W + 2 * ox + 1};
-        int best = 0;
-        for (int k = 1; k < 4; ++k)
-          if (c[k] > c[best] || (c[k] != c[k] && c[best] == c[best])) best = k;
-        out[ox] = c[best];
-        where[ox] = at[best];
+      if (vector) {
+        for (int64_t ox = 0; ox < OW; ox += 8)
+          max_pool_2x2_avx512(r0, r1, top, W, ox, int(std::min<int64_t>(8, OW - ox)), out, where);
+      } else {
+        for (int64_t ox = 0; ox < OW; ++ox) max_pool_2x2_scalar(r0, r1, top, W, ox, out, where);
       }
     }
 }

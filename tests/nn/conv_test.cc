@@ -110,6 +110,32 @@ TEST_CASE("max_pool2d matches the direct loops and routes gradients to the maxim
   check_gradients("max_pool2d overlapping", [](const Vs& v) { return max_pool2d(v[0], 3, 2, 1); },
                   {randn({1, 1, 5, 5}, &gen)});
   REQUIRE(MaxPool2d(2)(Variable(zeros({1, 1, 28, 28}))).shape() == Shape{1, 1, 14, 14});
+  // 2x2 at stride 2 has its own (vector) loop: rows of 15 outputs (8 + a tail of 7), odd
+  // heights, many ties (values 0..3) and some NaNs. Values as the reference (NaN where the
+  // window holds one), and each gradient goes to the window's first maximum, row by row,
+  // or its first NaN: the general loop's rule.
+  Tensor x = randint(0, 4, {2, 3, 7, 30}, &gen).to(DType::Float32);
+  for (int64_t i = 0; i < x.numel(); i += 37) x.data<float>()[i] = NAN;
+  Variable v(x, true);
+  Variable y = max_pool2d(v, 2, 2);
+  sum(y).backward();
+  const float* px = x.data<float>();
+  const auto got = y.data().to_vector<float>(), grad = v.grad().to_vector<float>();
+  std::vector<float> want_grad(static_cast<size_t>(x.numel()), 0.0f);
+  for (int64_t plane = 0; plane < 6; ++plane)
+    for (int64_t oy = 0; oy < 3; ++oy)
+      for (int64_t ox = 0; ox < 15; ++ox) {
+        int64_t best = (plane * 7 + 2 * oy) * 30 + 2 * ox;
+        for (int64_t i : {int64_t(0), int64_t(1), int64_t(30), int64_t(31)}) {
+          const int64_t at = (plane * 7 + 2 * oy) * 30 + 2 * ox + i;
+          if (px[at] > px[best] || (std::isnan(px[at]) && !std::isnan(px[best]))) best = at;
+        }
+        const float o = got[size_t((plane * 3 + oy) * 15 + ox)];
+        INFO("plane " << plane << " oy " << oy << " ox " << ox);
+        REQUIRE((o == px[best] || (std::isnan(o) && std::isnan(px[best]))));
+        want_grad[size_t(best)] += 1;
+      }
+  REQUIRE(grad == want_grad);
 }
 
 TEST_CASE("Conv2d starts where PyTorch's would") {
