@@ -23,10 +23,14 @@ void check_window(const char* op, const Shape& x, int64_t kh, int64_t kw, int64_
 
 namespace {
 
-// Walks every (n, c, i, j, oy, ox) of the columns, calling f(col_index, image_index) for
-// entries inside the image. im2col copies image -> col; col2im adds col -> image.
+// Walks the columns one run at a time: for every (n, c, i, j, oy), the run of OW entries
+// (ox = 0 .. OW-1) that starts at column index col, calling f(col, OW, lo, hi, img): the
+// entries ox in [lo, hi) read the image at img + (ox - lo) * s (its row y = oy s + i - p,
+// columns x = ox s + j - p), the others fall in the padding (lo = hi = 0 when the whole
+// row does). Runs instead of single entries keep the bounds tests out of the inner loops,
+// which then copy (im2col) or add (col2im) contiguous spans when s = 1.
 template <class F>
-void for_each_window_entry(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, ColumnLayout layout, F f) {
+void for_each_window_run(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, ColumnLayout layout, F f) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   const int64_t OH = window_out_size(H, kh, s, p), OW = window_out_size(W, kw, s, p);
   const bool side_by_side = layout == ColumnLayout::BatchInColumns;
@@ -36,13 +40,16 @@ void for_each_window_entry(const Shape& xs, int64_t kh, int64_t kw, int64_t s, i
         for (int64_t j = 0; j < kw; ++j) {
           const int64_t row = (c * kh + i) * kw + j;  // (c, i, j) in the columns' row order
           int64_t col = side_by_side ? (row * N + n) * OH * OW : (n * C * kh * kw + row) * OH * OW;
-          for (int64_t oy = 0; oy < OH; ++oy) {
+          // ox s + j - p in [0, W)  <=>  ox in [lo, hi)
+          const int64_t lo = std::min(OW, std::max<int64_t>(0, (p - j + s - 1) / s));
+          const int64_t last = W - 1 + p - j;  // ox s <= last (negative: no ox; / would round it up to 0)
+          const int64_t hi = last < 0 ? lo : std::max(lo, std::min(OW, last / s + 1));
+          for (int64_t oy = 0; oy < OH; ++oy, col += OW) {
             const int64_t y = oy * s + i - p;
-            const int64_t base = ((n * C + c) * H + y) * W;
-            for (int64_t ox = 0; ox < OW; ++ox, ++col) {
-              const int64_t x = ox * s + j - p;
-              if (y >= 0 && y < H && x >= 0 && x < W) f(col, base + x);
-            }
+            if (y < 0 || y >= H || lo >= hi)
+              f(col, OW, int64_t(0), int64_t(0), int64_t(0));
+            else
+              f(col, OW, lo, hi, ((n * C + c) * H + y) * W + lo * s + j - p);
           }
         }
 }
@@ -78,10 +85,19 @@ Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t p
                  cols.data<float>(), side_by_side);
     return cols;
   }
-  Tensor cols = zeros(cs);
+  Tensor cols = empty(cs);  // every entry is written below, padding as 0
   float* out = cols.data<float>();
   const float* in = xc.data<float>();
-  for_each_window_entry(s, kh, kw, stride, padding, layout, [&](int64_t col, int64_t img) { out[col] = in[img]; });
+  for_each_window_run(s, kh, kw, stride, padding, layout,
+                      [&](int64_t col, int64_t len, int64_t lo, int64_t hi, int64_t img) {
+                        float* o = out + col;
+                        std::fill(o, o + lo, 0.0f);
+                        if (stride == 1)
+                          std::copy(in + img, in + img + (hi - lo), o + lo);
+                        else
+                          for (int64_t k = 0; k < hi - lo; ++k) o[lo + k] = in[img + k * stride];
+                        std::fill(o + hi, o + len, 0.0f);
+                      });
   return cols;
 }
 
@@ -104,7 +120,15 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
   Tensor x = zeros(xs);
   float* out = x.data<float>();
   const float* in = cc.data<float>();
-  for_each_window_entry(xs, kh, kw, stride, padding, layout, [&](int64_t col, int64_t img) { out[img] += in[col]; });
+  for_each_window_run(xs, kh, kw, stride, padding, layout,
+                      [&](int64_t col, int64_t, int64_t lo, int64_t hi, int64_t img) {
+                        float* dst = out + img;
+                        const float* src = in + col + lo;
+                        if (stride == 1)  // contiguous: the compiler vectorises this one
+                          for (int64_t k = 0; k < hi - lo; ++k) dst[k] += src[k];
+                        else
+                          for (int64_t k = 0; k < hi - lo; ++k) dst[k * stride] += src[k];
+                      });
   return x;
 }
 

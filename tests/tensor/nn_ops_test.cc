@@ -29,6 +29,35 @@ TEST_CASE("im2col's two layouts hold the same windows, and col2im is the adjoint
   CHECK_THROWS_WITH(col2im(zeros({4, 4}), x.shape(), kh, kw, s, p), Catch::Contains("do not fit image"));
 }
 
+TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, paddings and kernels past the image") {
+  manual_seed(4);
+  struct Case {
+    int64_t H, W, kh, kw, s, p;
+  };
+  for (const Case k : {Case{5, 6, 3, 3, 1, 1}, Case{5, 6, 3, 2, 2, 1}, Case{7, 7, 3, 3, 3, 0}, Case{1, 1, 3, 3, 2, 1},
+                       Case{2, 3, 3, 3, 2, 1}, Case{6, 5, 2, 4, 1, 2}, Case{4, 4, 1, 1, 1, 0}}) {
+    INFO("H " << k.H << " W " << k.W << " kernel " << k.kh << "x" << k.kw << " stride " << k.s << " padding " << k.p);
+    const Tensor x = randn({2, 3, k.H, k.W});
+    const int64_t OH = window_out_size(k.H, k.kh, k.s, k.p), OW = window_out_size(k.W, k.kw, k.s, k.p), L = OH * OW;
+    const Tensor cols = im2col(x, k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns);
+    REQUIRE(cols.shape() == Shape{3 * k.kh * k.kw, 2 * L});
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t i = 0; i < k.kh; ++i)
+          for (int64_t j = 0; j < k.kw; ++j)
+            for (int64_t oy = 0; oy < OH; ++oy)
+              for (int64_t ox = 0; ox < OW; ++ox) {
+                const int64_t y = oy * k.s + i - k.p, xx = ox * k.s + j - k.p;
+                const double want = y >= 0 && y < k.H && xx >= 0 && xx < k.W ? x.at({n, c, y, xx}) : 0.0;
+                REQUIRE(cols.at({(c * k.kh + i) * k.kw + j, n * L + oy * OW + ox}) == want);
+              }
+    const Tensor g = randn(cols.shape());
+    const double lhs = sum(cols * g).item(),
+                 rhs = sum(x * col2im(g, x.shape(), k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns)).item();
+    CHECK(std::abs(lhs - rhs) < 1e-4 * (1 + std::abs(lhs)));
+  }
+}
+
 TEST_CASE("cross-entropy: the loss is -mean log_softmax at the target, the gradient matches finite differences") {
   manual_seed(5);
   Tensor x = randn({4, 7}) * 3.0;
