@@ -27,6 +27,12 @@ bool ProcessGroupTCP::machine_order_is_rank_order() const {
 }
 
 namespace {
+// memmove, but for empty blocks (whose tensors may have no storage: memmove and memcpy
+// must not be given a null pointer even for 0 bytes).
+void move_bytes(char* dst, const char* src, size_t n) {
+  if (n > 0) std::memmove(dst, src, n);
+}
+
 // Segment k of the leaders' ring: machine k's blocks of m elements.
 std::vector<int64_t> machine_bounds(const std::vector<int>& machine_start, int64_t m) {
   std::vector<int64_t> bounds(machine_start.size());
@@ -47,7 +53,7 @@ void ProcessGroupTCP::hierarchical_all_gather(char* out, const char* mine, int64
   //    there) and zeros around it, and the machine's segment is summed in shared memory.
   const int64_t first = machine_start_[size_t(k)], mine_at = block_at_[size_t(rank_)];
   const int64_t local = int64_t(local_ranks_.size());
-  std::memmove(buf + size_t(mine_at) * block, mine, block);
+  move_bytes(buf + size_t(mine_at) * block, mine, block);
   fill_additive_identity(buf + size_t(first) * block, (mine_at - first) * m, dtype);
   fill_additive_identity(buf + size_t(mine_at + 1) * block, (first + local - mine_at - 1) * m, dtype);
   if (shm_) {
@@ -63,7 +69,7 @@ void ProcessGroupTCP::hierarchical_all_gather(char* out, const char* mine, int64
   share_within_machine(buf + size_t(first + local) * block, (size_ - first - local) * m, dtype, leader, d);
   if (!in_place)
     for (int r = 0; r < size_; ++r)
-      std::memcpy(out + size_t(r) * block, buf + size_t(block_at_[size_t(r)]) * block, block);
+      move_bytes(out + size_t(r) * block, buf + size_t(block_at_[size_t(r)]) * block, block);
 }
 
 void ProcessGroupTCP::hierarchical_reduce_scatter(char* mine, const char* in, int64_t m, DType dtype, ReduceOp op,
@@ -74,7 +80,7 @@ void ProcessGroupTCP::hierarchical_reduce_scatter(char* mine, const char* in, in
   const bool leader = rank_ == leaders_[size_t(k)];
   std::vector<char> work(size_t(size_) * block);  // the input in machine order (the caller's stays intact)
   for (int r = 0; r < size_; ++r)
-    std::memcpy(work.data() + size_t(block_at_[size_t(r)]) * block, in + size_t(r) * block, block);
+    move_bytes(work.data() + size_t(block_at_[size_t(r)]) * block, in + size_t(r) * block, block);
   // 1. Within the machine: every block reduced over the machine's ranks.
   if (shm_) shm_->all_reduce(work.data(), int64_t(size_) * m, dtype, combine, d);
   // 2. Between machines: the leaders' ring reduce-scatter leaves leader k with machine k's
@@ -84,7 +90,7 @@ void ProcessGroupTCP::hierarchical_reduce_scatter(char* mine, const char* in, in
   // 3. The leader's finished segment to its machine's other ranks; each keeps its block.
   share_within_machine(work.data() + size_t(machine_start_[size_t(k)]) * block, int64_t(local_ranks_.size()) * m, dtype,
                        leader, d);
-  std::memcpy(mine, work.data() + size_t(block_at_[size_t(rank_)]) * block, block);
+  move_bytes(mine, work.data() + size_t(block_at_[size_t(rank_)]) * block, block);
   if (op == ReduceOp::Avg) divide_by(mine, m, dtype, size_);
 }
 
