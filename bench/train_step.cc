@@ -40,8 +40,10 @@ int main(int argc, char** argv) {
   int64_t batch = 64;
   int steps = 200, rounds = 5;
   std::string autocast = "off", model_name = "mlp";
-  Flags flags("train_step", "Times a training step (the MLP 784-256-256-10 or the lessons' CNN, SGD momentum) on one thread.");
-  flags.add("--model", &model_name, {"mlp", "cnn"}, "mlp: 784-256-256-10; cnn: conv32-bn-relu-pool, conv64-bn-relu-pool, fc128, fc10");
+  Flags flags("train_step",
+              "Times a training step (the MLP 784-256-256-10 or the lessons' CNN, SGD momentum) on one thread.");
+  flags.add("--model", &model_name, {"mlp", "cnn"},
+            "mlp: 784-256-256-10; cnn: conv32-bn-relu-pool, conv64-bn-relu-pool, fc128, fc10");
   flags.add("--batch", &batch, 1, 1 << 16, "images per step");
   flags.add("--steps", &steps, 1, 1 << 20, "steps per round");
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
@@ -88,7 +90,8 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"impl\": \"engine\", \"model\": \"%s\", \"batch\": %lld, \"threads\": 1, "
         "\"autocast\": \"%s\", \"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
-        model_name == "cnn" ? "cnn-conv32-conv64-fc128-fc10" : "mlp-784-256-256-10", (long long)batch, k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+        model_name == "cnn" ? "cnn-conv32-conv64-fc128-fc10" : "mlp-784-256-256-10", (long long)batch,
+        k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
   }
   if (!ratio.empty())
     std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,

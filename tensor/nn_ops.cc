@@ -156,11 +156,17 @@ __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float
                                                                      int64_t* where) {
   const __mmask16 in_mask = __mmask16((1u << (2 * count)) - 1);
   const __mmask8 out_mask = __mmask8((1u << count) - 1);
+  // (The masked forms, all lanes on, give GCC 12's intrinsics a defined source to merge with.)
   const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m512 t = _mm512_permutexvar_ps(split, _mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox));
-  const __m512 b = _mm512_permutexvar_ps(split, _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox));
-  const __m256 cand[4] = {_mm512_castps512_ps256(t), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t), 1)),
-                          _mm512_castps512_ps256(b), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b), 1))};
+  const __m512 t =
+      _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox));
+  const __m512 b =
+      _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox));
+  const __m256 cand[4] = {
+      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 0)),
+      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 1)),
+      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 0)),
+      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 1))};
   const __m512i left = _mm512_add_epi64(_mm512_set1_epi64(top + 2 * ox), _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
   const __m512i at[4] = {left, _mm512_add_epi64(left, _mm512_set1_epi64(1)),
                          _mm512_add_epi64(left, _mm512_set1_epi64(W)),
