@@ -136,18 +136,7 @@ namespace {
 // 2x2 windows at stride 2 with no padding. Each output compares the window's four values
 // in the general loop's order (row by row): the first maximum wins, and the first NaN.
 // Where the maximum sits is random, so a branch on each comparison would be mispredicted
-// half the time: AVX-512 does 8 outputs at once with masks (the scalar rule without it).
-void max_pool_2x2_scalar(const float* r0, const float* r1, int64_t top, int64_t W, int64_t ox, float* out,
-                         int64_t* where) {
-  const float c[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-  const int64_t at[4] = {top + 2 * ox, top + 2 * ox + 1, top + W + 2 * ox, top + W + 2 * ox + 1};
-  int best = 0;
-  for (int k = 1; k < 4; ++k)
-    if (c[k] > c[best] || (c[k] != c[k] && c[best] == c[best])) best = k;
-  out[ox] = c[best];
-  where[ox] = at[best];
-}
-
+// half the time: AVX-512 does 8 outputs at once with masks (without it, the general loop).
 // Outputs ox .. ox+count-1 (count <= 8) of one row: 2 count floats of each input row
 // (masked: nothing past the row is read or written), split into the windows' left (even)
 // and right (odd) columns.
@@ -184,21 +173,20 @@ __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float
   _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
 }
 
+bool has_avx512vl() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
 void max_pool_2x2(const float* in, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, float* o,
                   int64_t* arg) {
-  static const bool vector = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   for (int64_t plane = 0; plane < planes; ++plane)
     for (int64_t oy = 0; oy < OH; ++oy) {
       const int64_t top = (plane * H + 2 * oy) * W;
-      const float *r0 = in + top, *r1 = r0 + W;
       float* out = o + (plane * OH + oy) * OW;
       int64_t* where = arg + (plane * OH + oy) * OW;
-      if (vector) {
-        for (int64_t ox = 0; ox < OW; ox += 8)
-          max_pool_2x2_avx512(r0, r1, top, W, ox, int(std::min<int64_t>(8, OW - ox)), out, where);
-      } else {
-        for (int64_t ox = 0; ox < OW; ++ox) max_pool_2x2_scalar(r0, r1, top, W, ox, out, where);
-      }
+      for (int64_t ox = 0; ox < OW; ox += 8)
+        max_pool_2x2_avx512(in + top, in + top + W, top, W, ox, int(std::min<int64_t>(8, OW - ox)), out, where);
     }
 }
 }  // namespace
@@ -225,7 +213,7 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
   const float* in = xc.data<float>();
   float* o = r.out.data<float>();
   int64_t* arg = r.where.data<int64_t>();
-  if (kernel == 2 && stride == 2 && padding == 0) {  // the common 2x2 pool, without the window clipping
+  if (kernel == 2 && stride == 2 && padding == 0 && has_avx512vl()) {  // the common 2x2 pool, vectorised
     max_pool_2x2(in, N * C, H, W, OH, OW, o, arg);
     return r;
   }
