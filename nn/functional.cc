@@ -10,8 +10,11 @@ using Grads = std::vector<Tensor>;
 using Needs = autograd::Needs;
 
 namespace {
-// Under autocast (autocast.h): a 16-bit copy whose cast sends float32 gradients back.
-Variable cast(const Variable& v) { return v.defined() ? autograd::to(v, autocast_dtype()) : v; }
+// Under autocast (autocast.h) a product runs in 16 bits: its input through a recorded cast
+// (whose backward converts the gradient back), its parameters as plain 16-bit copies
+// (the layer's backward writes their gradients in float32 itself).
+Variable product_input(const Variable& x) { return autocast_enabled() ? autograd::to(x, autocast_dtype()) : x; }
+Tensor product_copy(const Tensor& t) { return autocast_enabled() ? t.to(autocast_dtype()) : t; }
 }  // namespace
 
 Variable linear(const Variable& x_in, const Variable& weight, const Variable& bias) {
@@ -19,12 +22,7 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
   // weight and bias are copied to 16 bits here, and backward writes the weight's gradient
   // in float32 straight from the GEMM's float32 sums (PyTorch rounds it to 16 bits, then
   // widens it back: two conversions of every weight, for a less exact gradient).
-  const bool amp = autocast_enabled();
-  Variable x = x_in;
-  if (amp) {
-    const Autocast off(autocast_dtype(), false);
-    x = cast(x_in);
-  }
+  const Variable x = product_input(x_in);
   const Shape xs = x.shape();
   const int64_t in = weight.size(1), out = weight.size(0);
   ENGINE_REQUIRE(weight.dim() == 2, "[linear] weight must be (out, in), got ", shape_str(weight.shape()));
@@ -33,10 +31,10 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
   ENGINE_REQUIRE(!bias.defined() || bias.shape() == Shape{out}, "[linear] bias must be (", out, ",), got ",
                  shape_str(bias.shape()));
   const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
-  const Tensor x2 = x.data().reshape({-1, in});                               // (M, in): batch dims flattened
-  const Tensor w = amp ? weight.data().to(autocast_dtype()) : weight.data();  // the product's copy
-  Tensor y = matmul(x2, w.transpose(0, 1));                                   // (M, out); W^T read in place
-  if (bias.defined()) add_(y, amp ? bias.data().to(autocast_dtype()) : bias.data());
+  const Tensor x2 = x.data().reshape({-1, in});  // (M, in): batch dims flattened
+  const Tensor w = product_copy(weight.data());  // the product's copy
+  Tensor y = matmul(x2, w.transpose(0, 1));      // (M, out); W^T read in place
+  if (bias.defined()) add_(y, product_copy(bias.data()));
   Shape ys = xs;
   ys.back() = out;
   std::vector<Variable> inputs{x, weight};
@@ -59,12 +57,7 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
 Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
   // Under autocast, as linear: a 16-bit product, and the weight's gradient in float32 from
   // the GEMM's float32 sums.
-  const bool amp = autocast_enabled();
-  Variable x = x_in;
-  if (amp) {
-    const Autocast off(autocast_dtype(), false);
-    x = cast(x_in);
-  }
+  const Variable x = product_input(x_in);
   const Shape xs = x.shape(), ws = weight.shape();
   ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
   check_window("conv2d", xs, ws[2], ws[3], stride, padding);
@@ -81,9 +74,9 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
   constexpr ColumnLayout kLayout = ColumnLayout::BatchInColumns;
   const Tensor cols = im2col(x.data(), kh, kw, stride, padding, kLayout);
   const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
-  const Tensor w2 = (amp ? weight.data().to(autocast_dtype()) : weight.data()).reshape({O, -1});
+  const Tensor w2 = product_copy(weight.data()).reshape({O, -1});
   Tensor out2 = matmul(w2, cols);
-  if (bias.defined()) add_(out2, (amp ? bias.data().to(autocast_dtype()) : bias.data()).reshape({O, 1}));
+  if (bias.defined()) add_(out2, product_copy(bias.data()).reshape({O, 1}));
   const Tensor out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
