@@ -65,6 +65,20 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
                  shape_str(xs), ", weight ", shape_str(ws), ")");
   ENGINE_REQUIRE(x.data().device() == weight.data().device(), "[conv2d] input on ", x.data().device().str(),
                  " but weight on ", weight.data().device().str());
+  std::vector<Variable> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  if (conv2d_per_image_applies(x.data(), weight.data())) {  // float32 on the CPU: one image at a time
+    const Tensor xd = x.data(), wd = weight.data();
+    return autograd::record("conv2d", conv2d_forward(xd, wd, bias.defined() ? bias.data() : Tensor(), stride, padding),
+                            inputs, [=](const Tensor& g, const Needs& n) {
+                              Conv2dGrads d =
+                                  conv2d_backward(g, xd, wd, stride, padding, n[0], n[1], n.size() > 2 && n[2]);
+                              Grads grads{d.dx, d.dw};
+                              if (n.size() > 2) grads.push_back(d.dbias);
+                              return grads;
+                            });
+  }
+  // Otherwise (a GPU, or 16-bit products under autocast) the whole batch in one product.
   const int64_t N = xs[0], O = ws[0], kh = ws[2], kw = ws[3];
   const int64_t OH = window_out_size(xs[2], kh, stride, padding), OW = window_out_size(xs[3], kw, stride, padding);
   const int64_t L = N * OH * OW;
@@ -78,8 +92,6 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
   Tensor out2 = matmul(w2, cols);
   if (bias.defined()) add_(out2, product_copy(bias.data()).reshape({O, 1}));
   const Tensor out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
-  std::vector<Variable> inputs{x, weight};
-  if (bias.defined()) inputs.push_back(bias);
   return autograd::record("conv2d", out, inputs, [=](const Tensor& g, const Needs& n) {
     const Tensor g2 = g.permute({1, 0, 2, 3}).contiguous().reshape({O, L});  // (O, N*OH*OW)
     Grads grads(n.size());

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/columns_cpu.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
 
@@ -86,18 +87,7 @@ Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t p
     return cols;
   }
   Tensor cols = empty(cs);  // every entry is written below, padding as 0
-  float* out = cols.data<float>();
-  const float* in = xc.data<float>();
-  for_each_window_run(s, kh, kw, stride, padding, layout,
-                      [&](int64_t col, int64_t len, int64_t lo, int64_t hi, int64_t img) {
-                        float* o = out + col;
-                        std::fill(o, o + lo, 0.0f);
-                        if (stride == 1)
-                          std::copy(in + img, in + img + (hi - lo), o + lo);
-                        else
-                          for (int64_t k = 0; k < hi - lo; ++k) o[lo + k] = in[img + k * stride];
-                        std::fill(o + hi, o + len, 0.0f);
-                      });
+  detail::im2col_cpu(xc.data<float>(), s, kh, kw, stride, padding, layout, cols.data<float>());
   return cols;
 }
 
@@ -118,8 +108,28 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
     return x;
   }
   Tensor x = zeros(xs);
-  float* out = x.data<float>();
-  const float* in = cc.data<float>();
+  detail::col2im_add_cpu(cc.data<float>(), xs, kh, kw, stride, padding, layout, x.data<float>());
+  return x;
+}
+
+namespace detail {
+
+void im2col_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+                ColumnLayout layout, float* out) {
+  for_each_window_run(xs, kh, kw, stride, padding, layout,
+                      [&](int64_t col, int64_t len, int64_t lo, int64_t hi, int64_t img) {
+                        float* o = out + col;
+                        std::fill(o, o + lo, 0.0f);
+                        if (stride == 1)
+                          std::copy(in + img, in + img + (hi - lo), o + lo);
+                        else
+                          for (int64_t k = 0; k < hi - lo; ++k) o[lo + k] = in[img + k * stride];
+                        std::fill(o + hi, o + len, 0.0f);
+                      });
+}
+
+void col2im_add_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+                    ColumnLayout layout, float* out) {
   for_each_window_run(xs, kh, kw, stride, padding, layout,
                       [&](int64_t col, int64_t, int64_t lo, int64_t hi, int64_t img) {
                         float* dst = out + img;
@@ -129,8 +139,9 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
                         else
                           for (int64_t k = 0; k < hi - lo; ++k) dst[k * stride] += src[k];
                       });
-  return x;
 }
+
+}  // namespace detail
 
 namespace {
 // 2x2 windows at stride 2 with no padding. Each output compares the window's four values

@@ -34,6 +34,18 @@ Tensor im2col(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t p
 Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
               ColumnLayout layout = ColumnLayout::PerImage);
 
+// ---- 2-d convolution of float32 CPU tensors, one image at a time (conv2d.cc): each image's
+// columns are built, multiplied and dropped while they sit in the L2 cache, and the output
+// is written in (N, O, OH, OW) order. x (N, C, H, W), w (O, C, kh, kw), bias (O,) or undefined.
+// Forward and dx are bit for bit im2col + one GEMM; the backward rebuilds the columns.
+bool conv2d_per_image_applies(const Tensor& x, const Tensor& w);  // float32, on the CPU
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding);
+struct Conv2dGrads {
+  Tensor dx, dw, dbias;  // undefined where not asked for
+};
+Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
+                            bool need_dx, bool need_dw, bool need_dbias);
+
 // ---- max pooling over kernel x kernel windows (padding never wins).
 // ---- batch normalisation in training mode, over every dim but dim 1 of a contiguous
 // float32 CPU tensor (N, C, ...): per channel c, over its M = N * (H * W * ...) values,

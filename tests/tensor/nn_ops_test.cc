@@ -1,6 +1,7 @@
 // The fused ops of tensor/nn_ops.h against direct formulas: both column layouts hold the
 // same windows, col2im is im2col's adjoint in each, cross-entropy matches log-softmax,
-// and its gradient matches finite differences of the loss.
+// and its gradient matches finite differences of the loss; the per-image convolution
+// equals im2col + one GEMM.
 #include <cmath>
 
 #include "catch2/catch.hpp"
@@ -56,6 +57,59 @@ TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, pa
                  rhs = sum(x * col2im(g, x.shape(), k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns)).item();
     CHECK(std::abs(lhs - rhs) < 1e-4 * (1 + std::abs(lhs)));
   }
+}
+
+// The whole-batch path conv2d takes on a GPU: im2col with the batch side by side, one GEMM,
+// a permuted copy; its backward as the same two products and col2im.
+struct WholeBatch {
+  Tensor out, dx, dw, dbias;
+};
+WholeBatch whole_batch_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g, int64_t s, int64_t p) {
+  const int64_t N = x.size(0), O = w.size(0), kh = w.size(2), kw = w.size(3);
+  const int64_t OH = window_out_size(x.size(2), kh, s, p), OW = window_out_size(x.size(3), kw, s, p);
+  const Tensor cols = im2col(x, kh, kw, s, p, ColumnLayout::BatchInColumns);
+  const Tensor w2 = w.reshape({O, -1});
+  const Tensor out = (matmul(w2, cols) + b.reshape({O, 1})).reshape({O, N, OH, OW}).permute({1, 0, 2, 3});
+  const Tensor g2 = g.permute({1, 0, 2, 3}).contiguous().reshape({O, N * OH * OW});
+  return {out.contiguous(),
+          col2im(matmul(w2.transpose(0, 1), g2), x.shape(), kh, kw, s, p, ColumnLayout::BatchInColumns),
+          matmul(g2, cols.transpose(0, 1)).reshape(w.shape()), sum(g2, {1})};
+}
+
+TEST_CASE("conv2d one image at a time: forward and dx bit for bit the whole-batch product, dW and dbias to rounding") {
+  manual_seed(5);
+  struct Case {
+    int64_t N, C, H, W, O, kh, kw, s, p;
+  };
+  // The lessons' two layers, strides, paddings, a kernel past the image, 1x1, and more
+  // than 256 column rows (the GEMM's K in two blocks).
+  for (const Case k :
+       {Case{3, 1, 28, 28, 32, 3, 3, 1, 1}, Case{2, 32, 14, 14, 64, 3, 3, 1, 1}, Case{2, 3, 7, 6, 5, 3, 2, 2, 1},
+        Case{1, 2, 2, 3, 4, 3, 3, 2, 1}, Case{3, 4, 5, 5, 6, 1, 1, 1, 0}, Case{2, 40, 6, 5, 7, 3, 3, 1, 1}}) {
+    INFO("N " << k.N << " C " << k.C << " " << k.H << "x" << k.W << " O " << k.O << " kernel " << k.kh << "x" << k.kw
+              << " stride " << k.s << " padding " << k.p);
+    const Tensor x = randn({k.N, k.C, k.H, k.W}), w = randn({k.O, k.C, k.kh, k.kw}), b = randn({k.O});
+    const Tensor out = conv2d_forward(x, w, b, k.s, k.p);
+    const Tensor g = randn(out.shape());
+    const WholeBatch ref = whole_batch_conv(x, w, b, g, k.s, k.p);
+    REQUIRE(out.shape() == ref.out.shape());
+    CHECK(max(abs(out - ref.out)).item() == 0);
+    const Conv2dGrads d = conv2d_backward(g, x, w, k.s, k.p, true, true, true);
+    CHECK(max(abs(d.dx - ref.dx)).item() == 0);
+    // dW sums N*L products one image at a time instead of in one run: rounding apart.
+    const double scale = 1 + max(abs(ref.dw)).item();
+    CHECK(max(abs(d.dw - ref.dw)).item() < 1e-5 * scale * std::sqrt(double(k.N * out.size(2) * out.size(3))));
+    CHECK(max(abs(d.dbias - ref.dbias)).item() < 1e-4 * (1 + max(abs(ref.dbias)).item()));
+    const Conv2dGrads only_w = conv2d_backward(g, x, w, k.s, k.p, false, true, false);
+    CHECK(!only_w.dx.defined());
+    CHECK(!only_w.dbias.defined());
+    CHECK(max(abs(only_w.dw - d.dw)).item() == 0);
+  }
+  CHECK_THROWS_WITH(conv2d_forward(zeros({1, 2, 5, 5}), zeros({3, 4, 3, 3}), Tensor(), 1, 0),
+                    Catch::Contains("[conv2d] input (1,2,5,5) does not fit weight (3,4,3,3)"));
+  CHECK_THROWS_WITH(
+      conv2d_backward(zeros({1, 2, 5, 5}), zeros({1, 2, 5, 5}), zeros({3, 2, 3, 3}), 1, 1, true, true, true),
+      Catch::Contains("does not fit the output of 1 images x 3 channels x 25 positions"));
 }
 
 TEST_CASE("cross-entropy: the loss is -mean log_softmax at the target, the gradient matches finite differences") {

@@ -1,0 +1,19 @@
+// Internal to tensor/: im2col's and col2im's CPU loops on raw float32 buffers, shared by the
+// tensor ops (nn_ops.cc) and the convolution that builds one image's columns at a time
+// (conv2d.cc). Shapes, layouts and the order of the sums are those of nn_ops.h's im2col.
+//
+//   detail::im2col_cpu(x, {1, C, H, W}, 3, 3, 1, 1, ColumnLayout::PerImage, cols);
+#pragma once
+
+#include "tensor/nn_ops.h"
+
+namespace engine::detail {
+
+// cols = im2col(x): every entry written, padding as 0.
+void im2col_cpu(const float* x, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+                ColumnLayout layout, float* cols);
+// x += col2im(cols): each column entry added into the image position it came from.
+void col2im_add_cpu(const float* cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
+                    ColumnLayout layout, float* x);
+
+}  // namespace engine::detail

@@ -1,0 +1,116 @@
+// 2-d convolution on the CPU, one image at a time (nn_ops.h).
+//
+// As a matrix product, image n's output is out_n (O, L) = W (O, C kh kw) · cols_n (C kh kw, L)
+// with L = OH OW output positions. The columns of one image are small (the lessons' second
+// layer: 288 x 196 floats, 225 KB), so built one image at a time they stay in the core's L2
+// cache from im2col through the GEMM's packing: the batch's columns (14 MB at batch 64) are
+// never written to memory and read back, and out_n lands in its (N, O, OH, OW) place with
+// no permuted copy. The backward rebuilds each image's columns instead of keeping them:
+//   dcols_n = W^T · g_n, then col2im adds them into dx_n;
+//   dW = sum_n g_n · cols_n^T;   dbias_o = sum_n sum_l g_n[o, l].
+// Every element of out_n and of dcols_n is the same sum, in the same order, as in the
+// whole-batch product, so forward and dx equal im2col + one GEMM bit for bit; dW adds one
+// image's positions at a time.
+#include <vector>
+
+#include "tensor/columns_cpu.h"
+#include "tensor/gemm.h"
+#include "tensor/nn_ops.h"
+#include "tensor/ops.h"
+
+namespace engine {
+
+namespace {
+
+struct Geometry {
+  int64_t N, C, H, W, O, kh, kw, stride, padding, L, rows;  // rows = C kh kw
+  Shape image() const { return {1, C, H, W}; }
+};
+
+Geometry geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padding) {
+  const Shape& xs = x.shape();
+  const Shape& ws = w.shape();
+  ENGINE_REQUIRE(ws.size() == 4 && xs.size() == 4 && xs[1] == ws[1], "[conv2d] input ", shape_str(xs),
+                 " does not fit weight ", shape_str(ws));
+  check_window("conv2d", xs, ws[2], ws[3], stride, padding);
+  for (const Tensor* t : {&x, &w})
+    ENGINE_REQUIRE(t->dtype() == DType::Float32 && t->is_contiguous() && !t->device().is_cuda(),
+                   "[conv2d] the per-image path needs contiguous float32 CPU tensors, got ", dtype_name(t->dtype()),
+                   " on ", t->device().str());
+  const int64_t L = window_out_size(xs[2], ws[2], stride, padding) * window_out_size(xs[3], ws[3], stride, padding);
+  return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, L, ws[1] * ws[2] * ws[3]};
+}
+
+// One image's columns, in a buffer reused for every image of the call.
+void columns_of(const Geometry& g, const float* image, float* cols) {
+  detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols);
+}
+
+}  // namespace
+
+bool conv2d_per_image_applies(const Tensor& x, const Tensor& w) {
+  for (const Tensor* t : {&x, &w})
+    if (t->dtype() != DType::Float32 || t->device().is_cuda()) return false;
+  return true;
+}
+
+Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, int64_t stride, int64_t padding) {
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  const Geometry g = geometry(x, w, stride, padding);
+  if (bias.defined())
+    ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
+                   "[conv2d] bias must be float32 (", g.O, ",) on the CPU, got ", shape_str(bias.shape()));
+  const Shape xs = x.shape();
+  Tensor out =
+      empty({g.N, g.O, window_out_size(xs[2], g.kh, stride, padding), window_out_size(xs[3], g.kw, stride, padding)});
+  std::vector<float> cols(size_t(g.rows * g.L));
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  for (int64_t n = 0; n < g.N; ++n) {
+    columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols.data());
+    float* o = out.data<float>() + n * g.O * g.L;
+    gemm(g.O, g.L, g.rows, w.data<float>(), g.rows, 1, cols.data(), g.L, 1, o, g.L, 1, /*accumulate=*/false);
+    if (b.defined())  // after the product, as the whole-batch path adds it
+      for (int64_t c = 0; c < g.O; ++c)
+        for (int64_t l = 0; l < g.L; ++l) o[c * g.L + l] += b.data<float>()[c];
+  }
+  return out;
+}
+
+Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor& w_in, int64_t stride, int64_t padding,
+                            bool need_dx, bool need_dw, bool need_dbias) {
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous(), gy = grad.contiguous();
+  const Geometry g = geometry(x, w, stride, padding);
+  ENGINE_REQUIRE(gy.dtype() == DType::Float32 && gy.numel() == g.N * g.O * g.L, "[conv2d] gradient of shape ",
+                 shape_str(gy.shape()), " does not fit the output of ", g.N, " images x ", g.O, " channels x ", g.L,
+                 " positions");
+  Conv2dGrads out;
+  if (need_dx) out.dx = zeros(x.shape());
+  if (need_dw) out.dw = empty(w.shape());
+  std::vector<double> bias_sums(need_dbias ? size_t(g.O) : 0);
+  std::vector<float> cols(size_t(g.rows * g.L));
+  for (int64_t n = 0; n < g.N; ++n) {
+    const float* gn = gy.data<float>() + n * g.O * g.L;  // (O, L)
+    if (need_dx) {
+      gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, gn, g.L, 1, cols.data(), g.L, 1, false);  // W^T · g_n
+      detail::col2im_add_cpu(cols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage,
+                             out.dx.data<float>() + n * g.C * g.H * g.W);
+    }
+    if (need_dw) {
+      columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols.data());
+      gemm(g.O, g.rows, g.L, gn, g.L, 1, cols.data(), 1, g.L, out.dw.data<float>(), g.rows, 1, /*accumulate=*/n > 0);
+    }
+    for (size_t c = 0; c < bias_sums.size(); ++c) {
+      float s = 0.0f;
+      for (int64_t l = 0; l < g.L; ++l) s += gn[int64_t(c) * g.L + l];
+      bias_sums[c] += s;
+    }
+  }
+  if (need_dw && g.N == 0) out.dw.fill_(0.0);
+  if (need_dbias) {
+    out.dbias = empty({g.O});
+    for (int64_t c = 0; c < g.O; ++c) out.dbias.data<float>()[c] = float(bias_sums[size_t(c)]);
+  }
+  return out;
+}
+
+}  // namespace engine
