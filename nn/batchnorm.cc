@@ -35,7 +35,7 @@ Variable BatchNorm::forward(const Variable& x0) {
     const int64_t count = x.numel() / features;
     ENGINE_REQUIRE(count > 1, "[BatchNorm] needs more than 1 value per channel in training, got shape ",
                    shape_str(x.shape()));
-    if (!x.data().device().is_cuda()) return train_fused(x, count);
+    if (runs_fused(x)) return train_fused(x, /*relu=*/false);
     Variable mean = autograd::mean(x, dims, true);
     Variable var = autograd::var(x, dims, true, /*correction=*/0);
     xhat = (x - mean) / autograd::sqrt(var + eps);
@@ -53,17 +53,29 @@ Variable BatchNorm::forward(const Variable& x0) {
 
 // Training on the CPU: the fused per-channel loops of nn_ops.h (three passes forward, two
 // backward) instead of a dozen broadcast elementwise ops and their saved temporaries.
-Variable BatchNorm::train_fused(const Variable& x, int64_t count) {
+bool BatchNorm::runs_fused(const Variable& x) const {
+  return is_training() && !x.data().device().is_cuda() && x.data().dtype() == DType::Float32;
+}
+
+Variable BatchNorm::forward_relu(const Variable& x) {
+  if (!runs_fused(x) || x.dim() < dims_lo_ || x.dim() > dims_hi_ || x.size(1) != features || x.numel() / features < 2)
+    return autograd::relu(forward(x));  // forward() checks the shape and names what is wrong
+  return train_fused(x, /*relu=*/true);
+}
+
+Variable BatchNorm::train_fused(const Variable& x, bool relu) {
+  const int64_t count = x.numel() / features;
   const Tensor xc = x.data().contiguous();
-  const BatchNormTrain saved = batch_norm_train_forward(xc, weight.data(), bias.data(), eps);
+  const BatchNormTrain saved = batch_norm_train_forward(xc, weight.data(), bias.data(), eps, relu);
   // Running statistics: no gradient, updated in place so the registered buffers stay valid.
   const double m = momentum, unbias = double(count) / double(count - 1);
   running_mean.copy_(running_mean * (1 - m) + saved.mean * m);
   running_var.copy_(running_var * (1 - m) + saved.var * (m * unbias));
   num_batches_tracked.copy_(num_batches_tracked + 1.0);
   const Tensor w = weight.data();
-  const BatchNormTrain stats{Tensor(), saved.mean, saved.var, saved.invstd};  // what backward needs
-  return autograd::record("batch_norm", saved.out, {x, weight, bias},
+  BatchNormTrain stats = saved;  // what backward needs: not the output
+  stats.out = Tensor();
+  return autograd::record(relu ? "batch_norm_relu" : "batch_norm", saved.out, {x, weight, bias},
                           [xc, stats, w](const Tensor& g, const autograd::Needs&) {
                             BatchNormGrads d = batch_norm_train_backward(g, xc, stats, w);
                             return std::vector<Tensor>{d.dx, d.dweight, d.dbias};

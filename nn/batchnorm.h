@@ -17,13 +17,18 @@ class BatchNorm : public Module {
  public:
   BatchNorm(int64_t features, int64_t input_dims_lo, int64_t input_dims_hi, double eps, double momentum);
   Variable forward(const Variable& x) override;
+  // relu(forward(x)); in training on the CPU the ReLU runs inside the same passes (one
+  // read and one write of the activations saved, forward and backward). nn::Sequential
+  // calls it for a BatchNorm followed by a ReLU.
+  Variable forward_relu(const Variable& x);
   Variable weight, bias;  // (C,), ones and zeros
   Tensor running_mean, running_var, num_batches_tracked;
   int64_t features;
   double eps, momentum;
 
  private:
-  Variable train_fused(const Variable& x, int64_t count);
+  Variable train_fused(const Variable& x, bool relu);
+  bool runs_fused(const Variable& x) const;
   int64_t dims_lo_, dims_hi_;  // accepted input ranks
 };
 

@@ -1,7 +1,9 @@
 #include "nn/layers.h"
 
 #include <cmath>
+#include <typeinfo>
 
+#include "nn/batchnorm.h"
 #include "nn/functional.h"
 #include "tensor/ops.h"
 
@@ -32,9 +34,28 @@ Sequential::Sequential(const std::vector<ModulePtr>& layers) {
   }
 }
 
+namespace {
+// A BatchNorm of this file's kinds, not a subclass with a forward of its own (SyncBatchNorm).
+BatchNorm* plain_batch_norm(Module& m) {
+  const std::type_info& t = typeid(m);
+  return t == typeid(BatchNorm2d) || t == typeid(BatchNorm1d) || t == typeid(BatchNorm) ? static_cast<BatchNorm*>(&m)
+                                                                                        : nullptr;
+}
+}  // namespace
+
 Variable Sequential::forward(const Variable& x) {
   Variable h = x;
-  for (auto& [name, layer] : children()) h = (*layer)(h);  // children, so set_child() swaps a layer
+  const auto& layers = children();  // children, so set_child() swaps a layer
+  for (size_t i = 0; i < layers.size(); ++i) {
+    // BatchNorm then ReLU: one pass over the activations instead of two (same values).
+    BatchNorm* bn = plain_batch_norm(*layers[i].second);
+    if (bn != nullptr && i + 1 < layers.size() && typeid(*layers[i + 1].second) == typeid(ReLU)) {
+      h = bn->forward_relu(h);
+      ++i;
+      continue;
+    }
+    h = (*layers[i].second)(h);
+  }
   return h;
 }
 

@@ -46,7 +46,8 @@ class Flatten : public Module {
   Variable forward(const Variable& x) override;
 };
 
-// Runs its children in order; they are named "0", "1", ... as in PyTorch.
+// Runs its children in order; they are named "0", "1", ... as in PyTorch. A BatchNorm
+// followed by a ReLU runs as one fused step (BatchNorm::forward_relu): the same values.
 class Sequential : public Module {
  public:
   explicit Sequential(const std::vector<ModulePtr>& layers);

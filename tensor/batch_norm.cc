@@ -40,13 +40,29 @@ double lane_sum(int64_t S, F f) {
   return total;
 }
 
+// y = x scale + shift: forward and backward (which recomputes relu's input from x) share
+// this one expression, so the two agree to the bit on where y <= 0.
+inline float affine(float x, float scale, float shift) { return x * scale + shift; }
+// relu's rule (elementwise.cc): y where !(y <= 0), so NaN passes, as in PyTorch.
+inline bool relu_passes(float y) { return !(y <= 0); }
+
+// out = dy where relu's input x scale + shift passed, else 0 (restrict: so it vectorises).
+void relu_mask(int64_t S, const float* __restrict x, const float* __restrict dy, float scale, float shift,
+               float* __restrict out) {
+  for (int64_t i = 0; i < S; ++i) {
+    const float d = dy[i];  // read unconditionally, so the select needs no branch
+    out[i] = relu_passes(affine(x[i], scale, shift)) ? d : 0.0f;
+  }
+}
+
 }  // namespace
 
-BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                        bool relu) {
   const Layout L = layout_of(x);
   ENGINE_REQUIRE(weight.numel() == L.C && bias.numel() == L.C, "[batch_norm] weight and bias need ", L.C,
                  " values, got ", weight.numel(), " and ", bias.numel());
-  BatchNormTrain r{empty(x.shape()), empty({L.C}), empty({L.C}), empty({L.C})};
+  BatchNormTrain r{empty(x.shape()), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), relu};
   const Tensor w = weight.contiguous(), b = bias.contiguous();
   const float *px = x.data<float>(), *pw = w.data<float>(), *pb = b.data<float>();
   float* py = r.out.data<float>();
@@ -69,8 +85,16 @@ BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, c
     for (int64_t n = 0; n < L.N; ++n) {
       const float* row = px + (n * L.C + c) * L.S;
       float* out = py + (n * L.C + c) * L.S;
-      for (int64_t i = 0; i < L.S; ++i) out[i] = row[i] * scale + shift;
+      if (relu)
+        for (int64_t i = 0; i < L.S; ++i) {
+          const float y = affine(row[i], scale, shift);
+          out[i] = relu_passes(y) ? y : 0.0f;
+        }
+      else
+        for (int64_t i = 0; i < L.S; ++i) out[i] = affine(row[i], scale, shift);
     }
+    r.scale.data<float>()[c] = scale;
+    r.shift.data<float>()[c] = shift;
     r.mean.data<float>()[c] = mean;
     r.var.data<float>()[c] = float(var);
     r.invstd.data<float>()[c] = invstd;
@@ -88,11 +112,21 @@ BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, c
   const float *px = x.data<float>(), *pdy = dy.data<float>(), *pw = w.data<float>();
   float* pdx = g.dx.data<float>();
   const double M = double(L.N * L.S);
+  std::vector<float> masked(saved.relu ? size_t(L.S) : 0);
   for (int64_t c = 0; c < L.C; ++c) {
     const float mean = saved.mean.data<float>()[c], invstd = saved.invstd.data<float>()[c];
+    const float scale = saved.scale.data<float>()[c], shift = saved.shift.data<float>()[c];
+    // dy, or with a fused ReLU dy where relu's input passed (relu_backward's rule), masked
+    // one row at a time into `masked` so that the loops below stay plain and vectorised.
+    auto grad_row = [&](int64_t n) {
+      const float *row = px + (n * L.C + c) * L.S, *d = pdy + (n * L.C + c) * L.S;
+      if (!saved.relu) return d;
+      relu_mask(L.S, row, d, scale, shift, masked.data());
+      return static_cast<const float*>(masked.data());
+    };
     double sum_dy = 0, sum_dy_xc = 0;  // sum dy, sum dy (x - mean)
     for (int64_t n = 0; n < L.N; ++n) {
-      const float *row = px + (n * L.C + c) * L.S, *d = pdy + (n * L.C + c) * L.S;
+      const float *row = px + (n * L.C + c) * L.S, *d = grad_row(n);
       sum_dy += lane_sum(L.S, [d](int64_t i) { return d[i]; });
       sum_dy_xc += lane_sum(L.S, [d, row, mean](int64_t i) { return d[i] * (row[i] - mean); });
     }
@@ -100,7 +134,7 @@ BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, c
     // dx = k (dy - dbias/M - (x - mean) invstd dweight/M), k = weight invstd
     const float k = pw[c] * invstd, mean_dy = float(dbias / M), slope = float(dweight / M * invstd);
     for (int64_t n = 0; n < L.N; ++n) {
-      const float *row = px + (n * L.C + c) * L.S, *d = pdy + (n * L.C + c) * L.S;
+      const float *row = px + (n * L.C + c) * L.S, *d = grad_row(n);
       float* out = pdx + (n * L.C + c) * L.S;
       for (int64_t i = 0; i < L.S; ++i) out[i] = k * (d[i] - mean_dy - (row[i] - mean) * slope);
     }

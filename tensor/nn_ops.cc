@@ -264,7 +264,7 @@ Tensor max_pool2d_backward(const Tensor& g, const Tensor& where, const Shape& xs
   float* d = dx.data<float>();
   const float* pg = gc.data<float>();
   const int64_t* arg = where.data<int64_t>();
-  for (int64_t k = 0; k < gc.numel(); ++k) d[arg[k]] += pg[k];
+  for (int64_t k = 0, n = gc.numel(); k < n; ++k) d[arg[k]] += pg[k];
   return dx;
 }
 

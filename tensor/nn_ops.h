@@ -46,7 +46,6 @@ struct Conv2dGrads {
 Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
                             bool need_dx, bool need_dw, bool need_dbias);
 
-// ---- max pooling over kernel x kernel windows (padding never wins).
 // ---- batch normalisation in training mode, over every dim but dim 1 of a contiguous
 // float32 CPU tensor (N, C, ...): per channel c, over its M = N * (H * W * ...) values,
 // y = (x - mean_c) * invstd_c * weight_c + bias_c with the biased variance and
@@ -54,10 +53,16 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w
 // no cancellation), one for y. The backward, with xhat = (x - mean) invstd:
 //   dbias_c = sum dy,  dweight_c = sum dy xhat,
 //   dx = weight_c invstd_c (dy - dbias_c / M - xhat dweight_c / M).
+// With relu, out = relu(y) in the same pass (a BatchNorm followed by a ReLU, fused by
+// nn::Sequential), and the backward first zeroes dy where relu's input y <= 0, recomputing y
+// from x with the forward's very expression.
 struct BatchNormTrain {
   Tensor out, mean, var, invstd;  // out as x; the others (C,)
+  Tensor scale, shift;            // (C,): y = x scale + shift
+  bool relu = false;
 };
-BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                        bool relu = false);
 struct BatchNormGrads {
   Tensor dx, dweight, dbias;
 };

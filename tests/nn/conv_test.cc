@@ -8,6 +8,7 @@
 #include "nn/layers.h"
 #include "tensor/nn_ops.h"
 #include "tests/testing/gradcheck.h"
+#include "tests/testing/same_values.h"
 
 using namespace engine;
 using namespace engine::nn;
@@ -204,4 +205,58 @@ TEST_CASE("BatchNorm gradients match finite differences; shapes are checked") {
   REQUIRE_THROWS_WITH(BatchNorm2d(3)(Variable(zeros({2, 4, 2, 2}))),
                       Catch::Contains("[BatchNorm] expects input with 4 dims and 3 channels"));
   REQUIRE_THROWS_WITH(BatchNorm1d(3)(Variable(zeros({1, 3}))), Catch::Contains("more than 1 value per channel"));
+}
+
+TEST_CASE("Sequential runs BatchNorm then ReLU as one fused step: the values and gradients of the two layers") {
+  for (const Shape& shape : {Shape{4, 3, 5, 6}, Shape{6, 3}}) {
+    INFO("input " << shape_str(shape));
+    const bool images = shape.size() == 4;
+    auto make_bn = [&]() -> ModulePtr {
+      if (images) return std::make_shared<BatchNorm2d>(3);
+      return std::make_shared<BatchNorm1d>(3);
+    };
+    ModulePtr fused_bn = make_bn(), plain_bn = make_bn();
+    auto& a = static_cast<BatchNorm&>(*fused_bn);
+    auto& b = static_cast<BatchNorm&>(*plain_bn);
+    const Tensor w = randn({3}, &gen), bias = randn({3}, &gen) * 0.5;  // some channels mostly below 0
+    a.weight = Variable(w.clone(), true);
+    a.bias = Variable(bias.clone(), true);
+    b.weight = Variable(w.clone(), true);
+    b.bias = Variable(bias.clone(), true);
+    Sequential seq({fused_bn, std::make_shared<ReLU>()});
+    const Tensor x = randn(shape, &gen), g = randn(shape, &gen);
+    Variable xa(x.clone(), true), xb(x.clone(), true);
+    Variable ya = seq(xa), yb = autograd::relu(b(xb));
+    REQUIRE(ya.grad_fn_name() == "batch_norm_relu");  // one fused step ran
+    REQUIRE(max(abs(ya.data() - yb.data())).item() == 0);
+    REQUIRE(min(ya.data()).item() == 0);  // the ReLU did cut something
+    autograd::sum(ya * Variable(g)).backward();
+    autograd::sum(yb * Variable(g)).backward();
+    CHECK(max(abs(xa.grad() - xb.grad())).item() == 0);
+    CHECK(max(abs(a.weight.grad() - b.weight.grad())).item() == 0);
+    CHECK(max(abs(a.bias.grad() - b.bias.grad())).item() == 0);
+    CHECK(max(abs(a.running_mean - b.running_mean)).item() == 0);
+    CHECK(max(abs(a.running_var - b.running_var)).item() == 0);
+    seq.eval();  // eval: the running statistics, then the ReLU
+    b.eval();
+    CHECK(max(abs(seq(Variable(x)).data() - autograd::relu(b(Variable(x))).data())).item() == 0);
+  }
+  Sequential wrong({std::make_shared<BatchNorm2d>(3), std::make_shared<ReLU>()});
+  REQUIRE_THROWS_WITH(wrong(Variable(zeros({2, 4, 2, 2}))),
+                      Catch::Contains("[BatchNorm] expects input with 4 dims and 3 channels"));
+}
+
+TEST_CASE("BatchNorm fused with ReLU: NaN passes the ReLU forward and backward, as in the separate layers") {
+  const Tensor x = randn({2, 2, 3, 3}, &gen);
+  x.data<float>()[4] = std::nanf("");  // channel 0 becomes NaN everywhere (its mean is NaN)
+  BatchNorm2d b(2);
+  Variable xa(x.clone(), true), xb(x.clone(), true);
+  Sequential seq({std::make_shared<BatchNorm2d>(2), std::make_shared<ReLU>()});
+  Variable ya = seq(xa), yb = autograd::relu(b(xb));
+  REQUIRE(ya.grad_fn_name() == "batch_norm_relu");
+  REQUIRE(std::isnan(ya.data().at({0, 0, 1, 1})));
+  testing::require_same(ya.data(), yb.data().to_vector<float>());
+  autograd::sum(ya).backward();
+  autograd::sum(yb).backward();
+  testing::require_same(xa.grad(), xb.grad().to_vector<float>());
 }
