@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/lane_sum.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
@@ -23,21 +24,6 @@ Layout layout_of(const Tensor& x) {
   int64_t S = 1;
   for (int64_t d = 2; d < x.dim(); ++d) S *= x.size(d);
   return {x.size(0), x.size(1), S};
-}
-
-// sum of f(i) for i < S, in 16 independent float lanes (a loop the compiler vectorises,
-// which it would not do for one running float sum: that fixes the order of the adds),
-// then the lanes and the tail added in double.
-template <class F>
-double lane_sum(int64_t S, F f) {
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= S; i += 16)
-    for (int k = 0; k < 16; ++k) acc[k] += f(i + k);
-  double total = 0;
-  for (; i < S; ++i) total += f(i);
-  for (float a : acc) total += a;
-  return total;
 }
 
 // y = x scale + shift: forward and backward (which recomputes relu's input from x) share
@@ -71,13 +57,13 @@ BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, c
     double sum = 0;
     for (int64_t n = 0; n < L.N; ++n) {
       const float* row = px + (n * L.C + c) * L.S;
-      sum += lane_sum(L.S, [row](int64_t i) { return row[i]; });
+      sum += detail::lane_sum(L.S, [row](int64_t i) { return row[i]; });
     }
     const float mean = float(sum / M);
     double sq = 0;
     for (int64_t n = 0; n < L.N; ++n) {
       const float* row = px + (n * L.C + c) * L.S;
-      sq += lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
+      sq += detail::lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
     }
     const double var = sq / M;
     const float invstd = float(1 / std::sqrt(var + eps));
@@ -127,8 +113,8 @@ BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, c
     double sum_dy = 0, sum_dy_xc = 0;  // sum dy, sum dy (x - mean)
     for (int64_t n = 0; n < L.N; ++n) {
       const float *row = px + (n * L.C + c) * L.S, *d = grad_row(n);
-      sum_dy += lane_sum(L.S, [d](int64_t i) { return d[i]; });
-      sum_dy_xc += lane_sum(L.S, [d, row, mean](int64_t i) { return d[i] * (row[i] - mean); });
+      sum_dy += detail::lane_sum(L.S, [d](int64_t i) { return d[i]; });
+      sum_dy_xc += detail::lane_sum(L.S, [d, row, mean](int64_t i) { return d[i] * (row[i] - mean); });
     }
     const double dbias = sum_dy, dweight = sum_dy_xc * invstd;
     // dx = k (dy - dbias/M - (x - mean) invstd dweight/M), k = weight invstd

@@ -15,6 +15,7 @@
 
 #include "tensor/columns_cpu.h"
 #include "tensor/gemm.h"
+#include "tensor/lane_sum.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
@@ -46,6 +47,10 @@ void columns_of(const Geometry& g, const float* image, float* cols) {
   detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols);
 }
 
+void add_to_row(float* __restrict row, int64_t n, float v) {
+  for (int64_t i = 0; i < n; ++i) row[i] += v;
+}
+
 }  // namespace
 
 bool conv2d_per_image_applies(const Tensor& x, const Tensor& w) {
@@ -70,8 +75,7 @@ Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
     float* o = out.data<float>() + n * g.O * g.L;
     gemm(g.O, g.L, g.rows, w.data<float>(), g.rows, 1, cols.data(), g.L, 1, o, g.L, 1, /*accumulate=*/false);
     if (b.defined())  // after the product, as the whole-batch path adds it
-      for (int64_t c = 0; c < g.O; ++c)
-        for (int64_t l = 0; l < g.L; ++l) o[c * g.L + l] += b.data<float>()[c];
+      for (int64_t c = 0; c < g.O; ++c) add_to_row(o + c * g.L, g.L, b.data<float>()[c]);
   }
   return out;
 }
@@ -100,9 +104,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
       gemm(g.O, g.rows, g.L, gn, g.L, 1, cols.data(), 1, g.L, out.dw.data<float>(), g.rows, 1, /*accumulate=*/n > 0);
     }
     for (size_t c = 0; c < bias_sums.size(); ++c) {
-      float s = 0.0f;
-      for (int64_t l = 0; l < g.L; ++l) s += gn[int64_t(c) * g.L + l];
-      bias_sums[c] += s;
+      const float* row = gn + int64_t(c) * g.L;
+      bias_sums[c] += detail::lane_sum(g.L, [row](int64_t l) { return row[l]; });
     }
   }
   if (need_dw && g.N == 0) out.dw.fill_(0.0);

@@ -371,6 +371,10 @@ Tensor& Tensor::fill_(double value) {
     using T = decltype(zero);
     T* d = static_cast<T*>(storage_->data());
     const T v = T(value);
+    if (is_contiguous()) {  // one run: std::fill, which for 0 is a memset
+      std::fill(d + offset_, d + offset_ + numel(), v);
+      return;
+    }
     detail::for_each_offset<1>(shape_, {strides_}, {offset_}, [&](const std::array<int64_t, 1>& o) { d[o[0]] = v; });
   });
   return *this;
