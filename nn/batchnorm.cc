@@ -1,5 +1,6 @@
 #include "nn/batchnorm.h"
 
+#include "nn/functional.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
@@ -57,21 +58,44 @@ bool BatchNorm::runs_fused(const Variable& x) const {
   return is_training() && !x.data().device().is_cuda() && x.data().dtype() == DType::Float32;
 }
 
+bool BatchNorm::fits(const Variable& x) const {
+  return x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features && x.numel() / features >= 2;
+}
+
 Variable BatchNorm::forward_relu(const Variable& x) {
-  if (!runs_fused(x) || x.dim() < dims_lo_ || x.dim() > dims_hi_ || x.size(1) != features || x.numel() / features < 2)
-    return autograd::relu(forward(x));  // forward() checks the shape and names what is wrong
+  if (!runs_fused(x) || !fits(x)) return autograd::relu(forward(x));  // forward() names what is wrong
   return train_fused(x, /*relu=*/true);
+}
+
+Variable BatchNorm::forward_relu_pool2(const Variable& x) {
+  if (!runs_fused(x) || !fits(x) || !batch_norm_relu_pool2_applies(x.data()))
+    return max_pool2d(forward_relu(x), 2, 2, 0);
+  const Tensor xc = x.data().contiguous();
+  BatchNormReluPool r = batch_norm_relu_pool2_forward(xc, weight.data(), bias.data(), eps);
+  update_running_statistics(r.bn, x.numel() / features);
+  const Tensor w = weight.data(), where = r.pool.where;
+  const BatchNormTrain stats = r.bn;
+  return autograd::record("batch_norm_relu_max_pool2", r.pool.out, {x, weight, bias},
+                          [xc, stats, w, where](const Tensor& g, const autograd::Needs&) {
+                            BatchNormGrads d = batch_norm_relu_pool2_backward(g, where, xc, stats, w);
+                            return std::vector<Tensor>{d.dx, d.dweight, d.dbias};
+                          });
+}
+
+// running = (1 - momentum) running + momentum * batch statistic (the variance unbiased);
+// no gradient, updated in place so the registered buffers stay valid.
+void BatchNorm::update_running_statistics(const BatchNormTrain& batch, int64_t count) {
+  const double m = momentum, unbias = double(count) / double(count - 1);
+  running_mean.copy_(running_mean * (1 - m) + batch.mean * m);
+  running_var.copy_(running_var * (1 - m) + batch.var * (m * unbias));
+  num_batches_tracked.copy_(num_batches_tracked + 1.0);
 }
 
 Variable BatchNorm::train_fused(const Variable& x, bool relu) {
   const int64_t count = x.numel() / features;
   const Tensor xc = x.data().contiguous();
   const BatchNormTrain saved = batch_norm_train_forward(xc, weight.data(), bias.data(), eps, relu);
-  // Running statistics: no gradient, updated in place so the registered buffers stay valid.
-  const double m = momentum, unbias = double(count) / double(count - 1);
-  running_mean.copy_(running_mean * (1 - m) + saved.mean * m);
-  running_var.copy_(running_var * (1 - m) + saved.var * (m * unbias));
-  num_batches_tracked.copy_(num_batches_tracked + 1.0);
+  update_running_statistics(saved, count);
   const Tensor w = weight.data();
   BatchNormTrain stats = saved;  // what backward needs: not the output
   stats.out = Tensor();

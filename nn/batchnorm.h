@@ -7,6 +7,10 @@
 
 #include "nn/module.h"
 
+namespace engine {
+struct BatchNormTrain;  // tensor/nn_ops.h
+}
+
 namespace engine::nn {
 
 // Batch normalisation over every dim but the channel dim (dim 1): in training, normalise
@@ -21,6 +25,10 @@ class BatchNorm : public Module {
   // read and one write of the activations saved, forward and backward). nn::Sequential
   // calls it for a BatchNorm followed by a ReLU.
   Variable forward_relu(const Variable& x);
+  // max_pool2d(relu(forward(x)), 2, 2, 0); in training on a CPU with AVX-512VL all three in
+  // one pass that never writes the normalised activations (nn::Sequential calls it for
+  // BatchNorm, ReLU, MaxPool2d(2)).
+  Variable forward_relu_pool2(const Variable& x);
   Variable weight, bias;  // (C,), ones and zeros
   Tensor running_mean, running_var, num_batches_tracked;
   int64_t features;
@@ -28,8 +36,10 @@ class BatchNorm : public Module {
 
  private:
   Variable train_fused(const Variable& x, bool relu);
+  void update_running_statistics(const BatchNormTrain& batch, int64_t count);
   bool runs_fused(const Variable& x) const;
-  int64_t dims_lo_, dims_hi_;  // accepted input ranks
+  bool fits(const Variable& x) const;  // the shape forward() accepts in training
+  int64_t dims_lo_, dims_hi_;          // accepted input ranks
 };
 
 // Input (N, C) or (N, C, L).

@@ -4,6 +4,7 @@
 #include <typeinfo>
 
 #include "nn/batchnorm.h"
+#include "nn/conv.h"
 #include "nn/functional.h"
 #include "tensor/ops.h"
 
@@ -41,6 +42,12 @@ BatchNorm* plain_batch_norm(Module& m) {
   return t == typeid(BatchNorm2d) || t == typeid(BatchNorm1d) || t == typeid(BatchNorm) ? static_cast<BatchNorm*>(&m)
                                                                                         : nullptr;
 }
+// MaxPool2d with 2x2 windows at stride 2, no padding.
+bool is_pool2(const Module& m) {
+  const auto* pool = dynamic_cast<const MaxPool2d*>(&m);
+  return pool != nullptr && typeid(m) == typeid(MaxPool2d) && pool->kernel == 2 && pool->stride == 2 &&
+         pool->padding == 0;
+}
 }  // namespace
 
 Variable Sequential::forward(const Variable& x) {
@@ -48,8 +55,14 @@ Variable Sequential::forward(const Variable& x) {
   const auto& layers = children();  // children, so set_child() swaps a layer
   for (size_t i = 0; i < layers.size(); ++i) {
     // BatchNorm then ReLU: one pass over the activations instead of two (same values).
+    // BatchNorm, ReLU and a 2x2 max-pool: one pass, the activations never written.
     BatchNorm* bn = plain_batch_norm(*layers[i].second);
     if (bn != nullptr && i + 1 < layers.size() && typeid(*layers[i + 1].second) == typeid(ReLU)) {
+      if (i + 2 < layers.size() && is_pool2(*layers[i + 2].second)) {
+        h = bn->forward_relu_pool2(h);
+        i += 2;
+        continue;
+      }
       h = bn->forward_relu(h);
       ++i;
       continue;

@@ -1,11 +1,18 @@
 // Batch normalisation in training mode on the CPU (nn_ops.h): the per-channel loops.
 // The data are (N, C, S) with S the product of the spatial dims: channel c's values are N
 // contiguous runs of S floats, so every inner loop is a contiguous, vectorisable one.
+//
+// Fused with what follows it in a CNN: ReLU (relu = true), and ReLU then a 2x2 max-pool
+// at stride 2 (batch_norm_relu_pool2_*): the normalised activations are then never
+// written out, only pooled from a row pair in L1, and the backward rebuilds each image's
+// dense gradient from the pooled one in a buffer, as max_pool2d_backward and
+// relu_backward would have, so every value and sum is the one of the separate ops.
 #include <cmath>
 #include <vector>
 
 #include "tensor/check.h"
 #include "tensor/lane_sum.h"
+#include "tensor/max_pool_cpu.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
@@ -41,71 +48,70 @@ void relu_mask(int64_t S, const float* __restrict x, const float* __restrict dy,
   }
 }
 
-}  // namespace
-
-BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                                        bool relu) {
-  const Layout L = layout_of(x);
-  ENGINE_REQUIRE(weight.numel() == L.C && bias.numel() == L.C, "[batch_norm] weight and bias need ", L.C,
-                 " values, got ", weight.numel(), " and ", bias.numel());
-  BatchNormTrain r{empty(x.shape()), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), relu};
-  const Tensor w = weight.contiguous(), b = bias.contiguous();
-  const float *px = x.data<float>(), *pw = w.data<float>(), *pb = b.data<float>();
-  float* py = r.out.data<float>();
-  const double M = double(L.N * L.S);
-  for (int64_t c = 0; c < L.C; ++c) {
-    double sum = 0;
-    for (int64_t n = 0; n < L.N; ++n) {
-      const float* row = px + (n * L.C + c) * L.S;
-      sum += detail::lane_sum(L.S, [row](int64_t i) { return row[i]; });
+// out = relu(x scale + shift), or without relu the affine map alone.
+void normalise_row(int64_t S, const float* __restrict x, float scale, float shift, bool relu, float* __restrict out) {
+  if (relu)
+    for (int64_t i = 0; i < S; ++i) {
+      const float y = affine(x[i], scale, shift);
+      out[i] = relu_passes(y) ? y : 0.0f;
     }
-    const float mean = float(sum / M);
-    double sq = 0;
-    for (int64_t n = 0; n < L.N; ++n) {
-      const float* row = px + (n * L.C + c) * L.S;
-      sq += detail::lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
-    }
-    const double var = sq / M;
-    const float invstd = float(1 / std::sqrt(var + eps));
-    const float scale = invstd * pw[c], shift = pb[c] - mean * scale;  // y = x scale + shift
-    for (int64_t n = 0; n < L.N; ++n) {
-      const float* row = px + (n * L.C + c) * L.S;
-      float* out = py + (n * L.C + c) * L.S;
-      if (relu)
-        for (int64_t i = 0; i < L.S; ++i) {
-          const float y = affine(row[i], scale, shift);
-          out[i] = relu_passes(y) ? y : 0.0f;
-        }
-      else
-        for (int64_t i = 0; i < L.S; ++i) out[i] = affine(row[i], scale, shift);
-    }
-    r.scale.data<float>()[c] = scale;
-    r.shift.data<float>()[c] = shift;
-    r.mean.data<float>()[c] = mean;
-    r.var.data<float>()[c] = float(var);
-    r.invstd.data<float>()[c] = invstd;
-  }
-  return r;
+  else
+    for (int64_t i = 0; i < S; ++i) out[i] = affine(x[i], scale, shift);
 }
 
-BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, const BatchNormTrain& saved,
-                                         const Tensor& weight) {
-  const Layout L = layout_of(x);
-  const Tensor dy = dy_in.contiguous(), w = weight.contiguous();
-  ENGINE_REQUIRE(dy.shape() == x.shape(), "[batch_norm backward] gradient of shape ", shape_str(dy.shape()),
-                 " for input ", shape_str(x.shape()));
+void check_params(const Layout& L, const Tensor& weight, const Tensor& bias) {
+  ENGINE_REQUIRE(weight.numel() == L.C && bias.numel() == L.C, "[batch_norm] weight and bias need ", L.C,
+                 " values, got ", weight.numel(), " and ", bias.numel());
+}
+
+// Channel c's statistics (mean, then the variance around it: two passes, no cancellation)
+// into r.mean/var/invstd/scale/shift[c].
+void channel_statistics(const Layout& L, const float* px, int64_t c, float weight, float bias, double eps,
+                        BatchNormTrain& r) {
+  const double M = double(L.N * L.S);
+  double sum = 0;
+  for (int64_t n = 0; n < L.N; ++n) {
+    const float* row = px + (n * L.C + c) * L.S;
+    sum += detail::lane_sum(L.S, [row](int64_t i) { return row[i]; });
+  }
+  const float mean = float(sum / M);
+  double sq = 0;
+  for (int64_t n = 0; n < L.N; ++n) {
+    const float* row = px + (n * L.C + c) * L.S;
+    sq += detail::lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
+  }
+  const double var = sq / M;
+  const float invstd = float(1 / std::sqrt(var + eps));
+  const float scale = invstd * weight;  // y = x scale + shift
+  r.mean.data<float>()[c] = mean;
+  r.var.data<float>()[c] = float(var);
+  r.invstd.data<float>()[c] = invstd;
+  r.scale.data<float>()[c] = scale;
+  r.shift.data<float>()[c] = bias - mean * scale;
+}
+
+BatchNormTrain saved_for(const Layout& L, bool relu) {
+  return {Tensor(), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), relu};
+}
+
+// The backward, channel by channel, given dy_row(n, c, buffer): image n's dense gradient
+// of channel c (S floats: dy itself, or rebuilt into `buffer`) before any fused ReLU.
+template <class DyRow>
+BatchNormGrads backward_channels(const Layout& L, const Tensor& x, const BatchNormTrain& saved, const Tensor& weight,
+                                 DyRow dy_row) {
+  const Tensor w = weight.contiguous();
   BatchNormGrads g{empty(x.shape()), empty({L.C}), empty({L.C})};
-  const float *px = x.data<float>(), *pdy = dy.data<float>(), *pw = w.data<float>();
+  const float *px = x.data<float>(), *pw = w.data<float>();
   float* pdx = g.dx.data<float>();
   const double M = double(L.N * L.S);
-  std::vector<float> masked(saved.relu ? size_t(L.S) : 0);
+  std::vector<float> dense(size_t(L.S)), masked(size_t(L.S));
   for (int64_t c = 0; c < L.C; ++c) {
     const float mean = saved.mean.data<float>()[c], invstd = saved.invstd.data<float>()[c];
     const float scale = saved.scale.data<float>()[c], shift = saved.shift.data<float>()[c];
-    // dy, or with a fused ReLU dy where relu's input passed (relu_backward's rule), masked
-    // one row at a time into `masked` so that the loops below stay plain and vectorised.
+    // dy, zeroed where a fused ReLU's input was <= 0 (relu_backward's rule): row by row into
+    // `masked`, so that the loops below stay plain and vectorised.
     auto grad_row = [&](int64_t n) {
-      const float *row = px + (n * L.C + c) * L.S, *d = pdy + (n * L.C + c) * L.S;
+      const float *row = px + (n * L.C + c) * L.S, *d = dy_row(n, c, dense.data());
       if (!saved.relu) return d;
       relu_mask(L.S, row, d, scale, shift, masked.data());
       return static_cast<const float*>(masked.data());
@@ -128,6 +134,88 @@ BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, c
     g.dbias.data<float>()[c] = float(dbias);
   }
   return g;
+}
+
+}  // namespace
+
+BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                        bool relu) {
+  const Layout L = layout_of(x);
+  check_params(L, weight, bias);
+  BatchNormTrain r = saved_for(L, relu);
+  r.out = empty(x.shape());
+  const Tensor w = weight.contiguous(), b = bias.contiguous();
+  const float* px = x.data<float>();
+  for (int64_t c = 0; c < L.C; ++c) {
+    channel_statistics(L, px, c, w.data<float>()[c], b.data<float>()[c], eps, r);
+    const float scale = r.scale.data<float>()[c], shift = r.shift.data<float>()[c];
+    for (int64_t n = 0; n < L.N; ++n) {
+      const int64_t at = (n * L.C + c) * L.S;
+      normalise_row(L.S, px + at, scale, shift, relu, r.out.data<float>() + at);
+    }
+  }
+  return r;
+}
+
+BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, const BatchNormTrain& saved,
+                                         const Tensor& weight) {
+  const Layout L = layout_of(x);
+  const Tensor dy = dy_in.contiguous();
+  ENGINE_REQUIRE(dy.shape() == x.shape(), "[batch_norm backward] gradient of shape ", shape_str(dy.shape()),
+                 " for input ", shape_str(x.shape()));
+  const float* pdy = dy.data<float>();
+  return backward_channels(L, x, saved, weight,
+                           [&](int64_t n, int64_t c, float*) { return pdy + (n * L.C + c) * L.S; });
+}
+
+bool batch_norm_relu_pool2_applies(const Tensor& x) {
+  return detail::max_pool_2x2_vectorised() && x.dim() == 4 && x.size(2) >= 2 && x.size(3) >= 2 &&
+         x.dtype() == DType::Float32 && !x.device().is_cuda();
+}
+
+BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  ENGINE_REQUIRE(batch_norm_relu_pool2_applies(x), "[batch_norm_relu_pool2] needs a float32 CPU input (N, C, H, W) ",
+                 "with H, W >= 2 and AVX-512VL, got ", shape_str(x.shape()));
+  const Layout L = layout_of(x);
+  check_params(L, weight, bias);
+  const int64_t H = x.size(2), W = x.size(3), OH = H / 2, OW = W / 2;
+  BatchNormReluPool r{saved_for(L, /*relu=*/true),
+                      {empty({L.N, L.C, OH, OW}), empty({L.N, L.C, OH, OW}, DType::Int64)}};
+  const Tensor w = weight.contiguous(), b = bias.contiguous();
+  const float* px = x.data<float>();
+  std::vector<float> pair(size_t(2 * W));  // relu(y) of the two rows under one row of windows
+  for (int64_t c = 0; c < L.C; ++c) {
+    channel_statistics(L, px, c, w.data<float>()[c], b.data<float>()[c], eps, r.bn);
+    const float scale = r.bn.scale.data<float>()[c], shift = r.bn.shift.data<float>()[c];
+    for (int64_t n = 0; n < L.N; ++n)
+      for (int64_t oy = 0; oy < OH; ++oy) {
+        const int64_t top = (n * L.C + c) * L.S + 2 * oy * W, k = ((n * L.C + c) * OH + oy) * OW;
+        normalise_row(2 * W, px + top, scale, shift, /*relu=*/true, pair.data());
+        detail::max_pool_2x2_row(pair.data(), pair.data() + W, top, W, OW, r.pool.out.data<float>() + k,
+                                 r.pool.where.data<int64_t>() + k);
+      }
+  }
+  return r;
+}
+
+BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& where, const Tensor& x,
+                                              const BatchNormTrain& saved, const Tensor& weight) {
+  const Layout L = layout_of(x);
+  const Tensor g = g_pooled.contiguous();
+  ENGINE_REQUIRE(
+      x.dim() == 4 && g.shape() == where.shape() && g.shape() == Shape({L.N, L.C, x.size(2) / 2, x.size(3) / 2}),
+      "[batch_norm_relu_pool2 backward] gradient of shape ", shape_str(g.shape()), " for input ", shape_str(x.shape()));
+  const int64_t pooled = g.numel() / std::max<int64_t>(1, L.N * L.C);
+  const float* pg = g.data<float>();
+  const int64_t* at = where.data<int64_t>();
+  // Image n's channel c as max_pool2d_backward makes it: zeros, plus each window's gradient
+  // at its maximum (an index into all of x, so less the plane's start).
+  return backward_channels(L, x, saved, weight, [&](int64_t n, int64_t c, float* dense) {
+    const int64_t plane = n * L.C + c, base = plane * L.S;
+    std::fill(dense, dense + L.S, 0.0f);
+    for (int64_t k = plane * pooled; k < (plane + 1) * pooled; ++k) dense[at[k] - base] += pg[k];
+    return static_cast<const float*>(dense);
+  });
 }
 
 }  // namespace engine

@@ -10,6 +10,7 @@
 
 #include "tensor/columns_cpu.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/max_pool_cpu.h"
 #include "tensor/ops.h"
 
 namespace engine {
@@ -184,23 +185,20 @@ __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float
   _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
 }
 
-bool has_avx512vl() {
+}  // namespace
+
+namespace detail {
+bool max_pool_2x2_vectorised() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   return ok;
 }
 
-void max_pool_2x2(const float* in, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, float* o,
-                  int64_t* arg) {
-  for (int64_t plane = 0; plane < planes; ++plane)
-    for (int64_t oy = 0; oy < OH; ++oy) {
-      const int64_t top = (plane * H + 2 * oy) * W;
-      float* out = o + (plane * OH + oy) * OW;
-      int64_t* where = arg + (plane * OH + oy) * OW;
-      for (int64_t ox = 0; ox < OW; ox += 8)
-        max_pool_2x2_avx512(in + top, in + top + W, top, W, ox, int(std::min<int64_t>(8, OW - ox)), out, where);
-    }
+void max_pool_2x2_row(const float* r0, const float* r1, int64_t top, int64_t W, int64_t OW, float* out,
+                      int64_t* where) {
+  for (int64_t ox = 0; ox < OW; ox += 8)
+    max_pool_2x2_avx512(r0, r1, top, W, ox, int(std::min<int64_t>(8, OW - ox)), out, where);
 }
-}  // namespace
+}  // namespace detail
 
 MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
   const Shape xs = x.shape();
@@ -224,8 +222,12 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
   const float* in = xc.data<float>();
   float* o = r.out.data<float>();
   int64_t* arg = r.where.data<int64_t>();
-  if (kernel == 2 && stride == 2 && padding == 0 && has_avx512vl()) {  // the common 2x2 pool, vectorised
-    max_pool_2x2(in, N * C, H, W, OH, OW, o, arg);
+  if (kernel == 2 && stride == 2 && padding == 0 && detail::max_pool_2x2_vectorised()) {  // the common 2x2 pool
+    for (int64_t plane = 0; plane < N * C; ++plane)
+      for (int64_t oy = 0; oy < OH; ++oy) {
+        const int64_t top = (plane * H + 2 * oy) * W, k = (plane * OH + oy) * OW;
+        detail::max_pool_2x2_row(in + top, in + top + W, top, W, OW, o + k, arg + k);
+      }
     return r;
   }
   for (int64_t plane = 0; plane < N * C; ++plane)

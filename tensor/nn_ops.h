@@ -77,6 +77,20 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
 // dx (x_shape, zeros) += g at `where`.
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& where, const Shape& x_shape);
 
+// ---- BatchNorm (training), ReLU and a 2x2 max-pool at stride 2 in one pass (batch_norm.cc),
+// for CPUs with AVX-512VL (batch_norm_relu_pool2_applies): the same out, where, statistics
+// and gradients as batch_norm_train_forward(relu = true) then max_pool2d_forward(x, 2, 2, 0),
+// without writing the normalised activations out. bn.out stays undefined.
+struct BatchNormReluPool {
+  BatchNormTrain bn;  // relu = true
+  MaxPool pool;
+};
+bool batch_norm_relu_pool2_applies(const Tensor& x);
+BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+// g_pooled and where: (N, C, H/2, W/2); the gradients of x, weight and bias.
+BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& where, const Tensor& x,
+                                              const BatchNormTrain& saved, const Tensor& weight);
+
 // ---- softmax cross-entropy of logits (n, c) against int64 targets (n,), mean over rows.
 struct CrossEntropy {
   Tensor loss;   // 0-dim float32

@@ -260,3 +260,43 @@ TEST_CASE("BatchNorm fused with ReLU: NaN passes the ReLU forward and backward, 
   autograd::sum(yb).backward();
   testing::require_same(xa.grad(), xb.grad().to_vector<float>());
 }
+
+TEST_CASE("Sequential runs BatchNorm, ReLU and a 2x2 max-pool as one step: the values and gradients of the three") {
+  // Even and odd sizes (the last row and column are then outside every window), a NaN, and
+  // the ties ReLU makes (windows of zeros).
+  for (const Shape& shape : {Shape{3, 4, 6, 8}, Shape{2, 3, 5, 7}, Shape{2, 2, 2, 2}}) {
+    INFO("input " << shape_str(shape));
+    auto fused_bn = std::make_shared<BatchNorm2d>(shape[1]);
+    BatchNorm2d plain(shape[1]);
+    const Tensor w = randn({shape[1]}, &gen), bias = randn({shape[1]}, &gen) * 0.5;
+    fused_bn->weight = Variable(w.clone(), true);
+    fused_bn->bias = Variable(bias.clone(), true);
+    plain.weight = Variable(w.clone(), true);
+    plain.bias = Variable(bias.clone(), true);
+    Sequential seq({fused_bn, std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2)});
+    Tensor x = randn(shape, &gen);
+    if (shape[2] == 6) x.data<float>()[shape[2] * shape[3] + 3] = std::nanf("");  // image 0, channel 1
+    Variable xa(x.clone(), true), xb(x.clone(), true);
+    Variable ya = seq(xa), yb = max_pool2d(autograd::relu(plain(xb)), 2, 2, 0);
+    REQUIRE(ya.grad_fn_name() == (batch_norm_relu_pool2_applies(x) ? "batch_norm_relu_max_pool2" : "max_pool2d"));
+    testing::require_same(ya.data(), yb.data().to_vector<float>());
+    const Tensor g = randn(ya.shape(), &gen);
+    autograd::sum(ya * Variable(g)).backward();
+    autograd::sum(yb * Variable(g)).backward();
+    testing::require_same(xa.grad(), xb.grad().to_vector<float>());
+    testing::require_same(fused_bn->weight.grad(), plain.weight.grad().to_vector<float>());
+    testing::require_same(fused_bn->bias.grad(), plain.bias.grad().to_vector<float>());
+    testing::require_same(fused_bn->running_mean, plain.running_mean.to_vector<float>());
+    testing::require_same(fused_bn->running_var, plain.running_var.to_vector<float>());
+    CHECK(fused_bn->num_batches_tracked.item() == 1);
+  }
+  const Tensor x = randn({2, 3, 4, 4}, &gen), w = ones({3}), b = zeros({3});
+  if (batch_norm_relu_pool2_applies(x)) {
+    const BatchNormReluPool r = batch_norm_relu_pool2_forward(x, w, b, 1e-5);
+    CHECK_THROWS_WITH(batch_norm_relu_pool2_backward(zeros({2, 3, 4, 4}), r.pool.where, x, r.bn, w),
+                      Catch::Contains("[batch_norm_relu_pool2 backward] gradient of shape (2,3,4,4) for input"));
+  }
+  // Any other pool (3x3, or 2x2 at stride 1) runs as the separate layers.
+  Sequential other({std::make_shared<BatchNorm2d>(2), std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2, 1)});
+  REQUIRE(other(Variable(randn({2, 2, 4, 4}, &gen))).grad_fn_name() == "max_pool2d");
+}
