@@ -4,7 +4,7 @@
 //
 // Fused with what follows it in a CNN: ReLU (relu = true), and ReLU then a 2x2 max-pool
 // at stride 2 (batch_norm_relu_pool2_*): the normalised activations are then never
-// written out, only pooled from a row pair in L1, and the backward rebuilds each image's
+// written out, only pooled from one image's plane in L1, and the backward rebuilds each image's
 // dense gradient from the pooled one in a buffer, as max_pool2d_backward and
 // relu_backward would have, so every value and sum is the one of the separate ops.
 #include <cmath>
@@ -104,17 +104,19 @@ BatchNormGrads backward_channels(const Layout& L, const Tensor& x, const BatchNo
   const float *px = x.data<float>(), *pw = w.data<float>();
   float* pdx = g.dx.data<float>();
   const double M = double(L.N * L.S);
-  std::vector<float> dense(size_t(L.S)), masked(size_t(L.S));
+  std::vector<float> dense(size_t(L.S));
   for (int64_t c = 0; c < L.C; ++c) {
     const float mean = saved.mean.data<float>()[c], invstd = saved.invstd.data<float>()[c];
     const float scale = saved.scale.data<float>()[c], shift = saved.shift.data<float>()[c];
-    // dy, zeroed where a fused ReLU's input was <= 0 (relu_backward's rule): row by row into
-    // `masked`, so that the loops below stay plain and vectorised.
+    // Image n's dy for channel c; with a fused ReLU, zeroed where its input was <= 0
+    // (relu_backward's rule) into dx's own row, which the second loop then overwrites in
+    // place: the channel's rows are still in L2 by then.
     auto grad_row = [&](int64_t n) {
-      const float *row = px + (n * L.C + c) * L.S, *d = dy_row(n, c, dense.data());
+      const float* d = dy_row(n, c, dense.data());
       if (!saved.relu) return d;
-      relu_mask(L.S, row, d, scale, shift, masked.data());
-      return static_cast<const float*>(masked.data());
+      const int64_t at = (n * L.C + c) * L.S;
+      relu_mask(L.S, px + at, d, scale, shift, pdx + at);
+      return static_cast<const float*>(pdx + at);
     };
     double sum_dy = 0, sum_dy_xc = 0;  // sum dy, sum dy (x - mean)
     for (int64_t n = 0; n < L.N; ++n) {
@@ -126,9 +128,9 @@ BatchNormGrads backward_channels(const Layout& L, const Tensor& x, const BatchNo
     // dx = k (dy - dbias/M - (x - mean) invstd dweight/M), k = weight invstd
     const float k = pw[c] * invstd, mean_dy = float(dbias / M), slope = float(dweight / M * invstd);
     for (int64_t n = 0; n < L.N; ++n) {
-      const float *row = px + (n * L.C + c) * L.S, *d = grad_row(n);
       float* out = pdx + (n * L.C + c) * L.S;
-      for (int64_t i = 0; i < L.S; ++i) out[i] = k * (d[i] - mean_dy - (row[i] - mean) * slope);
+      const float *row = px + (n * L.C + c) * L.S, *d = saved.relu ? out : dy_row(n, c, dense.data());
+      for (int64_t i = 0; i < L.S; ++i) out[i] = k * (d[i] - mean_dy - (row[i] - mean) * slope);  // d may be out
     }
     g.dweight.data<float>()[c] = float(dweight);
     g.dbias.data<float>()[c] = float(dbias);
@@ -183,17 +185,23 @@ BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& w
                       {empty({L.N, L.C, OH, OW}), empty({L.N, L.C, OH, OW}, DType::Int64)}};
   const Tensor w = weight.contiguous(), b = bias.contiguous();
   const float* px = x.data<float>();
-  std::vector<float> pair(size_t(2 * W));  // relu(y) of the two rows under one row of windows
+  // relu(y) of one image's channel, pooled from there. A whole plane rather than a row pair:
+  // the pool's masked loads cannot take their values from stores still in flight, so they
+  // wait for them, and a plane's stores are long done when its first rows are pooled.
+  std::vector<float> plane(size_t(L.S));
   for (int64_t c = 0; c < L.C; ++c) {
     channel_statistics(L, px, c, w.data<float>()[c], b.data<float>()[c], eps, r.bn);
     const float scale = r.bn.scale.data<float>()[c], shift = r.bn.shift.data<float>()[c];
-    for (int64_t n = 0; n < L.N; ++n)
+    for (int64_t n = 0; n < L.N; ++n) {
+      const int64_t first = (n * L.C + c) * L.S;
+      normalise_row(L.S, px + first, scale, shift, /*relu=*/true, plane.data());
       for (int64_t oy = 0; oy < OH; ++oy) {
-        const int64_t top = (n * L.C + c) * L.S + 2 * oy * W, k = ((n * L.C + c) * OH + oy) * OW;
-        normalise_row(2 * W, px + top, scale, shift, /*relu=*/true, pair.data());
-        detail::max_pool_2x2_row(pair.data(), pair.data() + W, top, W, OW, r.pool.out.data<float>() + k,
+        const float* top = plane.data() + 2 * oy * W;
+        const int64_t k = ((n * L.C + c) * OH + oy) * OW;
+        detail::max_pool_2x2_row(top, top + W, first + 2 * oy * W, W, OW, r.pool.out.data<float>() + k,
                                  r.pool.where.data<int64_t>() + k);
       }
+    }
   }
   return r;
 }
