@@ -67,7 +67,8 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
                  " but weight on ", weight.data().device().str());
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  if (conv2d_per_image_applies(x.data(), weight.data())) {  // float32 on the CPU: one image at a time
+  const bool float32_bias = !bias.defined() || bias.data().dtype() == DType::Float32;
+  if (float32_bias && conv2d_per_image_applies(x.data(), weight.data())) {  // float32 on the CPU: one image at a time
     const Tensor xd = x.data(), wd = weight.data();
     return autograd::record("conv2d", conv2d_forward(xd, wd, bias.defined() ? bias.data() : Tensor(), stride, padding),
                             inputs, [=](const Tensor& g, const Needs& n) {

@@ -64,7 +64,8 @@ Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
   const Geometry g = geometry(x, w, stride, padding);
   if (bias.defined())
     ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
-                   "[conv2d] bias must be float32 (", g.O, ",) on the CPU, got ", shape_str(bias.shape()));
+                   "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
+                   dtype_name(bias.dtype()), " on ", bias.device().str());
   const Shape xs = x.shape();
   Tensor out =
       empty({g.N, g.O, window_out_size(xs[2], g.kh, stride, padding), window_out_size(xs[3], g.kw, stride, padding)});

@@ -105,6 +105,8 @@ TEST_CASE("conv2d one image at a time: forward and dx bit for bit the whole-batc
     CHECK(!only_w.dbias.defined());
     CHECK(max(abs(only_w.dw - d.dw)).item() == 0);
   }
+  CHECK_THROWS_WITH(conv2d_forward(zeros({1, 2, 5, 5}), zeros({3, 2, 3, 3}), zeros({4}), 1, 0),
+                    Catch::Contains("[conv2d] bias must be (3,) float32 on the CPU, got (4,) float32 on cpu"));
   CHECK_THROWS_WITH(conv2d_forward(zeros({1, 2, 5, 5}), zeros({3, 4, 3, 3}), Tensor(), 1, 0),
                     Catch::Contains("[conv2d] input (1,2,5,5) does not fit weight (3,4,3,3)"));
   CHECK_THROWS_WITH(
