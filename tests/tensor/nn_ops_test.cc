@@ -83,7 +83,7 @@ TEST_CASE("conv2d one image at a time: forward and dx bit for bit the whole-batc
   };
   // The lessons' two layers, strides, paddings, a kernel past the image, 1x1, and more
   // than 256 column rows (the GEMM's K in two blocks).
-  for (const Case k :
+  for (const Case& k :
        {Case{3, 1, 28, 28, 32, 3, 3, 1, 1}, Case{2, 32, 14, 14, 64, 3, 3, 1, 1}, Case{2, 3, 7, 6, 5, 3, 2, 2, 1},
         Case{1, 2, 2, 3, 4, 3, 3, 2, 1}, Case{3, 4, 5, 5, 6, 1, 1, 1, 0}, Case{2, 40, 6, 5, 7, 3, 3, 1, 1}}) {
     INFO("N " << k.N << " C " << k.C << " " << k.H << "x" << k.W << " O " << k.O << " kernel " << k.kh << "x" << k.kw
