@@ -67,17 +67,16 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
                  " but weight on ", weight.data().device().str());
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  const bool float32_bias = !bias.defined() || bias.data().dtype() == DType::Float32;
-  if (float32_bias && conv2d_per_image_applies(x.data(), weight.data())) {  // float32 on the CPU: one image at a time
+  const Tensor bd = bias.defined() ? bias.data() : Tensor();
+  if (conv2d_per_image_applies(x.data(), weight.data(), bd)) {  // float32 on the CPU: one image at a time
     const Tensor xd = x.data(), wd = weight.data();
-    return autograd::record("conv2d", conv2d_forward(xd, wd, bias.defined() ? bias.data() : Tensor(), stride, padding),
-                            inputs, [=](const Tensor& g, const Needs& n) {
-                              Conv2dGrads d =
-                                  conv2d_backward(g, xd, wd, stride, padding, n[0], n[1], n.size() > 2 && n[2]);
-                              Grads grads{d.dx, d.dw};
-                              if (n.size() > 2) grads.push_back(d.dbias);
-                              return grads;
-                            });
+    return autograd::record(
+        "conv2d", conv2d_forward(xd, wd, bd, stride, padding), inputs, [=](const Tensor& g, const Needs& n) {
+          Conv2dGrads d = conv2d_backward(g, xd, wd, stride, padding, n[0], n[1], n.size() > 2 && n[2]);
+          Grads grads{d.dx, d.dw};
+          if (n.size() > 2) grads.push_back(d.dbias);
+          return grads;
+        });
   }
   // Otherwise (a GPU, or 16-bit products under autocast) the whole batch in one product.
   const int64_t N = xs[0], O = ws[0], kh = ws[2], kw = ws[3];

@@ -44,9 +44,9 @@ BatchNorm* plain_batch_norm(Module& m) {
 }
 // MaxPool2d with 2x2 windows at stride 2, no padding.
 bool is_pool2(const Module& m) {
-  const auto* pool = dynamic_cast<const MaxPool2d*>(&m);
-  return pool != nullptr && typeid(m) == typeid(MaxPool2d) && pool->kernel == 2 && pool->stride == 2 &&
-         pool->padding == 0;
+  if (typeid(m) != typeid(MaxPool2d)) return false;
+  const auto& pool = static_cast<const MaxPool2d&>(m);
+  return pool.kernel == 2 && pool.stride == 2 && pool.padding == 0;
 }
 }  // namespace
 
@@ -54,8 +54,7 @@ Variable Sequential::forward(const Variable& x) {
   Variable h = x;
   const auto& layers = children();  // children, so set_child() swaps a layer
   for (size_t i = 0; i < layers.size(); ++i) {
-    // BatchNorm then ReLU: one pass over the activations instead of two (same values).
-    // BatchNorm, ReLU and a 2x2 max-pool: one pass, the activations never written.
+    // BatchNorm then ReLU (and a 2x2 max-pool): one pass over the activations (same values).
     BatchNorm* bn = plain_batch_norm(*layers[i].second);
     if (bn != nullptr && i + 1 < layers.size() && typeid(*layers[i + 1].second) == typeid(ReLU)) {
       if (i + 2 < layers.size() && is_pool2(*layers[i + 2].second)) {

@@ -47,7 +47,8 @@ class Flatten : public Module {
 };
 
 // Runs its children in order; they are named "0", "1", ... as in PyTorch. A BatchNorm
-// followed by a ReLU runs as one fused step (BatchNorm::forward_relu): the same values.
+// followed by a ReLU, or by a ReLU and MaxPool2d(2), runs as one fused step
+// (BatchNorm::forward_relu, forward_relu_pool2): the same values.
 class Sequential : public Module {
  public:
   explicit Sequential(const std::vector<ModulePtr>& layers);

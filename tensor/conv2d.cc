@@ -24,7 +24,7 @@ namespace engine {
 namespace {
 
 struct Geometry {
-  int64_t N, C, H, W, O, kh, kw, stride, padding, L, rows;  // rows = C kh kw
+  int64_t N, C, H, W, O, kh, kw, stride, padding, OH, OW, L, rows;  // L = OH OW, rows = C kh kw
   Shape image() const { return {1, C, H, W}; }
 };
 
@@ -38,8 +38,9 @@ Geometry geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padd
     ENGINE_REQUIRE(t->dtype() == DType::Float32 && t->is_contiguous() && !t->device().is_cuda(),
                    "[conv2d] the per-image path needs contiguous float32 CPU tensors, got ", dtype_name(t->dtype()),
                    " on ", t->device().str());
-  const int64_t L = window_out_size(xs[2], ws[2], stride, padding) * window_out_size(xs[3], ws[3], stride, padding);
-  return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, L, ws[1] * ws[2] * ws[3]};
+  const int64_t OH = window_out_size(xs[2], ws[2], stride, padding),
+                OW = window_out_size(xs[3], ws[3], stride, padding);
+  return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, OH, OW, OH * OW, ws[1] * ws[2] * ws[3]};
 }
 
 // One image's columns, in a buffer reused for every image of the call.
@@ -53,9 +54,9 @@ void add_to_row(float* __restrict row, int64_t n, float v) {
 
 }  // namespace
 
-bool conv2d_per_image_applies(const Tensor& x, const Tensor& w) {
-  for (const Tensor* t : {&x, &w})
-    if (t->dtype() != DType::Float32 || t->device().is_cuda()) return false;
+bool conv2d_per_image_applies(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  for (const Tensor* t : {&x, &w, &bias})
+    if (t->defined() && (t->dtype() != DType::Float32 || t->device().is_cuda())) return false;
   return true;
 }
 
@@ -66,9 +67,7 @@ Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
     ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
                    "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
                    dtype_name(bias.dtype()), " on ", bias.device().str());
-  const Shape xs = x.shape();
-  Tensor out =
-      empty({g.N, g.O, window_out_size(xs[2], g.kh, stride, padding), window_out_size(xs[3], g.kw, stride, padding)});
+  Tensor out = empty({g.N, g.O, g.OH, g.OW});
   std::vector<float> cols(size_t(g.rows * g.L));
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   for (int64_t n = 0; n < g.N; ++n) {

@@ -38,7 +38,7 @@ Tensor col2im(const Tensor& cols, const Shape& x_shape, int64_t kh, int64_t kw, 
 // columns are built, multiplied and dropped while they sit in the L2 cache, and the output
 // is written in (N, O, OH, OW) order. x (N, C, H, W), w (O, C, kh, kw), bias (O,) or undefined.
 // Forward and dx are bit for bit im2col + one GEMM; the backward rebuilds the columns.
-bool conv2d_per_image_applies(const Tensor& x, const Tensor& w);  // float32, on the CPU
+bool conv2d_per_image_applies(const Tensor& x, const Tensor& w, const Tensor& bias);  // float32, on the CPU
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding);
 struct Conv2dGrads {
   Tensor dx, dw, dbias;  // undefined where not asked for
