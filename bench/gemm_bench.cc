@@ -47,6 +47,12 @@ int main(int argc, char** argv) {
   shapes.push_back({"mlp fwd h@W2^T", 64, 256, 256, false, true});
   shapes.push_back({"mlp bwd dW1=dY^T@x", 256, 784, 64, true, false});
   shapes.push_back({"mlp bwd dX=dY@W2", 64, 256, 256, false, false});
+  // ... and at batch 256, where the GEMMs are most of the step.
+  shapes.push_back({"b256 fwd x@W1^T", 256, 256, 784, false, true});
+  shapes.push_back({"b256 fwd h@W2^T", 256, 256, 256, false, true});
+  shapes.push_back({"b256 bwd dW1=dY^T@x", 256, 784, 256, true, false});
+  shapes.push_back({"b256 bwd dW2=dY^T@h", 256, 256, 256, true, false});
+  shapes.push_back({"b256 bwd dX=dY@W2", 256, 256, 256, false, false});
 
   std::printf("GEMM, 1 thread, ours (%s) vs OpenBLAS (%s), median of %d alternating rounds\n",
               engine::gemm_kernel_name().c_str(), openblas_get_corename(), rounds);

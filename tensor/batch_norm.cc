@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/batch_norm_cpu.h"
 #include "tensor/check.h"
 #include "tensor/lane_sum.h"
 #include "tensor/max_pool_cpu.h"
@@ -64,6 +65,13 @@ void check_params(const Layout& L, const Tensor& weight, const Tensor& bias) {
                  " values, got ", weight.numel(), " and ", bias.numel());
 }
 
+// Asks for [p, p + bytes) to be brought into cache ahead of use: the loops here go channel
+// by channel, jumping C S floats from one image's row to the next, and the hardware's
+// prefetchers only pick up each new row some way into it.
+void prefetch(const void* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o);
+}
+
 // Channel c's statistics (mean, then the variance around it: two passes, no cancellation)
 // into r.mean/var/invstd/scale/shift[c].
 void channel_statistics(const Layout& L, const float* px, int64_t c, float weight, float bias, double eps,
@@ -72,6 +80,7 @@ void channel_statistics(const Layout& L, const float* px, int64_t c, float weigh
   double sum = 0;
   for (int64_t n = 0; n < L.N; ++n) {
     const float* row = px + (n * L.C + c) * L.S;
+    if (n + 1 < L.N) prefetch(row + L.C * L.S, L.S * 4);  // the next image's row
     sum += detail::lane_sum(L.S, [row](int64_t i) { return row[i]; });
   }
   const float mean = float(sum / M);
@@ -94,8 +103,34 @@ BatchNormTrain saved_for(const Layout& L, bool relu) {
   return {Tensor(), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), empty({L.C}), relu};
 }
 
-// The backward, channel by channel, given dy_row(n, c, buffer): image n's dense gradient
-// of channel c (S floats: dy itself, or rebuilt into `buffer`) before any fused ReLU.
+using detail::RowSums;
+
+// One row's two sums for the backward: sum d and sum d (x - mean), in one pass, each
+// exactly as lane_sum adds it (16 float lanes, the tail and the lanes in double).
+RowSums row_sums(int64_t S, const float* __restrict d, const float* __restrict x, float mean) {
+  if (detail::batch_norm_avx512()) return detail::row_sums_avx512(S, d, x, mean);
+  float a[16] = {}, b[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      a[k] += d[i + k];
+      b[k] += d[i + k] * (x[i + k] - mean);
+    }
+  RowSums r;
+  for (; i < S; ++i) {
+    r.dy += d[i];
+    r.dy_xc += d[i] * (x[i] - mean);
+  }
+  for (int k = 0; k < 16; ++k) {
+    r.dy += a[k];
+    r.dy_xc += b[k];
+  }
+  return r;
+}
+
+// The backward, channel by channel, given dy_row(n, c, out): image n's gradient of channel
+// c (S floats), after the fused ReLU's mask if there is one: dy itself, or written into
+// `out` (dx's own row, which the last loop then overwrites in place) and returned.
 template <class DyRow>
 BatchNormGrads backward_channels(const Layout& L, const Tensor& x, const BatchNormTrain& saved, const Tensor& weight,
                                  DyRow dy_row) {
@@ -104,32 +139,32 @@ BatchNormGrads backward_channels(const Layout& L, const Tensor& x, const BatchNo
   const float *px = x.data<float>(), *pw = w.data<float>();
   float* pdx = g.dx.data<float>();
   const double M = double(L.N * L.S);
-  std::vector<float> dense(size_t(L.S));
+  std::vector<const float*> dy(size_t(L.N));
   for (int64_t c = 0; c < L.C; ++c) {
     const float mean = saved.mean.data<float>()[c], invstd = saved.invstd.data<float>()[c];
-    const float scale = saved.scale.data<float>()[c], shift = saved.shift.data<float>()[c];
-    // Image n's dy for channel c; with a fused ReLU, zeroed where its input was <= 0
-    // (relu_backward's rule) into dx's own row, which the second loop then overwrites in
-    // place: the channel's rows are still in L2 by then.
-    auto grad_row = [&](int64_t n) {
-      const float* d = dy_row(n, c, dense.data());
-      if (!saved.relu) return d;
-      const int64_t at = (n * L.C + c) * L.S;
-      relu_mask(L.S, px + at, d, scale, shift, pdx + at);
-      return static_cast<const float*>(pdx + at);
-    };
     double sum_dy = 0, sum_dy_xc = 0;  // sum dy, sum dy (x - mean)
+    auto add_sums = [&](int64_t n) {
+      const RowSums r = row_sums(L.S, dy[size_t(n)], px + (n * L.C + c) * L.S, mean);
+      sum_dy += r.dy;
+      sum_dy_xc += r.dy_xc;
+    };
+    // Each row is summed one row after it is made, while still in L1, but with its stores
+    // done: a load that overlaps stores still in flight waits for them.
     for (int64_t n = 0; n < L.N; ++n) {
-      const float *row = px + (n * L.C + c) * L.S, *d = grad_row(n);
-      sum_dy += detail::lane_sum(L.S, [d](int64_t i) { return d[i]; });
-      sum_dy_xc += detail::lane_sum(L.S, [d, row, mean](int64_t i) { return d[i] * (row[i] - mean); });
+      dy[size_t(n)] = dy_row(n, c, pdx + (n * L.C + c) * L.S);
+      if (n > 0) add_sums(n - 1);
     }
+    if (L.N > 0) add_sums(L.N - 1);
     const double dbias = sum_dy, dweight = sum_dy_xc * invstd;
     // dx = k (dy - dbias/M - (x - mean) invstd dweight/M), k = weight invstd
     const float k = pw[c] * invstd, mean_dy = float(dbias / M), slope = float(dweight / M * invstd);
     for (int64_t n = 0; n < L.N; ++n) {
       float* out = pdx + (n * L.C + c) * L.S;
-      const float *row = px + (n * L.C + c) * L.S, *d = saved.relu ? out : dy_row(n, c, dense.data());
+      const float *row = px + (n * L.C + c) * L.S, *d = dy[size_t(n)];
+      if (detail::batch_norm_avx512()) {
+        detail::batch_norm_dx_avx512(L.S, d, row, mean, k, mean_dy, slope, out);
+        continue;
+      }
       for (int64_t i = 0; i < L.S; ++i) out[i] = k * (d[i] - mean_dy - (row[i] - mean) * slope);  // d may be out
     }
     g.dweight.data<float>()[c] = float(dweight);
@@ -165,9 +200,13 @@ BatchNormGrads batch_norm_train_backward(const Tensor& dy_in, const Tensor& x, c
   const Tensor dy = dy_in.contiguous();
   ENGINE_REQUIRE(dy.shape() == x.shape(), "[batch_norm backward] gradient of shape ", shape_str(dy.shape()),
                  " for input ", shape_str(x.shape()));
-  const float* pdy = dy.data<float>();
-  return backward_channels(L, x, saved, weight,
-                           [&](int64_t n, int64_t c, float*) { return pdy + (n * L.C + c) * L.S; });
+  const float *pdy = dy.data<float>(), *px = x.data<float>();
+  return backward_channels(L, x, saved, weight, [&](int64_t n, int64_t c, float* out) {
+    const int64_t at = (n * L.C + c) * L.S;
+    if (!saved.relu) return pdy + at;
+    relu_mask(L.S, px + at, pdy + at, saved.scale.data<float>()[c], saved.shift.data<float>()[c], out);
+    return static_cast<const float*>(out);
+  });
 }
 
 bool batch_norm_relu_pool2_applies(const Tensor& x) {
@@ -216,13 +255,30 @@ BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tens
   const int64_t pooled = g.numel() / std::max<int64_t>(1, L.N * L.C);
   const float* pg = g.data<float>();
   const int64_t* at = where.data<int64_t>();
-  // Image n's channel c as max_pool2d_backward makes it: zeros, plus each window's gradient
-  // at its maximum (an index into all of x, so less the plane's start).
-  return backward_channels(L, x, saved, weight, [&](int64_t n, int64_t c, float* dense) {
+  const float* px = x.data<float>();
+  // Image n's channel c as max_pool2d_backward then relu_backward make it: zeros, plus each
+  // window's gradient at its maximum (an index into all of x, so less the plane's start)
+  // where relu's input there passed. 0 + g, as the separate ops add it (so -0 becomes +0).
+  return backward_channels(L, x, saved, weight, [&](int64_t n, int64_t c, float* out) {
     const int64_t plane = n * L.C + c, base = plane * L.S;
-    std::fill(dense, dense + L.S, 0.0f);
-    for (int64_t k = plane * pooled; k < (plane + 1) * pooled; ++k) dense[at[k] - base] += pg[k];
-    return static_cast<const float*>(dense);
+    const float scale = saved.scale.data<float>()[c], shift = saved.shift.data<float>()[c];
+    if (n + 1 < L.N) {  // the next image's plane, C planes further on
+      const int64_t next = plane + L.C;
+      prefetch(px + next * L.S, L.S * 4);
+      prefetch(pg + next * pooled, pooled * 4);
+      prefetch(at + next * pooled, pooled * 8);
+    }
+    if (detail::batch_norm_avx512()) {
+      detail::relu_pool2_grad_plane_avx512(x.size(2), x.size(3), pg + plane * pooled, at + plane * pooled, base,
+                                           px + base, scale, shift, out);
+      return static_cast<const float*>(out);
+    }
+    std::fill(out, out + L.S, 0.0f);
+    for (int64_t k = plane * pooled; k < (plane + 1) * pooled; ++k) {
+      const int64_t i = at[k] - base;
+      out[i] = relu_passes(affine(px[base + i], scale, shift)) ? 0.0f + pg[k] : 0.0f;
+    }
+    return static_cast<const float*>(out);
   });
 }
 

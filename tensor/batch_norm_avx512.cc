@@ -1,0 +1,105 @@
+// batch_norm.cc's row loops with AVX-512 (tensor/batch_norm_cpu.h). Multiplies and adds are
+// the _round_ forms, which the compiler never contracts into a fused multiply-add, so
+// every value equals the portable loop's. (The masked forms of the other intrinsics give
+// GCC 12 a defined source to merge with.)
+#include <immintrin.h>
+
+#include "tensor/batch_norm_cpu.h"
+
+namespace engine::detail {
+
+namespace {
+constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
+
+__attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) { return _mm512_mul_round_ps(a, b, kCur); }
+__attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) { return _mm512_add_round_ps(a, b, kCur); }
+__attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) { return _mm512_sub_round_ps(a, b, kCur); }
+
+// Bit i of m moved to bit 2i (8 bits -> 16).
+inline unsigned spread_bits(unsigned m) {
+  m = (m | (m << 4)) & 0x0F0Fu;
+  m = (m | (m << 2)) & 0x3333u;
+  return (m | (m << 1)) & 0x5555u;
+}
+}  // namespace
+
+bool batch_norm_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
+__attribute__((target("avx512f"))) RowSums row_sums_avx512(int64_t S, const float* d, const float* x, float mean) {
+  const __m512 m = _mm512_set1_ps(mean);
+  __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16) {
+    const __m512 dv = _mm512_loadu_ps(d + i);
+    a = add(a, dv);
+    b = add(b, mul(dv, sub(_mm512_loadu_ps(x + i), m)));
+  }
+  RowSums r;
+  for (; i < S; ++i) {
+    r.dy += d[i];
+    r.dy_xc += d[i] * (x[i] - mean);
+  }
+  alignas(64) float la[16], lb[16];
+  _mm512_store_ps(la, a);
+  _mm512_store_ps(lb, b);
+  for (int k = 0; k < 16; ++k) {
+    r.dy += la[k];
+    r.dy_xc += lb[k];
+  }
+  return r;
+}
+
+__attribute__((target("avx512f"))) void batch_norm_dx_avx512(int64_t S, const float* d, const float* x, float mean,
+                                                             float k, float mean_dy, float slope, float* out) {
+  const __m512 vm = _mm512_set1_ps(mean), vk = _mm512_set1_ps(k), vmd = _mm512_set1_ps(mean_dy),
+               vs = _mm512_set1_ps(slope);
+  for (int64_t i = 0; i < S; i += 16) {
+    const __mmask16 live = S - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (S - i)) - 1);
+    const __m512 dv = _mm512_maskz_loadu_ps(live, d + i), xv = _mm512_maskz_loadu_ps(live, x + i);
+    _mm512_mask_storeu_ps(out + i, live, mul(vk, sub(sub(dv, vmd), mul(sub(xv, vm), vs))));
+  }
+}
+
+__attribute__((target("avx512f"))) void relu_pool2_grad_plane_avx512(int64_t H, int64_t W, const float* g,
+                                                                     const int64_t* where, int64_t base, const float* x,
+                                                                     float scale, float shift, float* out) {
+  const int64_t OH = H / 2, OW = W / 2;
+  const __m512 zero = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+  // Window j's gradient into lanes 2j and 2j+1 (its left and right column).
+  const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i left_cols = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  for (int64_t oy = 0; oy < OH; ++oy) {
+    const int64_t top = base + 2 * oy * W;  // flat index of the window row's first value
+    for (int64_t ox = 0; ox < OW; ox += 8) {
+      const int count = int(OW - ox < 8 ? OW - ox : 8);
+      const __mmask8 windows = __mmask8((1u << count) - 1);
+      const __mmask16 cols = __mmask16((1u << (2 * count)) - 1);
+      const int64_t k = oy * OW + ox;
+      // Where each window's maximum sits: 0, 1 (top row), W, W + 1 (bottom row).
+      const __m512i at = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(windows, where + k),
+                                          _mm512_add_epi64(_mm512_set1_epi64(top + 2 * ox), left_cols));
+      const unsigned in_row[2] = {spread_bits(_mm512_cmpeq_epi64_mask(at, _mm512_setzero_si512())) |
+                                      spread_bits(_mm512_cmpeq_epi64_mask(at, _mm512_set1_epi64(1))) << 1,
+                                  spread_bits(_mm512_cmpeq_epi64_mask(at, _mm512_set1_epi64(W))) |
+                                      spread_bits(_mm512_cmpeq_epi64_mask(at, _mm512_set1_epi64(W + 1))) << 1};
+      // 0 + g, as max_pool2d_backward adds it onto zeros (so -0 becomes +0).
+      const __m512 grad =
+          add(zero, _mm512_mask_permutexvar_ps(zero, 0xFFFF, twice, _mm512_maskz_loadu_ps(windows, g + k)));
+      for (int r = 0; r < 2; ++r) {
+        const int64_t at_row = (2 * oy + r) * W + 2 * ox;
+        const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + at_row), vscale), vshift);
+        const __mmask16 passes = _mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ);  // relu: !(y <= 0), NaN passes
+        _mm512_mask_storeu_ps(out + at_row, cols, _mm512_maskz_mov_ps(__mmask16(in_row[r] & passes), grad));
+      }
+    }
+    if (W % 2)  // the last column is in no window
+      for (int r = 0; r < 2; ++r) out[(2 * oy + r) * W + W - 1] = 0.0f;
+  }
+  if (H % 2)  // nor is the last row
+    for (int64_t i = (H - 1) * W; i < H * W; ++i) out[i] = 0.0f;
+}
+
+}  // namespace engine::detail

@@ -1,0 +1,33 @@
+// Internal to tensor/: batch_norm.cc's per-row loops in their AVX-512 form, picked at run
+// time. Each computes exactly what the portable loop in batch_norm.cc computes, in the same
+// order, with no fused multiply-add (so the two agree to the bit):
+//
+//   if (detail::batch_norm_avx512()) s = detail::row_sums_avx512(S, dy, x, mean);
+#pragma once
+
+#include <cstdint>
+
+namespace engine::detail {
+
+// Whether this CPU runs the loops below (AVX-512F).
+bool batch_norm_avx512();
+
+// sum d and sum d (x - mean) over S values: 16 float lanes, then the tail and the lanes
+// added in double (tensor/lane_sum.h's order).
+struct RowSums {
+  double dy = 0, dy_xc = 0;
+};
+RowSums row_sums_avx512(int64_t S, const float* d, const float* x, float mean);
+
+// out = k (d - mean_dy - (x - mean) slope); d may be out.
+void batch_norm_dx_avx512(int64_t S, const float* d, const float* x, float mean, float k, float mean_dy, float slope,
+                          float* out);
+
+// One image's channel (H x W) of the gradient before BatchNorm + ReLU + 2x2 max-pool:
+// 0 + g at each window's maximum where relu's input x scale + shift there passed, 0
+// elsewhere; g and where (OH x OW, where holding flat indices into all of the input, the
+// plane's first being `base`) as max_pool2d's forward left them.
+void relu_pool2_grad_plane_avx512(int64_t H, int64_t W, const float* g, const int64_t* where, int64_t base,
+                                  const float* x, float scale, float shift, float* out);
+
+}  // namespace engine::detail
