@@ -44,6 +44,11 @@ void gemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa
 
 namespace {
 
+template <int n>
+inline void copy_floats(const float* src, float* dst) {
+  std::memcpy(dst, src, n * sizeof(float));
+}
+
 // Packs rows [0, mc) x cols [0, kc) of A into MR-row micro-panels: panel p holds, for each
 // k, the MR values A[p*MR + 0 .. MR-1, k]. Rows past mc are zero so edge tiles need no branch.
 void pack_a(int mr, int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t csa, float* Ap) {
@@ -54,6 +59,10 @@ void pack_a(int mr, int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t
       // panel has, so the same 8x8 in-register transpose packs it.
       detail::pack_b_columns_avx2(mr, kc, rows, A + p * rsa, rsa, Ap);
       Ap += kc * mr;
+      continue;
+    }
+    if (rsa == 1 && rows == mr && mr == 8) {  // A stored transposed: each k's 8 rows are contiguous
+      for (int64_t k = 0; k < kc; ++k, Ap += mr) copy_floats<8>(A + p + k * csa, Ap);
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
@@ -85,6 +94,18 @@ void pack_b(int nr, int64_t kc, int64_t nc, const float* B, int64_t rsb, int64_t
         for (int64_t k = 0; k < kc; ++k) Bp[k * nr + j] = j < cols ? src[k] : 0.0f;
       }
       Bp += kc * nr;
+      continue;
+    }
+    if (csb == 1 && cols == nr && (nr == 32 || nr == 16)) {
+      // Whole panels of row-major B: a copy of nr floats per k, of a size known here so the
+      // compiler writes it as a few vector moves (a call to memcpy per 128 bytes costs
+      // as much as the copy).
+      for (int64_t k = 0; k < kc; ++k, Bp += nr) {
+        if (nr == 32)
+          copy_floats<32>(B + k * rsb + q, Bp);
+        else
+          copy_floats<16>(B + k * rsb + q, Bp);
+      }
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
