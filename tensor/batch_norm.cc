@@ -51,7 +51,9 @@ void relu_mask(int64_t S, const float* __restrict x, const float* __restrict dy,
 
 // out = relu(x scale + shift), or without relu the affine map alone.
 void normalise_row(int64_t S, const float* __restrict x, float scale, float shift, bool relu, float* __restrict out) {
-  if (relu)
+  if (detail::batch_norm_avx512())
+    detail::normalise_row_avx512(S, x, scale, shift, relu, out);
+  else if (relu)
     for (int64_t i = 0; i < S; ++i) {
       const float y = affine(x[i], scale, shift);
       out[i] = relu_passes(y) ? y : 0.0f;
@@ -81,13 +83,16 @@ void channel_statistics(const Layout& L, const float* px, int64_t c, float weigh
   for (int64_t n = 0; n < L.N; ++n) {
     const float* row = px + (n * L.C + c) * L.S;
     if (n + 1 < L.N) prefetch(row + L.C * L.S, L.S * 4);  // the next image's row
-    sum += detail::lane_sum(L.S, [row](int64_t i) { return row[i]; });
+    sum += detail::batch_norm_avx512() ? detail::sum_avx512(L.S, row)
+                                       : detail::lane_sum(L.S, [row](int64_t i) { return row[i]; });
   }
   const float mean = float(sum / M);
   double sq = 0;
   for (int64_t n = 0; n < L.N; ++n) {
     const float* row = px + (n * L.C + c) * L.S;
-    sq += detail::lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
+    sq += detail::batch_norm_avx512()
+              ? detail::squared_deviations_avx512(L.S, row, mean)
+              : detail::lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
   }
   const double var = sq / M;
   const float invstd = float(1 / std::sqrt(var + eps));

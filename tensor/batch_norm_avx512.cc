@@ -1,7 +1,7 @@
 // batch_norm.cc's row loops with AVX-512 (tensor/batch_norm_cpu.h). Multiplies and adds are
 // the _round_ forms, which the compiler never contracts into a fused multiply-add, so
-// every value equals the portable loop's. (The masked forms of the other intrinsics give
-// GCC 12 a defined source to merge with.)
+// every value equals the portable loop's. (Their masked forms, and masked loads, give
+// GCC 12's intrinsics a defined source to merge with.)
 #include <immintrin.h>
 
 #include "tensor/batch_norm_cpu.h"
@@ -11,9 +11,15 @@ namespace engine::detail {
 namespace {
 constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
 
-__attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) { return _mm512_mul_round_ps(a, b, kCur); }
-__attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) { return _mm512_add_round_ps(a, b, kCur); }
-__attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) { return _mm512_sub_round_ps(a, b, kCur); }
+__attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) {
+  return _mm512_maskz_mul_round_ps(0xFFFF, a, b, kCur);
+}
+__attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) {
+  return _mm512_maskz_add_round_ps(0xFFFF, a, b, kCur);
+}
+__attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) {
+  return _mm512_maskz_sub_round_ps(0xFFFF, a, b, kCur);
+}
 
 // Bit i of m moved to bit 2i (8 bits -> 16).
 inline unsigned spread_bits(unsigned m) {
@@ -26,6 +32,50 @@ inline unsigned spread_bits(unsigned m) {
 bool batch_norm_avx512() {
   static const bool ok = __builtin_cpu_supports("avx512f");
   return ok;
+}
+
+namespace {
+// lane_sum's last step: the tail (added by the caller into total) and then the 16 lanes,
+// in double.
+__attribute__((target("avx512f"))) double add_lanes(double total, __m512 lanes) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, lanes);
+  for (float v : l) total += v;
+  return total;
+}
+}  // namespace
+
+__attribute__((target("avx512f"))) double sum_avx512(int64_t S, const float* x) {
+  __m512 a = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16) a = add(a, _mm512_loadu_ps(x + i));
+  double total = 0;
+  for (; i < S; ++i) total += x[i];
+  return add_lanes(total, a);
+}
+
+__attribute__((target("avx512f"))) double squared_deviations_avx512(int64_t S, const float* x, float mean) {
+  const __m512 m = _mm512_set1_ps(mean);
+  __m512 a = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16) {
+    const __m512 d = sub(_mm512_loadu_ps(x + i), m);
+    a = add(a, mul(d, d));
+  }
+  double total = 0;
+  for (; i < S; ++i) total += (x[i] - mean) * (x[i] - mean);
+  return add_lanes(total, a);
+}
+
+__attribute__((target("avx512f"))) void normalise_row_avx512(int64_t S, const float* x, float scale, float shift,
+                                                             bool relu, float* out) {
+  const __m512 vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift), zero = _mm512_setzero_ps();
+  for (int64_t i = 0; i < S; i += 16) {
+    const __mmask16 live = S - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (S - i)) - 1);
+    const __m512 y = add(mul(_mm512_maskz_loadu_ps(live, x + i), vscale), vshift);
+    const __mmask16 keep = relu ? _mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ) : __mmask16(0xFFFF);
+    _mm512_mask_storeu_ps(out + i, live, _mm512_maskz_mov_ps(keep, y));
+  }
 }
 
 __attribute__((target("avx512f"))) RowSums row_sums_avx512(int64_t S, const float* d, const float* x, float mean) {
@@ -42,13 +92,8 @@ __attribute__((target("avx512f"))) RowSums row_sums_avx512(int64_t S, const floa
     r.dy += d[i];
     r.dy_xc += d[i] * (x[i] - mean);
   }
-  alignas(64) float la[16], lb[16];
-  _mm512_store_ps(la, a);
-  _mm512_store_ps(lb, b);
-  for (int k = 0; k < 16; ++k) {
-    r.dy += la[k];
-    r.dy_xc += lb[k];
-  }
+  r.dy = add_lanes(r.dy, a);
+  r.dy_xc = add_lanes(r.dy_xc, b);
   return r;
 }
 

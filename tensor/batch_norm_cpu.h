@@ -19,6 +19,13 @@ struct RowSums {
 };
 RowSums row_sums_avx512(int64_t S, const float* d, const float* x, float mean);
 
+// sum x, and sum (x - mean)^2, over S values, in lane_sum's order.
+double sum_avx512(int64_t S, const float* x);
+double squared_deviations_avx512(int64_t S, const float* x, float mean);
+
+// out = x scale + shift, then with relu: out where !(out <= 0), else 0 (NaN passes).
+void normalise_row_avx512(int64_t S, const float* x, float scale, float shift, bool relu, float* out);
+
 // out = k (d - mean_dy - (x - mean) slope); d may be out.
 void batch_norm_dx_avx512(int64_t S, const float* d, const float* x, float mean, float k, float mean_dy, float slope,
                           float* out);

@@ -149,40 +149,43 @@ namespace {
 // in the general loop's order (row by row): the first maximum wins, and the first NaN.
 // Where the maximum sits is random, so a branch on each comparison would be mispredicted
 // half the time: AVX-512 does 8 outputs at once with masks (without it, the general loop).
-// Outputs ox .. ox+count-1 (count <= 8) of one row: 2 count floats of each input row
-// (masked: nothing past the row is read or written), split into the windows' left (even)
-// and right (odd) columns.
+// Outputs 0 .. OW-1 of one row, 8 at a time: 2 x 8 floats of each input row (the last
+// chunk masked: nothing past the row is read or written), split into the windows' left
+// (even) and right (odd) columns. One call per row, so the constants are set up once.
 __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float* r0, const float* r1, int64_t top,
-                                                                     int64_t W, int64_t ox, int count, float* out,
+                                                                     int64_t W, int64_t OW, float* out,
                                                                      int64_t* where) {
-  const __mmask16 in_mask = __mmask16((1u << (2 * count)) - 1);
-  const __mmask8 out_mask = __mmask8((1u << count) - 1);
   // (The masked forms, all lanes on, give GCC 12's intrinsics a defined source to merge with.)
   const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  const __m512 t =
-      _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox));
-  const __m512 b =
-      _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox));
-  const __m256 cand[4] = {
-      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 0)),
-      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 1)),
-      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 0)),
-      _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 1))};
-  const __m512i left = _mm512_add_epi64(_mm512_set1_epi64(top + 2 * ox), _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
-  const __m512i at[4] = {left, _mm512_add_epi64(left, _mm512_set1_epi64(1)),
-                         _mm512_add_epi64(left, _mm512_set1_epi64(W)),
-                         _mm512_add_epi64(left, _mm512_set1_epi64(W + 1))};
-  __m256 best = cand[0];
-  __m512i best_at = at[0];
-  for (int k = 1; k < 4; ++k) {
-    const __mmask8 take =
-        _mm256_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
-        (_mm256_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm256_cmp_ps_mask(best, best, _CMP_ORD_Q));
-    best = _mm256_mask_blend_ps(take, best, cand[k]);
-    best_at = _mm512_mask_blend_epi64(take, best_at, at[k]);
+  const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+  const __m512i offset[4] = {_mm512_setzero_si512(), _mm512_set1_epi64(1), _mm512_set1_epi64(W),
+                             _mm512_set1_epi64(W + 1)};
+  for (int64_t ox = 0; ox < OW; ox += 8) {
+    const int count = int(std::min<int64_t>(8, OW - ox));
+    const __mmask16 in_mask = __mmask16((1u << (2 * count)) - 1);
+    const __mmask8 out_mask = __mmask8((1u << count) - 1);
+    const __m512 t =
+        _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox));
+    const __m512 b =
+        _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox));
+    const __m256 cand[4] = {
+        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 0)),
+        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 1)),
+        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 0)),
+        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 1))};
+    const __m512i left = _mm512_add_epi64(_mm512_set1_epi64(top + 2 * ox), even);
+    __m256 best = cand[0];
+    __m512i best_at = left;
+    for (int k = 1; k < 4; ++k) {
+      const __mmask8 take =
+          _mm256_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
+          (_mm256_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm256_cmp_ps_mask(best, best, _CMP_ORD_Q));
+      best = _mm256_mask_blend_ps(take, best, cand[k]);
+      best_at = _mm512_mask_blend_epi64(take, best_at, _mm512_add_epi64(left, offset[k]));
+    }
+    _mm256_mask_storeu_ps(out + ox, out_mask, best);
+    _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
   }
-  _mm256_mask_storeu_ps(out + ox, out_mask, best);
-  _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
 }
 
 }  // namespace
@@ -195,8 +198,7 @@ bool max_pool_2x2_vectorised() {
 
 void max_pool_2x2_row(const float* r0, const float* r1, int64_t top, int64_t W, int64_t OW, float* out,
                       int64_t* where) {
-  for (int64_t ox = 0; ox < OW; ox += 8)
-    max_pool_2x2_avx512(r0, r1, top, W, ox, int(std::min<int64_t>(8, OW - ox)), out, where);
+  max_pool_2x2_avx512(r0, r1, top, W, OW, out, where);
 }
 }  // namespace detail
 

@@ -1,0 +1,107 @@
+// BatchNorm's AVX-512 row loops (tensor/batch_norm_cpu.h) against the plain loops they
+// replace, bit for bit: lengths around the vector width (tails), NaN, -0 and large values.
+#include "tensor/batch_norm_cpu.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tensor/random.h"
+
+using namespace engine;
+
+namespace {
+
+// Bit-for-bit equality (NaN equals NaN, -0 differs from +0).
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The order the loops promise: 16 float lanes, then the tail and the lanes added in double.
+template <class F>
+double lanes_then_tail(int64_t S, F f) {
+  float lane[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16)
+    for (int k = 0; k < 16; ++k) lane[k] += f(i + k);
+  double total = 0;
+  for (; i < S; ++i) total += f(i);
+  for (float v : lane) total += v;
+  return total;
+}
+
+std::vector<float> values(int64_t S, Generator& g) {
+  std::vector<float> v(static_cast<size_t>(S));
+  for (float& x : v) x = g.normal() * 3.0f;
+  if (S > 3) v[3] = -0.0f;
+  if (S > 17) v[17] = 1e30f;
+  if (S > 20) v[20] = std::nanf("");
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("BatchNorm's AVX-512 row loops equal the plain loops bit for bit") {
+  if (!detail::batch_norm_avx512()) {
+    WARN("SKIPPED: this CPU has no AVX-512F, so the plain loops run and there is nothing to compare");
+    return;
+  }
+  Generator g(7);
+  for (int64_t S : {0, 1, 15, 16, 17, 31, 33, 196, 784}) {
+    INFO("S = " << S);
+    const std::vector<float> x = values(S, g), d = values(S, g);
+    const float mean = 0.25f, scale = 1.5f, shift = -0.5f, k = 0.75f, mean_dy = 0.125f, slope = -2.0f;
+    const float* px = x.data();
+    const float* pd = d.data();
+    CHECK(same_bits(detail::sum_avx512(S, px), lanes_then_tail(S, [&](int64_t i) { return px[i]; })));
+    CHECK(same_bits(detail::squared_deviations_avx512(S, px, mean),
+                    lanes_then_tail(S, [&](int64_t i) { return (px[i] - mean) * (px[i] - mean); })));
+    const detail::RowSums r = detail::row_sums_avx512(S, pd, px, mean);
+    CHECK(same_bits(r.dy, lanes_then_tail(S, [&](int64_t i) { return pd[i]; })));
+    CHECK(same_bits(r.dy_xc, lanes_then_tail(S, [&](int64_t i) { return pd[i] * (px[i] - mean); })));
+    for (bool relu : {false, true}) {
+      std::vector<float> out(static_cast<size_t>(S) + 1, 9.0f);  // one past the row: untouched
+      detail::normalise_row_avx512(S, px, scale, shift, relu, out.data());
+      for (int64_t i = 0; i < S; ++i) {
+        const float y = px[i] * scale + shift;
+        REQUIRE(same_bits(out[size_t(i)], relu && y <= 0 ? 0.0f : y));
+      }
+      REQUIRE(out[size_t(S)] == 9.0f);
+    }
+    std::vector<float> dx(static_cast<size_t>(S) + 1, 9.0f);
+    detail::batch_norm_dx_avx512(S, pd, px, mean, k, mean_dy, slope, dx.data());
+    for (int64_t i = 0; i < S; ++i) REQUIRE(same_bits(dx[size_t(i)], k * (pd[i] - mean_dy - (px[i] - mean) * slope)));
+    REQUIRE(dx[size_t(S)] == 9.0f);
+  }
+}
+
+TEST_CASE("The pooled gradient's plane: each window's gradient at its maximum where ReLU passed, 0 elsewhere") {
+  if (!detail::batch_norm_avx512()) {
+    WARN("SKIPPED: this CPU has no AVX-512F");
+    return;
+  }
+  Generator g(8);
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{2, 2}, {5, 7}, {6, 36}, {7, 33}}) {
+    INFO("plane " << H << " x " << W);
+    const int64_t OH = H / 2, OW = W / 2, base = 1000;  // the plane's first flat index
+    const std::vector<float> x = values(H * W, g), grad = values(OH * OW, g);
+    std::vector<int64_t> where(static_cast<size_t>(OH * OW));
+    for (int64_t oy = 0; oy < OH; ++oy)  // any of the window's four positions
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const int64_t pick = (oy * 5 + ox * 3) % 4;
+        where[size_t(oy * OW + ox)] = base + (2 * oy + pick / 2) * W + 2 * ox + pick % 2;
+      }
+    const float scale = 0.5f, shift = 0.1f;
+    std::vector<float> out(static_cast<size_t>(H * W), 9.0f), expect(static_cast<size_t>(H * W), 0.0f);
+    for (size_t k = 0; k < where.size(); ++k) {
+      const int64_t at = where[k] - base;
+      const float y = x[size_t(at)] * scale + shift;
+      expect[size_t(at)] = !(y <= 0) ? 0.0f + grad[k] : 0.0f;
+    }
+    detail::relu_pool2_grad_plane_avx512(H, W, grad.data(), where.data(), base, x.data(), scale, shift, out.data());
+    for (size_t i = 0; i < out.size(); ++i) {
+      INFO("position " << i);
+      REQUIRE(same_bits(out[i], expect[i]));
+    }
+  }
+}
