@@ -73,11 +73,11 @@ Variable BatchNorm::forward_relu_pool2(const Variable& x) {
   const Tensor xc = x.data().contiguous();
   BatchNormReluPool r = batch_norm_relu_pool2_forward(xc, weight.data(), bias.data(), eps);
   update_running_statistics(r.bn, x.numel() / features);
-  const Tensor w = weight.data(), where = r.pool.where;
+  const Tensor w = weight.data();
   const BatchNormTrain stats = r.bn;
-  return autograd::record("batch_norm_relu_max_pool2", r.pool.out, {x, weight, bias},
-                          [xc, stats, w, where](const Tensor& g, const autograd::Needs&) {
-                            BatchNormGrads d = batch_norm_relu_pool2_backward(g, where, xc, stats, w);
+  return autograd::record("batch_norm_relu_max_pool2", r.out, {x, weight, bias},
+                          [xc, stats, w](const Tensor& g, const autograd::Needs&) {
+                            BatchNormGrads d = batch_norm_relu_pool2_backward(g, xc, stats, w);
                             return std::vector<Tensor>{d.dx, d.dweight, d.dbias};
                           });
 }

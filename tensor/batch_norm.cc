@@ -4,9 +4,10 @@
 //
 // Fused with what follows it in a CNN: ReLU (relu = true), and ReLU then a 2x2 max-pool
 // at stride 2 (batch_norm_relu_pool2_*): the normalised activations are then never
-// written out, only pooled from one image's plane in L1, and the backward rebuilds each image's
-// dense gradient from the pooled one in a buffer, as max_pool2d_backward and
-// relu_backward would have, so every value and sum is the one of the separate ops.
+// written out, only pooled from one image's plane in L1, and the backward rebuilds each
+// image's dense gradient from the pooled one, finding each window's maximum again from x,
+// as max_pool2d_backward and relu_backward would have made it, so every value and sum is
+// the one of the separate ops.
 #include <cmath>
 #include <vector>
 
@@ -225,8 +226,7 @@ BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& w
   const Layout L = layout_of(x);
   check_params(L, weight, bias);
   const int64_t H = x.size(2), W = x.size(3), OH = H / 2, OW = W / 2;
-  BatchNormReluPool r{saved_for(L, /*relu=*/true),
-                      {empty({L.N, L.C, OH, OW}), empty({L.N, L.C, OH, OW}, DType::Int64)}};
+  BatchNormReluPool r{saved_for(L, /*relu=*/true), empty({L.N, L.C, OH, OW})};
   const Tensor w = weight.contiguous(), b = bias.contiguous();
   const float* px = x.data<float>();
   // relu(y) of one image's channel, pooled from there. A whole plane rather than a row pair:
@@ -242,47 +242,59 @@ BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& w
       for (int64_t oy = 0; oy < OH; ++oy) {
         const float* top = plane.data() + 2 * oy * W;
         const int64_t k = ((n * L.C + c) * OH + oy) * OW;
-        detail::max_pool_2x2_row(top, top + W, first + 2 * oy * W, W, OW, r.pool.out.data<float>() + k,
-                                 r.pool.where.data<int64_t>() + k);
+        detail::max_pool_2x2_row(top, top + W, first + 2 * oy * W, W, OW, r.out.data<float>() + k, nullptr);
       }
     }
   }
   return r;
 }
 
-BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& where, const Tensor& x,
-                                              const BatchNormTrain& saved, const Tensor& weight) {
+namespace {
+// Without AVX-512: the plane's gradient window by window, by the same rules as
+// relu_pool2_grad_plane_avx512 (batch_norm_cpu.h).
+void relu_pool2_grad_plane(int64_t H, int64_t W, const float* g, const float* x, float scale, float shift, float* out) {
+  std::fill(out, out + H * W, 0.0f);
+  for (int64_t oy = 0; oy < H / 2; ++oy)
+    for (int64_t ox = 0; ox < W / 2; ++ox) {
+      const int64_t at[4] = {2 * oy * W + 2 * ox, 2 * oy * W + 2 * ox + 1, (2 * oy + 1) * W + 2 * ox,
+                             (2 * oy + 1) * W + 2 * ox + 1};
+      float v[4];
+      for (int k = 0; k < 4; ++k) {
+        const float y = affine(x[at[k]], scale, shift);
+        v[k] = relu_passes(y) ? y : 0.0f;
+      }
+      int best = 0;  // max_pool2d's rule: the first maximum, and the first NaN
+      for (int k = 1; k < 4; ++k)
+        if (v[k] > v[best] || (std::isnan(v[k]) && !std::isnan(v[best]))) best = k;
+      if (relu_passes(affine(x[at[best]], scale, shift))) out[at[best]] = 0.0f + g[oy * (W / 2) + ox];
+    }
+}
+}  // namespace
+
+BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& x, const BatchNormTrain& saved,
+                                              const Tensor& weight) {
   const Layout L = layout_of(x);
   const Tensor g = g_pooled.contiguous();
-  ENGINE_REQUIRE(
-      x.dim() == 4 && g.shape() == where.shape() && g.shape() == Shape({L.N, L.C, x.size(2) / 2, x.size(3) / 2}),
-      "[batch_norm_relu_pool2 backward] gradient of shape ", shape_str(g.shape()), " for input ", shape_str(x.shape()));
+  ENGINE_REQUIRE(x.dim() == 4 && g.shape() == Shape({L.N, L.C, x.size(2) / 2, x.size(3) / 2}),
+                 "[batch_norm_relu_pool2 backward] gradient of shape ", shape_str(g.shape()), " for input ",
+                 shape_str(x.shape()));
   const int64_t pooled = g.numel() / std::max<int64_t>(1, L.N * L.C);
-  const float* pg = g.data<float>();
-  const int64_t* at = where.data<int64_t>();
-  const float* px = x.data<float>();
+  const float *pg = g.data<float>(), *px = x.data<float>();
   // Image n's channel c as max_pool2d_backward then relu_backward make it: zeros, plus each
-  // window's gradient at its maximum (an index into all of x, so less the plane's start)
-  // where relu's input there passed. 0 + g, as the separate ops add it (so -0 becomes +0).
+  // window's gradient at its maximum where relu's input there passed; 0 + g, as the
+  // separate ops add it (so -0 becomes +0). The maximum is found again from x.
   return backward_channels(L, x, saved, weight, [&](int64_t n, int64_t c, float* out) {
-    const int64_t plane = n * L.C + c, base = plane * L.S;
+    const int64_t plane = n * L.C + c;
     const float scale = saved.scale.data<float>()[c], shift = saved.shift.data<float>()[c];
     if (n + 1 < L.N) {  // the next image's plane, C planes further on
-      const int64_t next = plane + L.C;
-      prefetch(px + next * L.S, L.S * 4);
-      prefetch(pg + next * pooled, pooled * 4);
-      prefetch(at + next * pooled, pooled * 8);
+      prefetch(px + (plane + L.C) * L.S, L.S * 4);
+      prefetch(pg + (plane + L.C) * pooled, pooled * 4);
     }
-    if (detail::batch_norm_avx512()) {
-      detail::relu_pool2_grad_plane_avx512(x.size(2), x.size(3), pg + plane * pooled, at + plane * pooled, base,
-                                           px + base, scale, shift, out);
-      return static_cast<const float*>(out);
-    }
-    std::fill(out, out + L.S, 0.0f);
-    for (int64_t k = plane * pooled; k < (plane + 1) * pooled; ++k) {
-      const int64_t i = at[k] - base;
-      out[i] = relu_passes(affine(px[base + i], scale, shift)) ? 0.0f + pg[k] : 0.0f;
-    }
+    if (detail::batch_norm_avx512())
+      detail::relu_pool2_grad_plane_avx512(x.size(2), x.size(3), pg + plane * pooled, px + plane * L.S, scale, shift,
+                                           out);
+    else
+      relu_pool2_grad_plane(x.size(2), x.size(3), pg + plane * pooled, px + plane * L.S, scale, shift, out);
     return static_cast<const float*>(out);
   });
 }

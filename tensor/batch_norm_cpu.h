@@ -9,7 +9,7 @@
 
 namespace engine::detail {
 
-// Whether this CPU runs the loops below (AVX-512F).
+// Whether this CPU runs the loops below (AVX-512F and VL).
 bool batch_norm_avx512();
 
 // sum d and sum d (x - mean) over S values: 16 float lanes, then the tail and the lanes
@@ -30,11 +30,10 @@ void normalise_row_avx512(int64_t S, const float* x, float scale, float shift, b
 void batch_norm_dx_avx512(int64_t S, const float* d, const float* x, float mean, float k, float mean_dy, float slope,
                           float* out);
 
-// One image's channel (H x W) of the gradient before BatchNorm + ReLU + 2x2 max-pool:
-// 0 + g at each window's maximum where relu's input x scale + shift there passed, 0
-// elsewhere; g and where (OH x OW, where holding flat indices into all of the input, the
-// plane's first being `base`) as max_pool2d's forward left them.
-void relu_pool2_grad_plane_avx512(int64_t H, int64_t W, const float* g, const int64_t* where, int64_t base,
-                                  const float* x, float scale, float shift, float* out);
+// One image's channel (H x W) of the gradient before BatchNorm + ReLU + 2x2 max-pool: each
+// window's gradient g (OH x OW) at the window's maximum of relu(x scale + shift), found
+// by max_pool2d's rule, where relu passed there; 0 elsewhere.
+void relu_pool2_grad_plane_avx512(int64_t H, int64_t W, const float* g, const float* x, float scale, float shift,
+                                  float* out);
 
 }  // namespace engine::detail

@@ -184,7 +184,7 @@ __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float
       best_at = _mm512_mask_blend_epi64(take, best_at, _mm512_add_epi64(left, offset[k]));
     }
     _mm256_mask_storeu_ps(out + ox, out_mask, best);
-    _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
+    if (where) _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
   }
 }
 

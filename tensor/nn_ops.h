@@ -78,18 +78,20 @@ MaxPool max_pool2d_forward(const Tensor& x, int64_t kernel, int64_t stride, int6
 Tensor max_pool2d_backward(const Tensor& g, const Tensor& where, const Shape& x_shape);
 
 // ---- BatchNorm (training), ReLU and a 2x2 max-pool at stride 2 in one pass (batch_norm.cc),
-// for CPUs with AVX-512VL (batch_norm_relu_pool2_applies): the same out, where, statistics
-// and gradients as batch_norm_train_forward(relu = true) then max_pool2d_forward(x, 2, 2, 0),
-// without writing the normalised activations out. bn.out stays undefined.
+// for CPUs with AVX-512VL (batch_norm_relu_pool2_applies): the same out, statistics and
+// gradients as batch_norm_train_forward(relu = true) then max_pool2d_forward(x, 2, 2, 0),
+// without writing the normalised activations out. bn.out stays undefined. No `where`
+// either: the backward finds each window's maximum again from x (the same values, the same
+// rule) rather than keep an 8-byte index per output.
 struct BatchNormReluPool {
   BatchNormTrain bn;  // relu = true
-  MaxPool pool;
+  Tensor out;         // (N, C, H/2, W/2)
 };
 bool batch_norm_relu_pool2_applies(const Tensor& x);
 BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
-// g_pooled and where: (N, C, H/2, W/2); the gradients of x, weight and bias.
-BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& where, const Tensor& x,
-                                              const BatchNormTrain& saved, const Tensor& weight);
+// g_pooled: (N, C, H/2, W/2); the gradients of x, weight and bias.
+BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& x, const BatchNormTrain& saved,
+                                              const Tensor& weight);
 
 // ---- softmax cross-entropy of logits (n, c) against int64 targets (n,), mean over rows.
 struct CrossEntropy {

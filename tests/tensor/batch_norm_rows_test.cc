@@ -77,28 +77,35 @@ TEST_CASE("BatchNorm's AVX-512 row loops equal the plain loops bit for bit") {
 
 TEST_CASE("The pooled gradient's plane: each window's gradient at its maximum where ReLU passed, 0 elsewhere") {
   if (!detail::batch_norm_avx512()) {
-    WARN("SKIPPED: this CPU has no AVX-512F");
+    WARN("SKIPPED: this CPU has no AVX-512F and VL");
     return;
   }
   Generator g(8);
   for (auto [H, W] : {std::pair<int64_t, int64_t>{2, 2}, {5, 7}, {6, 36}, {7, 33}}) {
     INFO("plane " << H << " x " << W);
-    const int64_t OH = H / 2, OW = W / 2, base = 1000;  // the plane's first flat index
-    const std::vector<float> x = values(H * W, g), grad = values(OH * OW, g);
-    std::vector<int64_t> where(static_cast<size_t>(OH * OW));
-    for (int64_t oy = 0; oy < OH; ++oy)  // any of the window's four positions
-      for (int64_t ox = 0; ox < OW; ++ox) {
-        const int64_t pick = (oy * 5 + ox * 3) % 4;
-        where[size_t(oy * OW + ox)] = base + (2 * oy + pick / 2) * W + 2 * ox + pick % 2;
-      }
+    const int64_t OW = W / 2;
+    std::vector<float> x = values(H * W, g);
+    for (int64_t i = 0; i < H * W; i += 5) x[size_t(i)] = x[size_t(i + 1 < H * W ? i + 1 : i)];  // ties
+    const std::vector<float> grad = values((H / 2) * OW, g);
     const float scale = 0.5f, shift = 0.1f;
-    std::vector<float> out(static_cast<size_t>(H * W), 9.0f), expect(static_cast<size_t>(H * W), 0.0f);
-    for (size_t k = 0; k < where.size(); ++k) {
-      const int64_t at = where[k] - base;
+    // The forward's relu(y), max_pool2d's rule over it (first maximum, first NaN), and the
+    // separate backwards: zeros, 0 + g at the maximum, kept where relu's input passed.
+    std::vector<float> expect(static_cast<size_t>(H * W), 0.0f), out(expect.size(), 9.0f);
+    auto relu_y = [&](int64_t at) {
       const float y = x[size_t(at)] * scale + shift;
-      expect[size_t(at)] = !(y <= 0) ? 0.0f + grad[k] : 0.0f;
-    }
-    detail::relu_pool2_grad_plane_avx512(H, W, grad.data(), where.data(), base, x.data(), scale, shift, out.data());
+      return y <= 0 ? 0.0f : y;
+    };
+    for (int64_t oy = 0; oy < H / 2; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        const int64_t at[4] = {2 * oy * W + 2 * ox, 2 * oy * W + 2 * ox + 1, (2 * oy + 1) * W + 2 * ox,
+                               (2 * oy + 1) * W + 2 * ox + 1};
+        int64_t best = at[0];
+        for (int k = 1; k < 4; ++k)
+          if (relu_y(at[k]) > relu_y(best) || (std::isnan(relu_y(at[k])) && !std::isnan(relu_y(best)))) best = at[k];
+        const float y = x[size_t(best)] * scale + shift;
+        expect[size_t(best)] = y <= 0 ? 0.0f : 0.0f + grad[size_t(oy * OW + ox)];
+      }
+    detail::relu_pool2_grad_plane_avx512(H, W, grad.data(), x.data(), scale, shift, out.data());
     for (size_t i = 0; i < out.size(); ++i) {
       INFO("position " << i);
       REQUIRE(same_bits(out[i], expect[i]));
