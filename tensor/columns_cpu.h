@@ -16,4 +16,12 @@ void im2col_cpu(const float* x, const Shape& xs, int64_t kh, int64_t kw, int64_t
 void col2im_add_cpu(const float* cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
                     ColumnLayout layout, float* x);
 
+// The same at stride 1 with AVX-512 (columns_avx512.cc), for CPUs where columns_avx512():
+// equal results, in a fraction of the time (no call per run of columns).
+bool columns_avx512();
+void im2col_stride1_avx512(const float* x, const Shape& xs, int64_t kh, int64_t kw, int64_t padding,
+                           ColumnLayout layout, float* cols);
+void col2im_add_stride1_avx512(const float* cols, const Shape& xs, int64_t kh, int64_t kw, int64_t padding,
+                               ColumnLayout layout, float* x);
+
 }  // namespace engine::detail

@@ -117,6 +117,7 @@ namespace detail {
 
 void im2col_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
                 ColumnLayout layout, float* out) {
+  if (stride == 1 && columns_avx512()) return im2col_stride1_avx512(in, xs, kh, kw, padding, layout, out);
   for_each_window_run(xs, kh, kw, stride, padding, layout,
                       [&](int64_t col, int64_t len, int64_t lo, int64_t hi, int64_t img) {
                         float* o = out + col;
@@ -131,6 +132,7 @@ void im2col_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_
 
 void col2im_add_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
                     ColumnLayout layout, float* out) {
+  if (stride == 1 && columns_avx512()) return col2im_add_stride1_avx512(in, xs, kh, kw, padding, layout, out);
   for_each_window_run(xs, kh, kw, stride, padding, layout,
                       [&](int64_t col, int64_t, int64_t lo, int64_t hi, int64_t img) {
                         float* dst = out + img;

@@ -36,7 +36,8 @@ TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, pa
     int64_t H, W, kh, kw, s, p;
   };
   for (const Case k : {Case{5, 6, 3, 3, 1, 1}, Case{5, 6, 3, 2, 2, 1}, Case{7, 7, 3, 3, 3, 0}, Case{1, 1, 3, 3, 2, 1},
-                       Case{2, 3, 3, 3, 2, 1}, Case{6, 5, 2, 4, 1, 2}, Case{4, 4, 1, 1, 1, 0}}) {
+                       Case{2, 3, 3, 3, 2, 1}, Case{6, 5, 2, 4, 1, 2}, Case{4, 4, 1, 1, 1, 0}, Case{3, 37, 3, 3, 1, 1},
+                       Case{4, 20, 1, 3, 1, 2}}) {
     INFO("H " << k.H << " W " << k.W << " kernel " << k.kh << "x" << k.kw << " stride " << k.s << " padding " << k.p);
     const Tensor x = randn({2, 3, k.H, k.W});
     const int64_t OH = window_out_size(k.H, k.kh, k.s, k.p), OW = window_out_size(k.W, k.kw, k.s, k.p), L = OH * OW;
@@ -53,9 +54,23 @@ TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, pa
                 REQUIRE(cols.at({(c * k.kh + i) * k.kw + j, n * L + oy * OW + ox}) == want);
               }
     const Tensor g = randn(cols.shape());
-    const double lhs = sum(cols * g).item(),
-                 rhs = sum(x * col2im(g, x.shape(), k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns)).item();
+    const Tensor back = col2im(g, x.shape(), k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns);
+    const double lhs = sum(cols * g).item(), rhs = sum(x * back).item();
     CHECK(std::abs(lhs - rhs) < 1e-4 * (1 + std::abs(lhs)));
+    // Each pixel's sum exactly, in col2im's order: kernel row by row, then column.
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t y = 0; y < k.H; ++y)
+          for (int64_t xx = 0; xx < k.W; ++xx) {
+            float want = 0.0f;
+            for (int64_t i = 0; i < k.kh; ++i)
+              for (int64_t j = 0; j < k.kw; ++j) {
+                const int64_t ty = y + k.p - i, tx = xx + k.p - j;  // = (oy, ox) times the stride
+                if (ty < 0 || tx < 0 || ty % k.s || tx % k.s || ty / k.s >= OH || tx / k.s >= OW) continue;
+                want += float(g.at({(c * k.kh + i) * k.kw + j, n * L + ty / k.s * OW + tx / k.s}));
+              }
+            REQUIRE(back.at({n, c, y, xx}) == want);
+          }
   }
 }
 

@@ -1,0 +1,110 @@
+// im2col and col2im at stride 1 with AVX-512 (tensor/columns_cpu.h). At stride 1 each
+// (channel, kernel row, kernel column, output row) is one run of output columns: a shifted
+// copy of an image row, with zeros where the window hangs over the padding. The runs are
+// short (14 floats for the lessons' second layer, 4,032 of them per image), so they are
+// done with masked vector loads and stores in place: no call per run (memmove, memset, a
+// lambda), which cost more than the copy itself. The order of everything, the sums of
+// col2im included, is nn_ops.cc's for_each_window_run's, so results equal the plain loops.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "tensor/columns_cpu.h"
+
+namespace engine::detail {
+
+namespace {
+
+// Lanes [lo, hi) of 16, clamped to [0, 16).
+inline __mmask16 lanes(int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min<int64_t>(hi, 16);
+  if (lo >= hi) return 0;
+  return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+// row + k as an address, k possibly negative: a masked access never touches the lanes it
+// leaves out, so the lanes before a row's start (the padding) are never read or written.
+template <class T>
+inline T* shifted(T* row, int64_t k) {
+  return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(row) + k * int64_t(sizeof(float)));
+}
+
+// One (n, c, i, j) of the geometry: where its runs start in the columns, which output
+// columns [lo, hi) read the image, and that image row's offset for output column 0.
+struct Runs {
+  int64_t lo, hi;
+};
+inline Runs runs_of(int64_t j, int64_t W, int64_t OW, int64_t p) {
+  const int64_t lo = std::min(OW, std::max<int64_t>(0, p - j));
+  const int64_t last = W - 1 + p - j;  // ox <= last
+  return {lo, last < 0 ? lo : std::max(lo, std::min(OW, last + 1))};
+}
+
+inline int64_t column_start(const Shape& xs, int64_t kh, int64_t kw, ColumnLayout layout, int64_t n, int64_t row,
+                            int64_t L) {
+  return layout == ColumnLayout::BatchInColumns ? (row * xs[0] + n) * L : (n * xs[1] * kh * kw + row) * L;
+}
+
+}  // namespace
+
+bool columns_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
+__attribute__((target("avx512f"))) void im2col_stride1_avx512(const float* x, const Shape& xs, int64_t kh, int64_t kw,
+                                                              int64_t p, ColumnLayout layout, float* cols) {
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], OH = H + 2 * p - kh + 1, OW = W + 2 * p - kw + 1;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j) {
+          const Runs r = runs_of(j, W, OW, p);
+          float* o = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW);
+          for (int64_t oy = 0; oy < OH; ++oy, o += OW) {
+            const int64_t y = oy + i - p;
+            const bool inside = y >= 0 && y < H;
+            const float* src = x + ((n * C + c) * H + (inside ? y : 0)) * W;  // output column ox reads src[ox + j - p]
+            for (int64_t ox = 0; ox < OW; ox += 16) {
+              const __mmask16 read = inside ? lanes(r.lo - ox, r.hi - ox) : __mmask16(0);
+              const __m512 v = _mm512_maskz_loadu_ps(read, shifted(src, ox + j - p));
+              _mm512_mask_storeu_ps(o + ox, lanes(0, OW - ox), v);
+            }
+          }
+        }
+}
+
+// Image row y of channel c takes, from each kernel row i, the kw runs of columns that read
+// it (kernel columns j, shifted by j - p): added in registers, kernel column by kernel
+// column, and the row loaded and stored once per i, not once per run: runs that overlap
+// by a float or two, stored and then loaded back at once, would each wait for the last
+// store to complete. Each pixel still receives its terms in for_each_window_run's order
+// (i, then j), and masked-off lanes are left alone (adding 0 would turn -0 into +0).
+__attribute__((target("avx512f"))) void col2im_add_stride1_avx512(const float* cols, const Shape& xs, int64_t kh,
+                                                                  int64_t kw, int64_t p, ColumnLayout layout,
+                                                                  float* x) {
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], OH = H + 2 * p - kh + 1, OW = W + 2 * p - kw + 1;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t oy = 0; oy < OH; ++oy) {
+          const int64_t y = oy + i - p;
+          if (y < 0 || y >= H) continue;
+          float* dst = x + ((n * C + c) * H + y) * W;
+          for (int64_t X = 0; X < W; X += 16) {  // image columns X .. X + 15 of row y
+            const __mmask16 live = lanes(0, W - X);
+            __m512 d = _mm512_maskz_loadu_ps(live, dst + X);
+            for (int64_t j = 0; j < kw; ++j) {
+              // Image column X + lane is output column ox = X + lane + p - j of kernel column j.
+              const __mmask16 from = live & lanes(j - p - X, OW + j - p - X);
+              const float* run = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW) + oy * OW;
+              d = _mm512_mask_add_ps(d, from, d, _mm512_maskz_loadu_ps(from, shifted(run, X + p - j)));
+            }
+            _mm512_mask_storeu_ps(dst + X, live, d);
+          }
+        }
+}
+
+}  // namespace engine::detail
