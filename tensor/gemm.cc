@@ -199,8 +199,12 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t 
               mk.run(kc, a_panel, b_panel, c, rsc, acc);
               continue;
             }
-            // Edge tile or strided C: compute the full tile aside, then copy its valid part.
-            mk.run(kc, a_panel, b_panel, tile, NR, false);
+            // Edge tile or strided C: compute the tile aside (only its first `narrow`
+            // columns when the rest are padding), then copy its valid part.
+            if (nr <= mk.narrow)
+              mk.run_narrow(kc, a_panel, b_panel, tile, NR, false);
+            else
+              mk.run(kc, a_panel, b_panel, tile, NR, false);
             for (int64_t i = 0; i < mr; ++i)
               for (int64_t j = 0; j < nr; ++j) {
                 float& dst = c[i * rsc + j * csc];
@@ -230,7 +234,9 @@ void scalar_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t
 }
 }  // namespace
 
-MicroKernel scalar_micro_kernel() { return {"scalar 4x8", kScalarMR, kScalarNR, 256, 128, 2048, scalar_kernel}; }
+MicroKernel scalar_micro_kernel() {
+  return {"scalar 4x8", kScalarMR, kScalarNR, 256, 128, 2048, scalar_kernel, 0, nullptr};
+}
 }  // namespace detail
 
 }  // namespace engine

@@ -44,7 +44,7 @@ __attribute__((target("avx2,fma"))) void avx2_kernel(int64_t kc, const float* a,
 
 }  // namespace
 
-MicroKernel avx2_micro_kernel() { return {"avx2 6x16", kMR, kNR, 256, 120, 4096, avx2_kernel}; }
+MicroKernel avx2_micro_kernel() { return {"avx2 6x16", kMR, kNR, 256, 120, 4096, avx2_kernel, 0, nullptr}; }
 
 }  // namespace engine::detail
 

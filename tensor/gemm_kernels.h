@@ -18,6 +18,10 @@ struct MicroKernel {
   // Cache blocking for this kernel (see gemm.cc): kc, mc, nc.
   int kc, mc, nc;
   MicroKernelFn run;
+  // Optional: the same for an edge tile of at most `narrow` columns, reading the same
+  // NR-wide packed panels (so a tile of 4 columns does not pay for 32).
+  int narrow = 0;
+  MicroKernelFn run_narrow = nullptr;
 };
 
 MicroKernel scalar_micro_kernel();
