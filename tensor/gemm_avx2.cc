@@ -53,7 +53,8 @@ namespace engine::detail {
 // Packs one NR-column panel of B when B's columns are contiguous (B = W^T for a row-major
 // W, as in y = x W^T): element (k, j) is at src[j * ld + k]. Reading 8 columns x 8 k at a
 // time and transposing the 8x8 block in registers turns 64 scattered stores into 8 vector
-// stores. Columns past `cols` and the k remainder take the plain scalar path.
+// stores. The last columns (past a multiple of 8) and the k remainder take the plain scalar
+// path; padding columns past `cols` are zeroed with vector stores.
 __attribute__((target("avx2"))) void pack_b_columns_avx2(int nr, int64_t kc, int64_t cols, const float* src, int64_t ld,
                                                          float* Bp) {
   int64_t j0 = 0;
@@ -82,8 +83,13 @@ __attribute__((target("avx2"))) void pack_b_columns_avx2(int nr, int64_t kc, int
     for (; k0 < kc; ++k0)
       for (int j = 0; j < 8; ++j) Bp[k0 * nr + j0 + j] = src[(j0 + j) * ld + k0];
   }
-  for (int64_t j = j0; j < nr; ++j)
-    for (int64_t k = 0; k < kc; ++k) Bp[k * nr + j] = j < cols ? src[j * ld + k] : 0.0f;
+  // Columns j0 .. nr-1 (j0 a multiple of 8, as nr is): the last few real ones, then padding.
+  // Zeroed first with vector stores along each k, then the real ones written over them.
+  if (j0 < nr)
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t j = j0; j < nr; j += 8) _mm256_storeu_ps(Bp + k * nr + j, _mm256_setzero_ps());
+  for (int64_t j = j0; j < cols; ++j)
+    for (int64_t k = 0; k < kc; ++k) Bp[k * nr + j] = src[j * ld + k];
 }
 
 }  // namespace engine::detail
