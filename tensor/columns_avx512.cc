@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "tensor/columns_cpu.h"
 
@@ -57,21 +58,32 @@ bool columns_avx512() {
 __attribute__((target("avx512f"))) void im2col_stride1_avx512(const float* x, const Shape& xs, int64_t kh, int64_t kw,
                                                               int64_t p, ColumnLayout layout, float* cols) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], OH = H + 2 * p - kh + 1, OW = W + 2 * p - kw + 1;
+  const int64_t chunks = (OW + 15) / 16;
+  // Per kernel column j, per 16 output columns: which lanes read the image (the rest are
+  // padding) and which exist. The same for every output row, so made once per j.
+  std::vector<__mmask16> read(static_cast<size_t>(kw * chunks)), live(static_cast<size_t>(chunks));
+  for (int64_t ch = 0; ch < chunks; ++ch) live[size_t(ch)] = lanes(0, OW - 16 * ch);
+  for (int64_t j = 0; j < kw; ++j) {
+    const Runs r = runs_of(j, W, OW, p);
+    for (int64_t ch = 0; ch < chunks; ++ch) read[size_t(j * chunks + ch)] = lanes(r.lo - 16 * ch, r.hi - 16 * ch);
+  }
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j) {
-          const Runs r = runs_of(j, W, OW, p);
+          const __mmask16* reads = read.data() + j * chunks;
           float* o = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW);
           for (int64_t oy = 0; oy < OH; ++oy, o += OW) {
             const int64_t y = oy + i - p;
-            const bool inside = y >= 0 && y < H;
-            const float* src = x + ((n * C + c) * H + (inside ? y : 0)) * W;  // output column ox reads src[ox + j - p]
-            for (int64_t ox = 0; ox < OW; ox += 16) {
-              const __mmask16 read = inside ? lanes(r.lo - ox, r.hi - ox) : __mmask16(0);
-              const __m512 v = _mm512_maskz_loadu_ps(read, shifted(src, ox + j - p));
-              _mm512_mask_storeu_ps(o + ox, lanes(0, OW - ox), v);
+            if (y < 0 || y >= H) {  // the whole row is padding
+              for (int64_t ch = 0; ch < chunks; ++ch)
+                _mm512_mask_storeu_ps(o + 16 * ch, live[size_t(ch)], _mm512_setzero_ps());
+              continue;
             }
+            const float* src = x + ((n * C + c) * H + y) * W + j - p;  // output column ox reads src[ox]
+            for (int64_t ch = 0; ch < chunks; ++ch)
+              _mm512_mask_storeu_ps(o + 16 * ch, live[size_t(ch)],
+                                    _mm512_maskz_loadu_ps(reads[ch], shifted(src, 16 * ch)));
           }
         }
 }
