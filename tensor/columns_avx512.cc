@@ -98,6 +98,15 @@ __attribute__((target("avx512f"))) void col2im_add_stride1_avx512(const float* c
                                                                   int64_t kw, int64_t p, ColumnLayout layout,
                                                                   float* x) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], OH = H + 2 * p - kh + 1, OW = W + 2 * p - kw + 1;
+  const int64_t chunks = (W + 15) / 16;
+  // Per 16 image columns X: which lanes exist, and per kernel column j which take a term
+  // (image column X + lane is output column X + lane + p - j, which must be in [0, OW)).
+  std::vector<__mmask16> live(static_cast<size_t>(chunks)), from(static_cast<size_t>(kw * chunks));
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t X = 16 * ch;
+    live[size_t(ch)] = lanes(0, W - X);
+    for (int64_t j = 0; j < kw; ++j) from[size_t(ch * kw + j)] = live[size_t(ch)] & lanes(j - p - X, OW + j - p - X);
+  }
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < kh; ++i)
@@ -105,16 +114,15 @@ __attribute__((target("avx512f"))) void col2im_add_stride1_avx512(const float* c
           const int64_t y = oy + i - p;
           if (y < 0 || y >= H) continue;
           float* dst = x + ((n * C + c) * H + y) * W;
-          for (int64_t X = 0; X < W; X += 16) {  // image columns X .. X + 15 of row y
-            const __mmask16 live = lanes(0, W - X);
-            __m512 d = _mm512_maskz_loadu_ps(live, dst + X);
+          for (int64_t ch = 0; ch < chunks; ++ch) {
+            const int64_t X = 16 * ch;
+            __m512 d = _mm512_maskz_loadu_ps(live[size_t(ch)], dst + X);
             for (int64_t j = 0; j < kw; ++j) {
-              // Image column X + lane is output column ox = X + lane + p - j of kernel column j.
-              const __mmask16 from = live & lanes(j - p - X, OW + j - p - X);
+              const __mmask16 take = from[size_t(ch * kw + j)];
               const float* run = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW) + oy * OW;
-              d = _mm512_mask_add_ps(d, from, d, _mm512_maskz_loadu_ps(from, shifted(run, X + p - j)));
+              d = _mm512_mask_add_ps(d, take, d, _mm512_maskz_loadu_ps(take, shifted(run, X + p - j)));
             }
-            _mm512_mask_storeu_ps(dst + X, live, d);
+            _mm512_mask_storeu_ps(dst + X, live[size_t(ch)], d);
           }
         }
 }
