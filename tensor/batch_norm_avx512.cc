@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "tensor/batch_norm_cpu.h"
+#include "tensor/max_pool_cpu.h"
 
 namespace engine::detail {
 
@@ -109,8 +110,8 @@ __attribute__((target("avx512f"))) void batch_norm_dx_avx512(int64_t S, const fl
 }
 
 // With 8 windows at a time: relu(y) of both rows as the forward pooled it, each window's
-// maximum found again by the forward's rule (max_pool_2x2_avx512 in nn_ops.cc: the first
-// maximum, row by row, wins, and the first NaN), and the gradient put there.
+// maximum found again by the forward's own rule (window_maxima, max_pool_cpu.h), and the
+// gradient put there.
 __attribute__((target("avx512f,avx512vl"))) void relu_pool2_grad_plane_avx512(int64_t H, int64_t W, const float* g,
                                                                               const float* x, float scale, float shift,
                                                                               float* out) {
@@ -118,8 +119,6 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_grad_plane_avx512(in
   const __m512 zero = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
   // Window j's gradient into lanes 2j and 2j+1 (its left and right column).
   const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-  // A row's 16 values into lanes 0-7 (the windows' left columns) and 8-15 (right).
-  const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (int64_t oy = 0; oy < OH; ++oy) {
     for (int64_t ox = 0; ox < OW; ox += 8) {
       const int count = int(OW - ox < 8 ? OW - ox : 8);
@@ -127,28 +126,18 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_grad_plane_avx512(in
       const __mmask16 cols = __mmask16((1u << (2 * count)) - 1);
       const int64_t at_row[2] = {2 * oy * W + 2 * ox, (2 * oy + 1) * W + 2 * ox};
       __mmask16 passes[2];
-      __m256 cand[4];  // the windows' top-left, top-right, bottom-left, bottom-right relu(y)
+      __m512 relu_y[2];  // relu(y) of both rows, as the forward pooled it
       for (int r = 0; r < 2; ++r) {
         const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + at_row[r]), vscale), vshift);
         passes[r] = _mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ);  // relu: !(y <= 0), NaN passes
-        const __m512 sides = _mm512_mask_permutexvar_ps(zero, 0xFFFF, split, _mm512_maskz_mov_ps(passes[r], y));
-        cand[2 * r] =
-            _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xFF, _mm512_castps_pd(sides), 0));
-        cand[2 * r + 1] =
-            _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xFF, _mm512_castps_pd(sides), 1));
+        relu_y[r] = _mm512_maskz_mov_ps(passes[r], y);
       }
-      __mmask8 at[4] = {0xFF, 0, 0, 0};  // bit j of at[k]: window j's maximum is its value k
-      __m256 best = cand[0];
-      for (int k = 1; k < 4; ++k) {
-        const __mmask8 take =
-            _mm256_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
-            (_mm256_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm256_cmp_ps_mask(best, best, _CMP_ORD_Q));
-        best = _mm256_mask_blend_ps(take, best, cand[k]);
-        for (int j = 0; j < k; ++j) at[j] = __mmask8(at[j] & ~take);
-        at[k] = take;
-      }
-      const unsigned in_row[2] = {spread_bits(at[0]) | spread_bits(at[1]) << 1, spread_bits(at[2]) | spread_bits(at[3])
-                                                                                                         << 1};
+      __m256 best;
+      __mmask8 at[4];  // bit j of at[k]: window j's maximum is its value k
+      window_maxima(relu_y[0], relu_y[1], best, at);
+      const unsigned top_row = spread_bits(at[0]) | spread_bits(at[1]) << 1,
+                     bottom_row = spread_bits(at[2]) | spread_bits(at[3]) << 1;
+      const unsigned in_row[2] = {top_row, bottom_row};
       // 0 + g, as max_pool2d_backward adds it onto zeros (so -0 becomes +0).
       const __m512 grad =
           add(zero, _mm512_mask_permutexvar_ps(zero, 0xFFFF, twice, _mm512_maskz_loadu_ps(windows, g + oy * OW + ox)));

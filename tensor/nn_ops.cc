@@ -157,8 +157,6 @@ namespace {
 __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float* r0, const float* r1, int64_t top,
                                                                      int64_t W, int64_t OW, float* out,
                                                                      int64_t* where) {
-  // (The masked forms, all lanes on, give GCC 12's intrinsics a defined source to merge with.)
-  const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
   const __m512i offset[4] = {_mm512_setzero_si512(), _mm512_set1_epi64(1), _mm512_set1_epi64(W),
                              _mm512_set1_epi64(W + 1)};
@@ -166,25 +164,13 @@ __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float
     const int count = int(std::min<int64_t>(8, OW - ox));
     const __mmask16 in_mask = __mmask16((1u << (2 * count)) - 1);
     const __mmask8 out_mask = __mmask8((1u << count) - 1);
-    const __m512 t =
-        _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox));
-    const __m512 b =
-        _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xffff, split, _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox));
-    const __m256 cand[4] = {
-        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 0)),
-        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(t), 1)),
-        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 0)),
-        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xff, _mm512_castps_pd(b), 1))};
+    __m256 best;
+    __mmask8 at[4];
+    detail::window_maxima(_mm512_maskz_loadu_ps(in_mask, r0 + 2 * ox), _mm512_maskz_loadu_ps(in_mask, r1 + 2 * ox),
+                          best, at);
     const __m512i left = _mm512_add_epi64(_mm512_set1_epi64(top + 2 * ox), even);
-    __m256 best = cand[0];
     __m512i best_at = left;
-    for (int k = 1; k < 4; ++k) {
-      const __mmask8 take =
-          _mm256_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
-          (_mm256_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q) & _mm256_cmp_ps_mask(best, best, _CMP_ORD_Q));
-      best = _mm256_mask_blend_ps(take, best, cand[k]);
-      best_at = _mm512_mask_blend_epi64(take, best_at, _mm512_add_epi64(left, offset[k]));
-    }
+    for (int k = 1; k < 4; ++k) best_at = _mm512_mask_blend_epi64(at[k], best_at, _mm512_add_epi64(left, offset[k]));
     _mm256_mask_storeu_ps(out + ox, out_mask, best);
     if (where) _mm512_mask_storeu_epi64(where + ox, out_mask, best_at);
   }
