@@ -43,7 +43,8 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
     } catch (const Error& e) {
       throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) +
                   " closed the connection during the "
-                  "handshake: rank 0 has probably failed or is stopping (look for its error); " +
+                  "handshake: rank 0 has probably failed or is stopping (look for its error), or another "
+                  "job that held this port has just ended; " +
                   e.what());
     }
     if (answer == kAccepted) return;

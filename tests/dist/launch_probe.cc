@@ -6,14 +6,18 @@
 //   PROBE_KILL_RANK=r : rank r kill -9s itself after the rendezvous
 //   PROBE_STOP_RANK=r : rank r stops itself (SIGSTOP) before the all-reduce
 //   PROBE_LEAK_SHM=1 : rank 0 creates a shared-memory name of the job's, then kill -9s itself
+//   PROBE_HOLD_MS=t : every rank waits t ms after the rendezvous (keeps a job's store up, so
+//                     two jobs started together surely overlap on a busy machine)
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "dist/shm_allreduce.h"
 
@@ -51,6 +55,8 @@ int main() try {
     std::fflush(stdout);
     raise(SIGKILL);
   }
+  if (const char* hold = std::getenv("PROBE_HOLD_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(hold)));
   Tensor t = full({1}, double(rank));
   dist::all_reduce(t);
   std::printf("sum %d\n", int(t.item()));
