@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "catch2/catch.hpp"
+#include "dist/shm_allreduce.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
@@ -230,14 +231,22 @@ TEST_CASE("a process with another job's token cannot join the mesh") {
 }
 
 namespace {
-// The /dev/shm names a process with this pid made (the pid is part of every name).
-std::vector<std::string> shm_names_of(pid_t pid) {
+// A token no other process uses: shared-memory names start with the job's tag, and the
+// pid in them is not enough to tell whose a name is, since sandboxed tests (each in its
+// own PID namespace) share /dev/shm and the same small pids.
+std::string unique_token(const char* what) {
+  return std::string(what) + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// The /dev/shm names of the job with this token.
+std::vector<std::string> shm_names_of(const std::string& token) {
   std::vector<std::string> names;
-  const std::string mark = "-" + std::to_string(pid) + "-";
+  const std::string prefix = "engine-" + shm_job_tag(token) + "-";
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/dev/shm", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
-    if (n.rfind("engine-", 0) == 0 && n.find(mark) != std::string::npos) names.push_back(n);
+    if (n.rfind(prefix, 0) == 0) names.push_back(n);
   }
   return names;
 }
@@ -245,31 +254,43 @@ std::vector<std::string> shm_names_of(pid_t pid) {
 
 TEST_CASE("a rank that never joins a shared buffer's setup is named at the timeout, and no segment is left") {
   const auto t0 = std::chrono::steady_clock::now();
-  auto errs = errors_of(
+  const std::string token = unique_token("never-joins");
+  std::string error;
+  run_threads_with(
       2,
-      [](ProcessGroupTCP& g) {
+      [&token](int, TCPGroupOptions& o) {
+        o.token = token;
+        o.timeout = 1s;
+      },
+      [&error](ProcessGroupTCP& g) {
         if (g.rank() == 1) {
           g.barrier().wait();                   // the barrier shared_buffer starts with...
           std::this_thread::sleep_for(2500ms);  // ...but not the setup itself
           return;
         }
-        (void)g.shared_buffer(1024);
+        try {
+          (void)g.shared_buffer(1024);
+        } catch (const Error& e) {
+          error = e.what();
+        }
       },
       1s);
-  RANK_REQUIRE_THAT(errs[0], Catch::Contains("timed out after 1 s setting up a shared buffer on rank 0") &&
-                                 Catch::Contains("rank 1 never attached"));
+  RANK_REQUIRE_THAT(error, Catch::Contains("timed out after 1 s setting up a shared buffer on rank 0") &&
+                               Catch::Contains("rank 1 never attached"));
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
-  RANK_REQUIRE(shm_names_of(getpid()).empty());
+  RANK_REQUIRE(shm_names_of(token).empty());
 }
 
 TEST_CASE("a rank killed before a shared buffer's setup is named within seconds, and no segment is left") {
   int port = 0;
   { port = Listener::bind("127.0.0.1", 0).port(); }
-  auto results = run_processes(2, [port](int rank, int fd) {
+  const std::string token = unique_token("killed-before-setup");
+  auto results = run_processes(2, [port, &token](int rank, int fd) {
     StoreOptions so;
     so.timeout = 30s;
     auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, so);
     TCPGroupOptions go;
+    go.token = token;
     go.timeout = 30s;  // far longer than the bound below: the error must come from seeing the death
     ProcessGroupTCP g(store, rank, 2, go);
     if (rank == 1) {
@@ -292,6 +313,5 @@ TEST_CASE("a rank killed before a shared buffer's setup is named within seconds,
   RANK_REQUIRE_THAT(results[0].output, Catch::Contains("rank 1 (pid") &&
                                            Catch::Contains("died while the ranks were setting up a shared buffer"));
   RANK_REQUIRE(results[0].seconds < 10);
-  const pid_t rank0 = pid_t(std::atol(results[0].output.c_str() + 4));
-  RANK_REQUIRE(shm_names_of(rank0).empty());
+  RANK_REQUIRE(shm_names_of(token).empty());
 }
