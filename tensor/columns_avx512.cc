@@ -43,9 +43,10 @@ inline Runs runs_of(int64_t j, int64_t W, int64_t OW, int64_t p) {
   return {lo, last < 0 ? lo : std::max(lo, std::min(OW, last + 1))};
 }
 
+// Where column row `row` of image n starts; `ld` is the distance between PerImage rows.
 inline int64_t column_start(const Shape& xs, int64_t kh, int64_t kw, ColumnLayout layout, int64_t n, int64_t row,
-                            int64_t L) {
-  return layout == ColumnLayout::BatchInColumns ? (row * xs[0] + n) * L : (n * xs[1] * kh * kw + row) * L;
+                            int64_t L, int64_t ld) {
+  return layout == ColumnLayout::BatchInColumns ? (row * xs[0] + n) * L : (n * xs[1] * kh * kw + row) * ld;
 }
 
 }  // namespace
@@ -56,8 +57,10 @@ bool columns_avx512() {
 }
 
 __attribute__((target("avx512f"))) void im2col_stride1_avx512(const float* x, const Shape& xs, int64_t kh, int64_t kw,
-                                                              int64_t p, ColumnLayout layout, float* cols) {
+                                                              int64_t p, ColumnLayout layout, float* cols,
+                                                              int64_t row_stride) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], OH = H + 2 * p - kh + 1, OW = W + 2 * p - kw + 1;
+  const int64_t ld = row_stride > 0 ? row_stride : OH * OW;
   const int64_t chunks = (OW + 15) / 16;
   // Per kernel column j, per 16 output columns: which lanes read the image (the rest are
   // padding) and which exist. The same for every output row, so made once per j.
@@ -72,7 +75,7 @@ __attribute__((target("avx512f"))) void im2col_stride1_avx512(const float* x, co
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j) {
           const __mmask16* reads = read.data() + j * chunks;
-          float* o = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW);
+          float* o = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW, ld);
           for (int64_t oy = 0; oy < OH; ++oy, o += OW) {
             const int64_t y = oy + i - p;
             if (y < 0 || y >= H) {  // the whole row is padding
@@ -119,7 +122,8 @@ __attribute__((target("avx512f"))) void col2im_add_stride1_avx512(const float* c
             __m512 d = _mm512_maskz_loadu_ps(live[size_t(ch)], dst + X);
             for (int64_t j = 0; j < kw; ++j) {
               const __mmask16 take = from[size_t(ch * kw + j)];
-              const float* run = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW) + oy * OW;
+              const float* run =
+                  cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW, OH * OW) + oy * OW;
               d = _mm512_mask_add_ps(d, take, d, _mm512_maskz_loadu_ps(take, shifted(run, X + p - j)));
             }
             _mm512_mask_storeu_ps(dst + X, live[size_t(ch)], d);

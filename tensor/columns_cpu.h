@@ -9,9 +9,11 @@
 
 namespace engine::detail {
 
-// cols = im2col(x): every entry written, padding as 0.
+// cols = im2col(x): every entry written, padding as 0. With ColumnLayout::PerImage, row r
+// of the columns may start at cols + r * row_stride (row_stride >= L; 0 means L): the
+// floats between rows are left as they were.
 void im2col_cpu(const float* x, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
-                ColumnLayout layout, float* cols);
+                ColumnLayout layout, float* cols, int64_t row_stride = 0);
 // x += col2im(cols): each column entry added into the image position it came from.
 void col2im_add_cpu(const float* cols, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
                     ColumnLayout layout, float* x);
@@ -20,7 +22,7 @@ void col2im_add_cpu(const float* cols, const Shape& xs, int64_t kh, int64_t kw, 
 // equal results, in a fraction of the time (no call per run of columns).
 bool columns_avx512();
 void im2col_stride1_avx512(const float* x, const Shape& xs, int64_t kh, int64_t kw, int64_t padding,
-                           ColumnLayout layout, float* cols);
+                           ColumnLayout layout, float* cols, int64_t row_stride = 0);
 void col2im_add_stride1_avx512(const float* cols, const Shape& xs, int64_t kh, int64_t kw, int64_t padding,
                                ColumnLayout layout, float* x);
 

@@ -32,16 +32,18 @@ namespace {
 // row does). Runs instead of single entries keep the bounds tests out of the inner loops,
 // which then copy (im2col) or add (col2im) contiguous spans when s = 1.
 template <class F>
-void for_each_window_run(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, ColumnLayout layout, F f) {
+void for_each_window_run(const Shape& xs, int64_t kh, int64_t kw, int64_t s, int64_t p, ColumnLayout layout, F f,
+                         int64_t row_stride = 0) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
   const int64_t OH = window_out_size(H, kh, s, p), OW = window_out_size(W, kw, s, p);
+  const int64_t ld = row_stride > 0 ? row_stride : OH * OW;  // PerImage rows
   const bool side_by_side = layout == ColumnLayout::BatchInColumns;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j) {
           const int64_t row = (c * kh + i) * kw + j;  // (c, i, j) in the columns' row order
-          int64_t col = side_by_side ? (row * N + n) * OH * OW : (n * C * kh * kw + row) * OH * OW;
+          int64_t col = side_by_side ? (row * N + n) * OH * OW : (n * C * kh * kw + row) * ld;
           // ox s + j - p in [0, W)  <=>  ox in [lo, hi)
           const int64_t lo = std::min(OW, std::max<int64_t>(0, (p - j + s - 1) / s));
           const int64_t last = W - 1 + p - j;  // ox s <= last (negative: no ox; / would round it up to 0)
@@ -116,18 +118,20 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
 namespace detail {
 
 void im2col_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,
-                ColumnLayout layout, float* out) {
-  if (stride == 1 && columns_avx512()) return im2col_stride1_avx512(in, xs, kh, kw, padding, layout, out);
-  for_each_window_run(xs, kh, kw, stride, padding, layout,
-                      [&](int64_t col, int64_t len, int64_t lo, int64_t hi, int64_t img) {
-                        float* o = out + col;
-                        std::fill(o, o + lo, 0.0f);
-                        if (stride == 1)
-                          std::copy(in + img, in + img + (hi - lo), o + lo);
-                        else
-                          for (int64_t k = 0; k < hi - lo; ++k) o[lo + k] = in[img + k * stride];
-                        std::fill(o + hi, o + len, 0.0f);
-                      });
+                ColumnLayout layout, float* out, int64_t row_stride) {
+  if (stride == 1 && columns_avx512()) return im2col_stride1_avx512(in, xs, kh, kw, padding, layout, out, row_stride);
+  for_each_window_run(
+      xs, kh, kw, stride, padding, layout,
+      [&](int64_t col, int64_t len, int64_t lo, int64_t hi, int64_t img) {
+        float* o = out + col;
+        std::fill(o, o + lo, 0.0f);
+        if (stride == 1)
+          std::copy(in + img, in + img + (hi - lo), o + lo);
+        else
+          for (int64_t k = 0; k < hi - lo; ++k) o[lo + k] = in[img + k * stride];
+        std::fill(o + hi, o + len, 0.0f);
+      },
+      row_stride);
 }
 
 void col2im_add_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,

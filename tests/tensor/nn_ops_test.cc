@@ -4,7 +4,10 @@
 // equals im2col + one GEMM.
 #include <cmath>
 
+#include <vector>
+
 #include "catch2/catch.hpp"
+#include "tensor/columns_cpu.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
@@ -89,6 +92,23 @@ WholeBatch whole_batch_conv(const Tensor& x, const Tensor& w, const Tensor& b, c
   return {out.contiguous(),
           col2im(matmul(w2.transpose(0, 1), g2), x.shape(), kh, kw, s, p, ColumnLayout::BatchInColumns),
           matmul(g2, cols.transpose(0, 1)).reshape(w.shape()), sum(g2, {1})};
+}
+
+TEST_CASE("im2col into rows a given distance apart: the same rows, and the floats between them untouched") {
+  manual_seed(4);
+  for (const int64_t s : {1, 2}) {  // the AVX-512 path (stride 1, where the CPU has it) and the general one
+    const Tensor x = randn({2, 3, 7, 37});
+    const Tensor dense = im2col(x, 3, 3, s, 1);  // (N, rows, L)
+    const int64_t rows = dense.size(1), L = dense.size(2), ld = L + 5;
+    std::vector<float> spaced(static_cast<size_t>(2 * rows * ld), 7.0f);
+    detail::im2col_cpu(x.data<float>(), x.shape(), 3, 3, s, 1, ColumnLayout::PerImage, spaced.data(), ld);
+    for (int64_t r = 0; r < 2 * rows; ++r)
+      for (int64_t l = 0; l < ld; ++l) {
+        INFO("stride " << s << " row " << r << " column " << l);
+        const float got = spaced[static_cast<size_t>(r * ld + l)];
+        REQUIRE(got == (l < L ? dense.data<float>()[r * L + l] : 7.0f));
+      }
+  }
 }
 
 TEST_CASE("conv2d one image at a time: forward and dx bit for bit the whole-batch product, dW and dbias to rounding") {
