@@ -48,14 +48,11 @@ Geometry geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padd
   return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, OH, OW, OH * OW, ws[1] * ws[2] * ws[3]};
 }
 
-// One image's columns, in a buffer reused for every image of the call.
-void columns_of(const Geometry& g, const float* image, float* cols) {
-  detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols);
-}
-
 // Rows of `len` floats, each starting on a 64-byte line and padded with zeros to a whole
-// number of 16 floats: gemm_nt's loads then never straddle two cache lines (a third of its
-// time when they did), and the padding adds 0 * 0, as its masked last step would.
+// number of 16 floats. The products read these rows where they lie (gemm_nt always, gemm()
+// for whole panels of B), and a vector load that straddles two cache lines costs two: a
+// third of gemm_nt's time when the rows were 196 floats apart. The padding adds 0 * 0 to
+// gemm_nt's sums, as its masked last step would.
 struct PaddedRows {
   int64_t ld;
   std::vector<float> buf;
@@ -64,6 +61,11 @@ struct PaddedRows {
     rows = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
   }
 };
+
+// One image's columns into padded rows reused for every image of the call.
+void columns_of(const Geometry& g, const float* image, PaddedRows& cols) {
+  detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols.rows, cols.ld);
+}
 
 void add_to_row(float* __restrict row, int64_t n, float v) {
   for (int64_t i = 0; i < n; ++i) row[i] += v;
@@ -85,12 +87,12 @@ Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
                    "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
                    dtype_name(bias.dtype()), " on ", bias.device().str());
   Tensor out = empty({g.N, g.O, g.OH, g.OW});
-  std::vector<float> cols(size_t(g.rows * g.L));
+  PaddedRows cols(g.rows, g.L);
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   for (int64_t n = 0; n < g.N; ++n) {
-    columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols.data());
+    columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols);
     float* o = out.data<float>() + n * g.O * g.L;
-    gemm(g.O, g.L, g.rows, w.data<float>(), g.rows, 1, cols.data(), g.L, 1, o, g.L, 1, /*accumulate=*/false);
+    gemm(g.O, g.L, g.rows, w.data<float>(), g.rows, 1, cols.rows, cols.ld, 1, o, g.L, 1, /*accumulate=*/false);
     if (b.defined())  // after the product, as the whole-batch path adds it
       for (int64_t c = 0; c < g.O; ++c) add_to_row(o + c * g.L, g.L, b.data<float>()[c]);
   }
@@ -108,20 +110,20 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
   if (need_dx) out.dx = zeros(x.shape());
   if (need_dw) out.dw = empty(w.shape());
   std::vector<double> bias_sums(need_dbias ? size_t(g.O) : 0);
-  std::vector<float> cols(need_dx ? size_t(g.rows * g.L) : 0);
-  PaddedRows dw_cols(need_dw ? g.rows : 0, g.L), dw_grad(need_dw ? g.O : 0, g.L);
+  std::vector<float> dcols(need_dx ? size_t(g.rows * g.L) : 0);  // col2im reads them dense
+  PaddedRows cols(need_dw ? g.rows : 0, g.L), g_rows(g.O, g.L);
   for (int64_t n = 0; n < g.N; ++n) {
     const float* gn = gy.data<float>() + n * g.O * g.L;  // (O, L)
+    for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_rows.rows + o * g_rows.ld);
     if (need_dx) {
-      gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, gn, g.L, 1, cols.data(), g.L, 1, false);  // W^T · g_n
-      detail::col2im_add_cpu(cols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage,
+      gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, g_rows.rows, g_rows.ld, 1, dcols.data(), g.L, 1,
+           false);  // W^T · g_n
+      detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage,
                              out.dx.data<float>() + n * g.C * g.H * g.W);
     }
     if (need_dw) {
-      detail::im2col_cpu(x.data<float>() + n * g.C * g.H * g.W, g.image(), g.kh, g.kw, stride, padding,
-                         ColumnLayout::PerImage, dw_cols.rows, dw_cols.ld);
-      for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, dw_grad.rows + o * dw_grad.ld);
-      gemm_nt(g.O, g.rows, dw_cols.ld, dw_grad.rows, dw_grad.ld, dw_cols.rows, dw_cols.ld, out.dw.data<float>(), g.rows,
+      columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols);
+      gemm_nt(g.O, g.rows, cols.ld, g_rows.rows, g_rows.ld, cols.rows, cols.ld, out.dw.data<float>(), g.rows,
               /*accumulate=*/n > 0);
     }
     for (size_t c = 0; c < bias_sums.size(); ++c) {

@@ -22,8 +22,9 @@ namespace {
 
 constexpr int kMR = 8, kNR = 32;
 
-__attribute__((target("avx512f"))) void avx512_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rsc,
-                                                      bool accumulate) {
+// The tile, with B's rows ldb floats apart: kNR in a packed panel, B's row stride in place.
+__attribute__((target("avx512f"))) inline void tile_8x32(int64_t kc, const float* a, const float* b, int64_t ldb,
+                                                         float* c, int64_t rsc, bool accumulate) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -36,7 +37,7 @@ __attribute__((target("avx512f"))) void avx512_kernel(int64_t kc, const float* a
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
     a += kMR;
-    b += kNR;
+    b += ldb;
   }
 #pragma GCC unroll 8
   for (int i = 0; i < kMR; ++i) {
@@ -48,6 +49,16 @@ __attribute__((target("avx512f"))) void avx512_kernel(int64_t kc, const float* a
     _mm512_storeu_ps(row, acc[i][0]);
     _mm512_storeu_ps(row + 16, acc[i][1]);
   }
+}
+
+__attribute__((target("avx512f"))) void avx512_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rsc,
+                                                      bool accumulate) {
+  tile_8x32(kc, a, b, kNR, c, rsc, accumulate);
+}
+
+__attribute__((target("avx512f"))) void avx512_kernel_b_in_place(int64_t kc, const float* a, const float* b,
+                                                                 int64_t ldb, float* c, int64_t rsc, bool accumulate) {
+  tile_8x32(kc, a, b, ldb, c, rsc, accumulate);
 }
 
 // An edge tile of at most 16 columns: 8 x 16, one vector per row, from the same 32-wide
@@ -75,7 +86,7 @@ __attribute__((target("avx512f"))) void avx512_kernel_narrow(int64_t kc, const f
 }  // namespace
 
 MicroKernel avx512_micro_kernel() {
-  return {"avx512 8x32", kMR, kNR, 256, 96, 4096, avx512_kernel, 16, avx512_kernel_narrow};
+  return {"avx512 8x32", kMR, kNR, 256, 96, 4096, avx512_kernel, 16, avx512_kernel_narrow, avx512_kernel_b_in_place};
 }
 
 }  // namespace engine::detail

@@ -11,6 +11,9 @@
 namespace engine::detail {
 
 using MicroKernelFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, bool accumulate);
+// The same reading B where it lies: row k of the NR columns at b + k * ldb.
+using MicroKernelInPlaceFn = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rsc,
+                                      bool accumulate);
 
 struct MicroKernel {
   const char* name;
@@ -22,6 +25,9 @@ struct MicroKernel {
   // NR-wide packed panels (so a tile of 4 columns does not pay for 32).
   int narrow = 0;
   MicroKernelFn run_narrow = nullptr;
+  // Optional: the full tile from a row-major B read in place, so whole panels of B need no
+  // packed copy (gemm.cc decides when its rows are far enough apart for the caches).
+  MicroKernelInPlaceFn run_b_in_place = nullptr;
 };
 
 MicroKernel scalar_micro_kernel();

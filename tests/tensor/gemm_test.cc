@@ -77,13 +77,17 @@ TEST_CASE("gemm matches the reference across block boundaries") {
 
 TEST_CASE("gemm with a strided C and empty sizes") {
   Generator g(3);
-  // C written column-major (csc != 1) goes through the edge path.
-  std::vector<float> A(6 * 4), B(4 * 5), C(6 * 5, 7.0f), R(6 * 5, 7.0f);
-  for (float& x : A) x = g.normal();
-  for (float& x : B) x = g.normal();
-  gemm(6, 5, 4, A.data(), 4, 1, B.data(), 5, 1, C.data(), 1, 6, true);
-  gemm_reference(6, 5, 4, A.data(), 4, 1, B.data(), 5, 1, R.data(), 1, 6, true);
-  for (size_t i = 0; i < C.size(); ++i) REQUIRE(C[i] == Approx(R[i]).epsilon(1e-5));
+  // C written column-major (csc != 1) goes through the edge path; at 40 columns the first
+  // 32 come from B read in place.
+  for (const int64_t n : {5, 40}) {
+    std::vector<float> A(6 * 4), B(static_cast<size_t>(4 * n)), C(static_cast<size_t>(6 * n), 7.0f), R = C;
+    for (float& x : A) x = g.normal();
+    for (float& x : B) x = g.normal();
+    gemm(6, n, 4, A.data(), 4, 1, B.data(), n, 1, C.data(), 1, 6, true);
+    gemm_reference(6, n, 4, A.data(), 4, 1, B.data(), n, 1, R.data(), 1, 6, true);
+    for (size_t i = 0; i < C.size(); ++i) REQUIRE(C[i] == Approx(R[i]).epsilon(1e-5));
+  }
+  std::vector<float> A(6 * 4), B(4 * 5), C(6 * 5, 7.0f);
   // K = 0: C becomes 0 (or stays, when accumulating); M = 0 or N = 0 touch nothing.
   gemm(6, 5, 0, A.data(), 4, 1, B.data(), 5, 1, C.data(), 5, 1, false);
   for (float x : C) REQUIRE(x == 0.0f);
