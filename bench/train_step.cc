@@ -6,6 +6,7 @@
 //   bazel run //bench:train_step -- --batch 64
 //   bazel run //bench:train_step -- --batch 64 --model cnn
 //   bazel run //bench:train_step -- --batch 256 --autocast both   # bfloat16 autocast beside float32
+//   bazel run //bench:train_step -- --model cnn --gemm-reference  # the step's GFLOP/s over the GEMM's
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tensor/gemm.h"
 #include "tools/flags/flags.h"
 
 using namespace engine;
@@ -34,12 +36,33 @@ std::shared_ptr<Module> make(const std::string& model) {
       std::make_shared<Linear>(784, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
       std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
 }
+// Multiply-add flops of one sample's training step: the forward's products (2 per weight
+// use), the weight gradients (as many), and the input gradients of every layer but the
+// first (whose input needs none). Convolutions count 2 C kh kw per output element.
+double step_flops_per_sample(const std::string& model) {
+  if (model == "cnn") {
+    const double conv1 = 2.0 * 32 * 1 * 9 * 28 * 28, conv2 = 2.0 * 64 * 32 * 9 * 14 * 14;
+    const double fc1 = 2.0 * 64 * 7 * 7 * 128, fc2 = 2.0 * 128 * 10;
+    return 2 * (conv1 + conv2 + fc1 + fc2) + (conv2 + fc1 + fc2);  // 25.0 MFLOP
+  }
+  const double l1 = 2.0 * 784 * 256, l2 = 2.0 * 256 * 256, l3 = 2.0 * 256 * 10;
+  return 2 * (l1 + l2 + l3) + (l2 + l3);  // 1.21 MFLOP
+}
+
+// GFLOP/s of our gemm() on 256 x 256 x 256, the reference the step is measured against.
+double gemm_256_gflops() {
+  static std::vector<float> a(256 * 256, 0.5f), b(256 * 256, 0.25f), c(256 * 256);
+  const double s =
+      time_call([] { gemm(256, 256, 256, a.data(), 256, 1, b.data(), 256, 1, c.data(), 256, 1, false); }, 0.2);
+  return 2.0 * 256 * 256 * 256 / s / 1e9;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t batch = 64;
   int steps = 200, rounds = 5;
   std::string autocast = "off", model_name = "mlp";
+  bool gemm_reference = false;
   Flags flags("train_step",
               "Times a training step (the MLP 784-256-256-10 or the lessons' CNN, SGD momentum) on one thread.");
   flags.add("--model", &model_name, {"mlp", "cnn"},
@@ -49,6 +72,8 @@ int main(int argc, char** argv) {
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
   flags.add("--autocast", &autocast, {"off", "bf16", "both"},
             "forward under bfloat16 autocast; both: float32 and bfloat16 steps in alternating rounds, and their ratio");
+  flags.add("--gemm-reference", &gemm_reference,
+            "after each round, time our GEMM on 256^3 and report the step's GFLOP/s as a fraction of it");
   flags.parse_or_exit(argc, argv);
   auto model32 = make(model_name), model16 = make(model_name);
   model32->train();
@@ -74,7 +99,7 @@ int main(int argc, char** argv) {
   if (autocast != "off") kinds.push_back(true);
   for (bool k : kinds)
     for (int i = 0; i < 20; ++i) step(k);
-  std::vector<double> times[2], ratio;
+  std::vector<double> times[2], ratio, step_gf, gemm_gf, fraction;
   for (int r = 0; r < rounds; ++r) {
     for (bool k : kinds) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -82,6 +107,11 @@ int main(int argc, char** argv) {
       times[k].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps);
     }
     if (kinds.size() == 2) ratio.push_back(times[0].back() / times[1].back());
+    if (gemm_reference) {  // right after the round, so both see the machine in the same state
+      step_gf.push_back(step_flops_per_sample(model_name) * double(batch) / times[kinds[0]].back() / 1e9);
+      gemm_gf.push_back(gemm_256_gflops());
+      fraction.push_back(step_gf.back() / gemm_gf.back());
+    }
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -93,6 +123,12 @@ int main(int argc, char** argv) {
         model_name == "cnn" ? "cnn-conv32-conv64-fc128-fc10" : "mlp-784-256-256-10", (long long)batch,
         k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
   }
+  if (gemm_reference)
+    std::printf(
+        "{\"bench\": \"step_vs_gemm\", \"model\": \"%s\", \"batch\": %lld, \"mflop_per_sample\": %.3f, "
+        "\"step_gflops\": %.1f, \"gemm_256_gflops\": %.1f, \"fraction\": %.3f}\n",
+        model_name.c_str(), (long long)batch, step_flops_per_sample(model_name) / 1e6, median(step_gf), median(gemm_gf),
+        median(fraction));
   if (!ratio.empty())
     std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,
                 median(ratio));
