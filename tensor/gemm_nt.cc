@@ -1,9 +1,10 @@
 // C = A·B^T as dot products (gemm_nt.h): tiles of 4 rows of A x 4 rows of B, 16 AVX-512
 // accumulators; per 16 values of k, 8 loads feed 16 fused multiply-adds, as in gemm()'s
 // micro-kernel (10 loads, 16 FMAs), with no packing. Each accumulator holds 16 partial
-// sums; one shuffle tree adds the 16 accumulators' lanes together (45 instructions for
-// 16 results), which on the CNN's K = 196 costs about a fifth of the multiply-adds: still
-// less than the two transposing copies it replaces.
+// sums; one tree of blends, shuffles and adds sums the 16 accumulators' lanes together
+// (46 instructions for 16 results), a fixed cost per tile that on the CNN's K = 196 is
+// about a fifth of the multiply-adds. In the CNN's step that is still less than the two
+// transposing copies it replaces, once the rows are aligned (see gemm_nt.h).
 //
 // Blocking: see gemm_nt_avx512.
 #include "tensor/gemm_nt.h"
