@@ -111,10 +111,11 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
   if (need_dw) out.dw = empty(w.shape());
   std::vector<double> bias_sums(need_dbias ? size_t(g.O) : 0);
   std::vector<float> dcols(need_dx ? size_t(g.rows * g.L) : 0);  // col2im reads them dense
-  PaddedRows cols(need_dw ? g.rows : 0, g.L), g_rows(g.O, g.L);
+  PaddedRows cols(need_dw ? g.rows : 0, g.L), g_rows(need_dx || need_dw ? g.O : 0, g.L);
   for (int64_t n = 0; n < g.N; ++n) {
     const float* gn = gy.data<float>() + n * g.O * g.L;  // (O, L)
-    for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_rows.rows + o * g_rows.ld);
+    if (need_dx || need_dw)
+      for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_rows.rows + o * g_rows.ld);
     if (need_dx) {
       gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, g_rows.rows, g_rows.ld, 1, dcols.data(), g.L, 1,
            false);  // W^T · g_n

@@ -135,12 +135,7 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
              int64_t ldc, bool accumulate) {
   ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm_nt] negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: C = 0, or C unchanged when accumulating (as gemm())
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    return;
-  }
-  if (!gemm_nt_has_kernel()) {
+  if (K == 0 || !gemm_nt_has_kernel()) {  // gemm() also knows what an empty sum leaves in C
     gemm(M, N, K, A, lda, 1, B, 1, ldb, C, ldc, 1, accumulate);
     return;
   }
