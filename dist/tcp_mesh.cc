@@ -1,0 +1,141 @@
+// ProcessGroupTCP's setup (tcp_group.h): the mesh of connections between the ranks, each
+// opened with a hello that names the rank and proves the job's token.
+#include <cstdlib>
+#include <cstring>
+
+#include "dist/tcp_group.h"
+#include "dist/tcp_wire.h"
+#include "tensor/check.h"
+#include "tensor/parse.h"
+
+namespace engine::dist {
+
+using namespace wire;
+
+// ---------------------------------------------------------------------------------------
+// Setup: every rank listens, publishes its address in the store, connects to each lower
+// rank and accepts each higher one. Each connection starts with both sides' hello
+// (magic, rank, job token), so a stray or foreign connection is refused.
+
+namespace {
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  uint32_t token_len;
+};
+
+void send_hello(const Socket& s, int rank, const std::string& token, Deadline d, const std::string& peer) {
+  Hello h{kMagic, rank, uint32_t(token.size())};
+  s.send_all(&h, sizeof h, d, peer);
+  s.send_all(token.data(), token.size(), d, peer);
+}
+
+constexpr int32_t kRefusedToken = -2;  // the rank field of a hello that refuses the connection
+
+int recv_hello(const Socket& s, const std::string& token, int world, Deadline d, const std::string& peer) {
+  Hello h{};
+  s.recv_all(&h, sizeof h, d, peer);
+  ENGINE_REQUIRE(h.magic == kMagic, "[init_process_group] ", peer, " is not a process of this engine (bad magic)");
+  ENGINE_REQUIRE(h.rank != kRefusedToken, "[init_process_group] ", peer,
+                 " refused this process: it presented "
+                 "another job's token (is a second job using the same MASTER_ADDR/MASTER_PORT?)");
+  ENGINE_REQUIRE(h.token_len <= 1024, "[init_process_group] ", peer, " sent an oversized token");
+  std::string t(h.token_len, '\0');
+  s.recv_all(t.data(), t.size(), d, peer);
+  if (t != token) {
+    const Hello no{kMagic, kRefusedToken, 0};  // tell the stranger why, then drop it
+    try {
+      s.send_all(&no, sizeof no, deadline_in(std::chrono::milliseconds(200)), peer);
+    } catch (const Error&) {}
+    throw Error("[init_process_group] " + peer +
+                " presented another job's token: is a second job using the same "
+                "MASTER_ADDR/MASTER_PORT?");
+  }
+  ENGINE_REQUIRE(h.rank >= 0 && h.rank < world, "[init_process_group] ", peer, " claims rank ", h.rank, " outside 0..",
+                 world - 1);
+  return h.rank;
+}
+}  // namespace
+
+namespace {
+// Where this rank listens: the address of ENGINE_SOCKET_IFNAME when set (as gloo's
+// GLOO_SOCKET_IFNAME), else of the interface this rank reaches the store through.
+std::string listen_host(const TCPStore& store) {
+  const char* ifname = std::getenv("ENGINE_SOCKET_IFNAME");
+  if (!ifname || !*ifname) return store.local_address();
+  ENGINE_REQUIRE(std::strlen(ifname) < 16, "[init_process_group] ENGINE_SOCKET_IFNAME=\"", ifname,
+                 "\" is longer than an interface name can be (15 characters)");
+  return interface_address(ifname);
+}
+
+// A listener on host: in ENGINE_PORT_RANGE ("lo-hi", for firewalls that open only those
+// ports) when set, else on any free port.
+Listener listen_on(const std::string& host) {
+  const char* range = std::getenv("ENGINE_PORT_RANGE");
+  if (!range || !*range) return Listener::bind(host, 0);
+  const std::string r = range;
+  const size_t dash = r.find('-');
+  ENGINE_REQUIRE(dash != std::string::npos, "[init_process_group] ENGINE_PORT_RANGE=\"", r,
+                 "\" must be two ports, LOW-HIGH (e.g. 29600-29700)");
+  const int lo = int(parse_int(r.substr(0, dash), "ENGINE_PORT_RANGE's low port", 1, 65535));
+  const int hi = int(parse_int(r.substr(dash + 1), "ENGINE_PORT_RANGE's high port", lo, 65535));
+  return bind_in_range(host, lo, hi);
+}
+}  // namespace
+
+void ProcessGroupTCP::connect_mesh() {
+  if (size_ == 1) return;
+  const Deadline d = deadline_in(options_.timeout);
+  const std::string host = listen_host(*store_);
+  Listener listener = listen_on(host);
+  address_ = host + ":" + std::to_string(listener.port());
+  store_->set(key("tcp/addr/") + std::to_string(rank_), address_);
+  for (int r = 0; r < rank_; ++r) {
+    std::string addr;
+    try {
+      addr = store_->get(key("tcp/addr/") + std::to_string(r));
+    } catch (const Error& e) {
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " was waiting for " + peer_name(r) +
+                  " to publish its address: " + e.what());
+    }
+    const size_t colon = addr.rfind(':');
+    Socket s;
+    try {
+      s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)), d, peer_name(r));
+    } catch (const Error& e) {
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " (at " + address_ + ") cannot reach " +
+                  peer_name(r) + " at " + addr + ": " + e.what() +
+                  ". Each rank listens on the address it published; set ENGINE_SOCKET_IFNAME to the interface "
+                  "the machines share, and open the ports (ENGINE_PORT_RANGE) between them");
+    }
+    send_hello(s, rank_, options_.token, d, peer_name(r));
+    const int got = recv_hello(s, options_.token, size_, d, peer_name(r));
+    ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");
+    peers_[r] = std::move(s);
+  }
+  for (int accepted = 0; accepted < size_ - 1 - rank_;) {
+    Socket s;
+    try {
+      s = listener.accept(d);
+    } catch (const Error&) {
+      std::string missing;
+      for (int r = rank_ + 1; r < size_; ++r)
+        if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for rank(s) " + missing +
+                  " to connect: they have not started, failed, or were refused");
+    }
+    int r = -1;
+    try {
+      r = recv_hello(s, options_.token, size_, d, "a connecting process");
+    } catch (const Error&) {
+      continue;  // not one of ours: drop it and keep waiting for the real peers
+    }
+    ENGINE_REQUIRE(r > rank_ && !peers_[r].valid(), "[init_process_group] two processes claim rank ", r,
+                   ": check that every process has a different RANK");
+    send_hello(s, rank_, options_.token, d, peer_name(r));
+    peers_[r] = std::move(s);
+    ++accepted;
+  }
+}
+
+}  // namespace engine::dist
