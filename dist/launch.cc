@@ -272,31 +272,50 @@ void stop_all(std::vector<Child>& children) {
     if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
 }
 
-// Reaps what exited since the last call. Ranks that died together are reaped in one batch,
-// in no particular order: a rank killed by a signal is then taken as the first failure
-// over ranks that exited with an error (most likely because their peer had gone).
-void reap(std::vector<Child>& children, Outcome& out, bool& stopping) {
+// The ranks that failed, in the order they were reaped, and when the first was.
+struct Failures {
+  std::vector<Child*> seen;
+  std::chrono::steady_clock::time_point since{};
+};
+
+// How long the launcher waits, after a rank exits with an error, for a rank killed by a
+// signal to be reaped. A killed process's sockets are closed before it can be reaped, so
+// on a loaded machine the peer that read the closed connection and exited can be reaped
+// first; it is the consequence, the killed one the cause.
+constexpr auto kCauseGrace = std::chrono::milliseconds(1000);
+
+// Reaps what exited since the last call.
+void reap(std::vector<Child>& children, Failures& failures) {
   int rec[2];
-  std::vector<Child*> failed;
   while (read(g_reaped[0], rec, sizeof rec) == sizeof rec) {
     for (auto& c : children) {
       if (c.pid != rec[0] || !c.running) continue;
       c.status = rec[1];
-      if (!(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0))
-        failed.push_back(&c);
-      else
-        c.running = false;
+      c.running = false;
+      if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
+      if (failures.seen.empty()) failures.since = std::chrono::steady_clock::now();
+      failures.seen.push_back(&c);
     }
   }
-  std::stable_sort(failed.begin(), failed.end(),
-                   [](const Child* a, const Child* b) { return WIFSIGNALED(a->status) > WIFSIGNALED(b->status); });
-  if (!failed.empty() && !stopping) {
-    const Child& first = *failed.front();
-    out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
-    out.reason = describe_failure(first, children);
-    stopping = true;
-  }
-  for (Child* c : failed) c->running = false;
+}
+
+// Names the attempt's first failure: a rank killed by a signal over ranks that exited with
+// an error (most likely because their peer had gone), else the first reaped. Waits up to
+// kCauseGrace for the killed one unless `now` (no rank is left to wait for) or a rank is
+// stopped (then that one is named, by describe_failure).
+void decide(std::vector<Child>& children, const Failures& failures, bool now, Outcome& out, bool& stopping) {
+  if (stopping || failures.seen.empty()) return;
+  const auto killed =
+      std::find_if(failures.seen.begin(), failures.seen.end(), [](const Child* c) { return WIFSIGNALED(c->status); });
+  const bool peer_stopped =
+      std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running && is_stopped(c.pid); });
+  if (killed == failures.seen.end() && !now && !peer_stopped &&
+      std::chrono::steady_clock::now() - failures.since < kCauseGrace)
+    return;
+  const Child& first = killed != failures.seen.end() ? **killed : *failures.seen.front();
+  out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
+  out.reason = describe_failure(first, children);
+  stopping = true;
 }
 
 // A rank stopped (SIGSTOP, SIGTSTP) is alive but will never answer: the others would
@@ -326,6 +345,7 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout) {
   Outcome out;
   auto stopping_since = std::chrono::steady_clock::time_point{};
   bool stopping = false;
+  Failures failures;
   while (true) {
     std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
     for (auto& c : children) {
@@ -338,7 +358,10 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout) {
       while (drain(c.err, c.err_buf, c.err_console ? stderr : nullptr, c.err_log, c.rank)) {}
     }
     const bool was_stopping = stopping;
-    reap(children, out, stopping);
+    reap(children, failures);
+    bool any_running = false;
+    for (auto& c : children) any_running = any_running || c.running;
+    decide(children, failures, !any_running, out, stopping);
     if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
     if (g_signal && !stopping) {
       out.reason = std::string("the launcher got signal ") + strsignal(g_signal);
@@ -350,7 +373,8 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout) {
     if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
       for (auto& c : children)
         if (c.running) kill(c.pid, SIGKILL);
-    bool any_running = false, pipes_open = false;
+    bool pipes_open = false;
+    any_running = false;
     for (auto& c : children)
       any_running = any_running || c.running, pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
     if (!any_running && (!pipes_open || stopping)) break;  // a failed rank's children may still hold the pipes

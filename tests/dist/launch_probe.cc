@@ -4,6 +4,7 @@
 //   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
 //   PROBE_FAIL_ATTEMPTS=n : with PROBE_FAIL_RANK, fail only in the first n attempts (restarts)
 //   PROBE_KILL_RANK=r : rank r kill -9s itself after the rendezvous
+//   PROBE_KILL_AFTER_MS=t : with PROBE_KILL_RANK, it waits t ms first
 //   PROBE_STOP_RANK=r : rank r stops itself (SIGSTOP) before the all-reduce
 //   PROBE_LEAK_SHM=1 : rank 0 creates a shared-memory name of the job's, then kill -9s itself
 //   PROBE_HOLD_MS=t : every rank waits t ms after the rendezvous (keeps a job's store up, so
@@ -39,7 +40,11 @@ int main() try {
   const char* fail = std::getenv("PROBE_FAIL_RANK");
   const char* fail_attempts = std::getenv("PROBE_FAIL_ATTEMPTS");
   const bool fail_now = !fail_attempts || attempt < std::atoi(fail_attempts);
-  if (const char* k = std::getenv("PROBE_KILL_RANK"); k && std::atoi(k) == rank) raise(SIGKILL);
+  if (const char* k = std::getenv("PROBE_KILL_RANK"); k && std::atoi(k) == rank) {
+    if (const char* after = std::getenv("PROBE_KILL_AFTER_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(after)));
+    raise(SIGKILL);
+  }
   if (fail && std::atoi(fail) == rank && fail_now) {
     std::fprintf(stderr, "failing on purpose\n");
     return 3;

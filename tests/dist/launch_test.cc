@@ -103,6 +103,16 @@ TEST_CASE("shared-memory names a killed rank left are removed when the job ends"
   REQUIRE(access(path.c_str(), F_OK) != 0);  // gone
 }
 
+TEST_CASE("a rank killed just after a peer exited with an error is named as the cause") {
+  // What a killed rank looks like on a loaded machine: its sockets close before it can be
+  // reaped, so the peer that read the closed connection and exited is reaped first.
+  const Run r =
+      run("PROBE_FAIL_RANK=1 PROBE_KILL_RANK=0 PROBE_KILL_AFTER_MS=200 " + kLaunch + " --nproc_per_node=2 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 128 + 9);
+  REQUIRE_THAT(r.output, Catch::Contains("launch: rank 0 (pid") && Catch::Contains("was killed by signal 9"));
+}
+
 TEST_CASE("two jobs started together on one port with one token: each ends within seconds, the loser told why") {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   for (int round = 0; round < 3; ++round) {
