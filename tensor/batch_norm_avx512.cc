@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include "tensor/batch_norm_cpu.h"
-#include "tensor/max_pool_cpu.h"
 
 namespace engine::detail {
 
@@ -20,13 +19,6 @@ __attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) {
 }
 __attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) {
   return _mm512_maskz_sub_round_ps(0xFFFF, a, b, kCur);
-}
-
-// Bit i of m moved to bit 2i (8 bits -> 16).
-inline unsigned spread_bits(unsigned m) {
-  m = (m | (m << 4)) & 0x0F0Fu;
-  m = (m | (m << 2)) & 0x3333u;
-  return (m | (m << 1)) & 0x5555u;
 }
 }  // namespace
 
@@ -109,16 +101,31 @@ __attribute__((target("avx512f"))) void batch_norm_dx_avx512(int64_t S, const fl
   }
 }
 
-// With 8 windows at a time: relu(y) of both rows as the forward pooled it, each window's
-// maximum found again by the forward's own rule (window_maxima, max_pool_cpu.h), and the
-// gradient put there.
+namespace {
+// relu(y) (>= +0, or NaN) as an integer that orders the way max_pool2d's rule does: by
+// value, and every NaN alike and above +inf. Unsigned, the bits of floats >= +0 order as
+// their values do, and every NaN's (either sign) lies above +inf's: each is made the same.
+__attribute__((target("avx512f"))) inline __m512i pool_key(__m512 relu_y) {
+  return _mm512_min_epu32(_mm512_castps_si512(relu_y), _mm512_set1_epi32(0x7F800001));
+}
+}  // namespace
+
+// 8 windows at a time, 16 lanes per row (window j's left and right columns in lanes 2j and
+// 2j+1). max_pool2d's rule, running through a window's values in order (top-left, top-right,
+// bottom-left, bottom-right) and taking one that is greater (a NaN beats any number, then
+// nothing beats it), ends at value k exactly when k is above every value before it and
+// at least every value after it. So each lane compares its key with its row neighbour (the
+// other of its pair), the lane below or above, and that one's neighbour: the top row keeps
+// >= towards the bottom row, the bottom row needs > towards the top, and within a row the
+// left lane keeps >= and the right needs >.
 __attribute__((target("avx512f,avx512vl"))) void relu_pool2_grad_plane_avx512(int64_t H, int64_t W, const float* g,
                                                                               const float* x, float scale, float shift,
                                                                               float* out) {
   const int64_t OH = H / 2, OW = W / 2;
   const __m512 zero = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
-  // Window j's gradient into lanes 2j and 2j+1 (its left and right column).
+  // Window j's gradient into lanes 2j and 2j+1.
   const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __mmask16 left = 0x5555, right = 0xAAAA;
   for (int64_t oy = 0; oy < OH; ++oy) {
     for (int64_t ox = 0; ox < OW; ox += 8) {
       const int count = int(OW - ox < 8 ? OW - ox : 8);
@@ -126,23 +133,27 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_grad_plane_avx512(in
       const __mmask16 cols = __mmask16((1u << (2 * count)) - 1);
       const int64_t at_row[2] = {2 * oy * W + 2 * ox, (2 * oy + 1) * W + 2 * ox};
       __mmask16 passes[2];
-      __m512 relu_y[2];  // relu(y) of both rows, as the forward pooled it
+      __m512i key[2], pair[2];  // each lane's key, and its row neighbour's
       for (int r = 0; r < 2; ++r) {
         const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + at_row[r]), vscale), vshift);
         passes[r] = _mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ);  // relu: !(y <= 0), NaN passes
-        relu_y[r] = _mm512_maskz_mov_ps(passes[r], y);
+        key[r] = pool_key(_mm512_maskz_mov_ps(passes[r], y));
+        pair[r] = _mm512_maskz_shuffle_epi32(0xFFFF, key[r], _MM_PERM_CDAB);  // swap lanes 2j, 2j+1
       }
-      __m256 best;
-      __mmask8 at[4];  // bit j of at[k]: window j's maximum is its value k
-      window_maxima(relu_y[0], relu_y[1], best, at);
-      const unsigned top_row = spread_bits(at[0]) | spread_bits(at[1]) << 1,
-                     bottom_row = spread_bits(at[2]) | spread_bits(at[3]) << 1;
-      const unsigned in_row[2] = {top_row, bottom_row};
+      const __mmask16 top = _mm512_mask_cmpge_epu32_mask(left, key[0], pair[0]) |
+                            _mm512_mask_cmpgt_epu32_mask(right, key[0], pair[0]),
+                      top_wins =
+                          top & _mm512_cmpge_epu32_mask(key[0], key[1]) & _mm512_cmpge_epu32_mask(key[0], pair[1]);
+      const __mmask16 bottom = _mm512_mask_cmpge_epu32_mask(left, key[1], pair[1]) |
+                               _mm512_mask_cmpgt_epu32_mask(right, key[1], pair[1]),
+                      bottom_wins =
+                          bottom & _mm512_cmpgt_epu32_mask(key[1], key[0]) & _mm512_cmpgt_epu32_mask(key[1], pair[0]);
+      const __mmask16 wins[2] = {top_wins, bottom_wins};
       // 0 + g, as max_pool2d_backward adds it onto zeros (so -0 becomes +0).
       const __m512 grad =
           add(zero, _mm512_mask_permutexvar_ps(zero, 0xFFFF, twice, _mm512_maskz_loadu_ps(windows, g + oy * OW + ox)));
       for (int r = 0; r < 2; ++r)
-        _mm512_mask_storeu_ps(out + at_row[r], cols, _mm512_maskz_mov_ps(__mmask16(in_row[r] & passes[r]), grad));
+        _mm512_mask_storeu_ps(out + at_row[r], cols, _mm512_maskz_mov_ps(__mmask16(wins[r] & passes[r]), grad));
     }
     if (W % 2)  // the last column is in no window
       for (int r = 0; r < 2; ++r) out[(2 * oy + r) * W + W - 1] = 0.0f;

@@ -86,6 +86,11 @@ TEST_CASE("The pooled gradient's plane: each window's gradient at its maximum wh
     const int64_t OW = W / 2;
     std::vector<float> x = values(H * W, g);
     for (int64_t i = 0; i < H * W; i += 5) x[size_t(i)] = x[size_t(i + 1 < H * W ? i + 1 : i)];  // ties
+    if (W >= 6) {  // two NaNs in one window (the first wins), +inf beside a number and below a NaN
+      x[0] = std::nanf(""), x[1] = -std::nanf("");
+      x[2] = INFINITY, x[size_t(W + 3)] = -std::nanf("");
+      x[4] = INFINITY, x[5] = INFINITY;
+    }
     const std::vector<float> grad = values((H / 2) * OW, g);
     const float scale = 0.5f, shift = 0.1f;
     // The forward's relu(y), max_pool2d's rule over it (first maximum, first NaN), and the
