@@ -4,7 +4,7 @@
 //
 // Fused with what follows it in a CNN: ReLU (relu = true), and ReLU then a 2x2 max-pool
 // at stride 2 (batch_norm_relu_pool2_*): the normalised activations are then never
-// written out, only pooled from one image's plane in L1, and the backward rebuilds each
+// written out, only made and pooled in registers, and the backward rebuilds each
 // image's dense gradient from the pooled one, finding each window's maximum again from x,
 // as max_pool2d_backward and relu_backward would have made it, so every value and sum is
 // the one of the separate ops.
@@ -229,22 +229,12 @@ BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& w
   BatchNormReluPool r{saved_for(L, /*relu=*/true), empty({L.N, L.C, OH, OW})};
   const Tensor w = weight.contiguous(), b = bias.contiguous();
   const float* px = x.data<float>();
-  // relu(y) of one image's channel, pooled from there. A whole plane rather than a row pair:
-  // the pool's masked loads cannot take their values from stores still in flight, so they
-  // wait for them, and a plane's stores are long done when its first rows are pooled.
-  std::vector<float> plane(size_t(L.S));
   for (int64_t c = 0; c < L.C; ++c) {
     channel_statistics(L, px, c, w.data<float>()[c], b.data<float>()[c], eps, r.bn);
     const float scale = r.bn.scale.data<float>()[c], shift = r.bn.shift.data<float>()[c];
-    for (int64_t n = 0; n < L.N; ++n) {
-      const int64_t first = (n * L.C + c) * L.S;
-      normalise_row(L.S, px + first, scale, shift, /*relu=*/true, plane.data());
-      for (int64_t oy = 0; oy < OH; ++oy) {
-        const float* top = plane.data() + 2 * oy * W;
-        const int64_t k = ((n * L.C + c) * OH + oy) * OW;
-        detail::max_pool_2x2_row(top, top + W, first + 2 * oy * W, W, OW, r.out.data<float>() + k, nullptr);
-      }
-    }
+    for (int64_t n = 0; n < L.N; ++n)
+      detail::relu_pool2_plane_avx512(H, W, px + (n * L.C + c) * L.S, scale, shift,
+                                      r.out.data<float>() + (n * L.C + c) * OH * OW);
   }
   return r;
 }

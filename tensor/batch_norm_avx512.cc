@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "tensor/batch_norm_cpu.h"
+#include "tensor/max_pool_cpu.h"
 
 namespace engine::detail {
 
@@ -99,6 +100,29 @@ __attribute__((target("avx512f"))) void batch_norm_dx_avx512(int64_t S, const fl
     const __m512 dv = _mm512_maskz_loadu_ps(live, d + i), xv = _mm512_maskz_loadu_ps(live, x + i);
     _mm512_mask_storeu_ps(out + i, live, mul(vk, sub(sub(dv, vmd), mul(sub(xv, vm), vs))));
   }
+}
+
+// 8 windows at a time: both rows' relu(x scale + shift) made in registers and pooled there
+// by max_pool2d's own rule (window_maxima, max_pool_cpu.h), so the activations are never
+// stored and loaded back.
+__attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t H, int64_t W, const float* x,
+                                                                         float scale, float shift, float* out) {
+  const int64_t OH = H / 2, OW = W / 2;
+  const __m512 zero = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+  for (int64_t oy = 0; oy < OH; ++oy)
+    for (int64_t ox = 0; ox < OW; ox += 8) {
+      const int count = int(OW - ox < 8 ? OW - ox : 8);
+      const __mmask16 cols = __mmask16((1u << (2 * count)) - 1);
+      __m512 relu_y[2];
+      for (int r = 0; r < 2; ++r) {
+        const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + (2 * oy + r) * W + 2 * ox), vscale), vshift);
+        relu_y[r] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ), y);  // !(y <= 0): NaN passes
+      }
+      __m256 best;
+      __mmask8 at[4];
+      window_maxima(relu_y[0], relu_y[1], best, at);
+      _mm256_mask_storeu_ps(out + oy * OW + ox, __mmask8((1u << count) - 1), best);
+    }
 }
 
 namespace {

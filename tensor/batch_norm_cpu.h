@@ -30,6 +30,10 @@ void normalise_row_avx512(int64_t S, const float* x, float scale, float shift, b
 void batch_norm_dx_avx512(int64_t S, const float* d, const float* x, float mean, float k, float mean_dy, float slope,
                           float* out);
 
+// One image's channel (H x W) through ReLU(x scale + shift) and a 2x2 max-pool at stride 2
+// into out (H/2 x W/2), by max_pool2d's rule (the first maximum, the first NaN).
+void relu_pool2_plane_avx512(int64_t H, int64_t W, const float* x, float scale, float shift, float* out);
+
 // One image's channel (H x W) of the gradient before BatchNorm + ReLU + 2x2 max-pool: each
 // window's gradient g (OH x OW) at the window's maximum of relu(x scale + shift), found
 // by max_pool2d's rule, where relu passed there; 0 elsewhere.
