@@ -111,20 +111,25 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
   if (need_dw) out.dw = empty(w.shape());
   std::vector<double> bias_sums(need_dbias ? size_t(g.O) : 0);
   std::vector<float> dcols(need_dx ? size_t(g.rows * g.L) : 0);  // col2im reads them dense
-  PaddedRows cols(need_dw ? g.rows : 0, g.L), g_rows(need_dx || need_dw ? g.O : 0, g.L);
+  // g_n's rows are read where they lie when they already start on lines and fill whole
+  // vectors (L a multiple of 16 floats), else copied into padded rows.
+  const bool g_in_place = g.L % 16 == 0 && reinterpret_cast<uintptr_t>(gy.data<float>()) % 64 == 0;
+  PaddedRows cols(need_dw ? g.rows : 0, g.L), g_copy((need_dx || need_dw) && !g_in_place ? g.O : 0, g.L);
   for (int64_t n = 0; n < g.N; ++n) {
     const float* gn = gy.data<float>() + n * g.O * g.L;  // (O, L)
-    if (need_dx || need_dw)
-      for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_rows.rows + o * g_rows.ld);
+    const float* g_rows = g_in_place ? gn : g_copy.rows;
+    const int64_t g_ld = g_in_place ? g.L : g_copy.ld;
+    if ((need_dx || need_dw) && !g_in_place)
+      for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_copy.rows + o * g_copy.ld);
     if (need_dx) {
-      gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, g_rows.rows, g_rows.ld, 1, dcols.data(), g.L, 1,
+      gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, g_rows, g_ld, 1, dcols.data(), g.L, 1,
            false);  // W^T · g_n
       detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage,
                              out.dx.data<float>() + n * g.C * g.H * g.W);
     }
     if (need_dw) {
       columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols);
-      gemm_nt(g.O, g.rows, cols.ld, g_rows.rows, g_rows.ld, cols.rows, cols.ld, out.dw.data<float>(), g.rows,
+      gemm_nt(g.O, g.rows, cols.ld, g_rows, g_ld, cols.rows, cols.ld, out.dw.data<float>(), g.rows,
               /*accumulate=*/n > 0);
     }
     for (size_t c = 0; c < bias_sums.size(); ++c) {
