@@ -40,11 +40,12 @@ TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, pa
   };
   for (const Case k : {Case{5, 6, 3, 3, 1, 1}, Case{5, 6, 3, 2, 2, 1}, Case{7, 7, 3, 3, 3, 0}, Case{1, 1, 3, 3, 2, 1},
                        Case{2, 3, 3, 3, 2, 1}, Case{6, 5, 2, 4, 1, 2}, Case{4, 4, 1, 1, 1, 0}, Case{3, 37, 3, 3, 1, 1},
-                       Case{4, 20, 1, 3, 1, 2}}) {
+                       Case{4, 20, 1, 3, 1, 2}, Case{4, 20, 5, 3, 1, 1}, Case{9, 3, 3, 3, 1, 1}}) {
     INFO("H " << k.H << " W " << k.W << " kernel " << k.kh << "x" << k.kw << " stride " << k.s << " padding " << k.p);
     const Tensor x = randn({2, 3, k.H, k.W});
     const int64_t OH = window_out_size(k.H, k.kh, k.s, k.p), OW = window_out_size(k.W, k.kw, k.s, k.p), L = OH * OW;
     const Tensor cols = im2col(x, k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns);
+    const Tensor per_image = im2col(x, k.kh, k.kw, k.s, k.p, ColumnLayout::PerImage);
     REQUIRE(cols.shape() == Shape{3 * k.kh * k.kw, 2 * L});
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t c = 0; c < 3; ++c)
@@ -55,6 +56,7 @@ TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, pa
                 const int64_t y = oy * k.s + i - k.p, xx = ox * k.s + j - k.p;
                 const double want = y >= 0 && y < k.H && xx >= 0 && xx < k.W ? x.at({n, c, y, xx}) : 0.0;
                 REQUIRE(cols.at({(c * k.kh + i) * k.kw + j, n * L + oy * OW + ox}) == want);
+                REQUIRE(per_image.at({n, (c * k.kh + i) * k.kw + j, oy * OW + ox}) == want);
               }
     const Tensor g = randn(cols.shape());
     const Tensor back = col2im(g, x.shape(), k.kh, k.kw, k.s, k.p, ColumnLayout::BatchInColumns);
@@ -74,6 +76,9 @@ TEST_CASE("im2col equals its definition, and col2im its adjoint, for strides, pa
               }
             REQUIRE(back.at({n, c, y, xx}) == want);
           }
+    const Tensor g_per_image = g.reshape({3 * k.kh * k.kw, 2, L}).permute({1, 0, 2}).contiguous();
+    const Tensor back_per_image = col2im(g_per_image, x.shape(), k.kh, k.kw, k.s, k.p, ColumnLayout::PerImage);
+    REQUIRE(back_per_image.to_vector<float>() == back.to_vector<float>());
   }
 }
 
