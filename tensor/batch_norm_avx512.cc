@@ -102,13 +102,18 @@ __attribute__((target("avx512f"))) void batch_norm_dx_avx512(int64_t S, const fl
   }
 }
 
-// 8 windows at a time: both rows' relu(x scale + shift) made in registers and pooled there
-// by max_pool2d's own rule (window_maxima, max_pool_cpu.h), so the activations are never
-// stored and loaded back.
+// 8 windows at a time: both rows' relu(x scale + shift) made in registers and pooled there,
+// so the activations are never stored and loaded back. relu(y) is +0 or more, or NaN, and
+// unsigned the bits of floats >= +0 order as their values do: a window's maximum is the
+// largest of its four bit patterns (ties have the same bits). Every NaN's bits lie above
+// +inf's; max_pool2d's rule then wants the first NaN of the window, so a chunk with a
+// NaN is pooled by that rule itself (window_maxima, max_pool_cpu.h).
 __attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t H, int64_t W, const float* x,
                                                                          float scale, float shift, float* out) {
   const int64_t OH = H / 2, OW = W / 2;
   const __m512 zero = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0),
+                inf = _mm512_set1_epi32(0x7F800000);
   for (int64_t oy = 0; oy < OH; ++oy)
     for (int64_t ox = 0; ox < OW; ox += 8) {
       const int count = int(OW - ox < 8 ? OW - ox : 8);
@@ -118,9 +123,15 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t
         const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + (2 * oy + r) * W + 2 * ox), vscale), vshift);
         relu_y[r] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ), y);  // !(y <= 0): NaN passes
       }
-      __m256 best;
-      __mmask8 at[4];
-      window_maxima(relu_y[0], relu_y[1], best, at);
+      const __m512i rows = _mm512_max_epu32(_mm512_castps_si512(relu_y[0]), _mm512_castps_si512(relu_y[1]));
+      const __m512i window = _mm512_max_epu32(rows, _mm512_maskz_shuffle_epi32(0xFFFF, rows, _MM_PERM_CDAB));
+      __m256 best;  // window j's maximum, from lane 2j
+      if (_mm512_cmpgt_epu32_mask(window, inf)) {
+        __mmask8 at[4];
+        window_maxima(relu_y[0], relu_y[1], best, at);
+      } else {
+        best = _mm512_castps512_ps256(_mm512_maskz_permutexvar_ps(0xFFFF, even, _mm512_castsi512_ps(window)));
+      }
       _mm256_mask_storeu_ps(out + oy * OW + ox, __mmask8((1u << count) - 1), best);
     }
 }

@@ -75,7 +75,9 @@ TEST_CASE("BatchNorm's AVX-512 row loops equal the plain loops bit for bit") {
   }
 }
 
-TEST_CASE("The pooled gradient's plane: each window's gradient at its maximum where ReLU passed, 0 elsewhere") {
+TEST_CASE(
+    "The fused pool's plane, forward and backward: each window's maximum of relu(y) by max_pool2d's rule, and its "
+    "gradient there where ReLU passed, 0 elsewhere") {
   if (!detail::batch_norm_avx512()) {
     WARN("SKIPPED: this CPU has no AVX-512F and VL");
     return;
@@ -96,6 +98,7 @@ TEST_CASE("The pooled gradient's plane: each window's gradient at its maximum wh
     // The forward's relu(y), max_pool2d's rule over it (first maximum, first NaN), and the
     // separate backwards: zeros, 0 + g at the maximum, kept where relu's input passed.
     std::vector<float> expect(static_cast<size_t>(H * W), 0.0f), out(expect.size(), 9.0f);
+    std::vector<float> pooled_expect(static_cast<size_t>((H / 2) * OW)), pooled(pooled_expect.size(), 9.0f);
     auto relu_y = [&](int64_t at) {
       const float y = x[size_t(at)] * scale + shift;
       return y <= 0 ? 0.0f : y;
@@ -109,7 +112,13 @@ TEST_CASE("The pooled gradient's plane: each window's gradient at its maximum wh
           if (relu_y(at[k]) > relu_y(best) || (std::isnan(relu_y(at[k])) && !std::isnan(relu_y(best)))) best = at[k];
         const float y = x[size_t(best)] * scale + shift;
         expect[size_t(best)] = y <= 0 ? 0.0f : 0.0f + grad[size_t(oy * OW + ox)];
+        pooled_expect[size_t(oy * OW + ox)] = relu_y(best);
       }
+    detail::relu_pool2_plane_avx512(H, W, x.data(), scale, shift, pooled.data());
+    for (size_t i = 0; i < pooled.size(); ++i) {
+      INFO("pooled output " << i);
+      REQUIRE(same_bits(pooled[i], pooled_expect[i]));
+    }
     detail::relu_pool2_grad_plane_avx512(H, W, grad.data(), x.data(), scale, shift, out.data());
     for (size_t i = 0; i < out.size(); ++i) {
       INFO("position " << i);
