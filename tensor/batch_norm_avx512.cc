@@ -123,14 +123,17 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t
         const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + (2 * oy + r) * W + 2 * ox), vscale), vshift);
         relu_y[r] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ), y);  // !(y <= 0): NaN passes
       }
-      const __m512i rows = _mm512_max_epu32(_mm512_castps_si512(relu_y[0]), _mm512_castps_si512(relu_y[1]));
-      const __m512i window = _mm512_max_epu32(rows, _mm512_maskz_shuffle_epi32(0xFFFF, rows, _MM_PERM_CDAB));
+      const __m512i rows =
+          _mm512_maskz_max_epu32(0xFFFF, _mm512_castps_si512(relu_y[0]), _mm512_castps_si512(relu_y[1]));
+      const __m512i window =
+          _mm512_maskz_max_epu32(0xFFFF, rows, _mm512_maskz_shuffle_epi32(0xFFFF, rows, _MM_PERM_CDAB));
       __m256 best;  // window j's maximum, from lane 2j
       if (_mm512_cmpgt_epu32_mask(window, inf)) {
         __mmask8 at[4];
         window_maxima(relu_y[0], relu_y[1], best, at);
       } else {
-        best = _mm512_castps512_ps256(_mm512_maskz_permutexvar_ps(0xFFFF, even, _mm512_castsi512_ps(window)));
+        const __m512 maxima = _mm512_maskz_permutexvar_ps(0xFFFF, even, _mm512_castsi512_ps(window));
+        best = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xFF, _mm512_castps_pd(maxima), 0));
       }
       _mm256_mask_storeu_ps(out + oy * OW + ox, __mmask8((1u << count) - 1), best);
     }
@@ -141,7 +144,7 @@ namespace {
 // value, and every NaN alike and above +inf. Unsigned, the bits of floats >= +0 order as
 // their values do, and every NaN's (either sign) lies above +inf's: each is made the same.
 __attribute__((target("avx512f"))) inline __m512i pool_key(__m512 relu_y) {
-  return _mm512_min_epu32(_mm512_castps_si512(relu_y), _mm512_set1_epi32(0x7F800001));
+  return _mm512_maskz_min_epu32(0xFFFF, _mm512_castps_si512(relu_y), _mm512_set1_epi32(0x7F800001));
 }
 }  // namespace
 
