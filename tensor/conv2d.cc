@@ -127,7 +127,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
                  shape_str(gy.shape()), " does not fit the output of ", g.N, " images x ", g.O, " channels x ", g.L,
                  " positions");
   Conv2dGrads out;
-  if (need_dx) out.dx = zeros(x.shape());
+  if (need_dx) out.dx = empty(x.shape());  // each image's part zeroed just before col2im adds into it
   if (need_dw) out.dw = empty(w.shape());
   std::vector<double> bias_sums(need_dbias ? size_t(g.O) : 0);
   std::vector<float> dcols(need_dx ? size_t(g.rows * g.L) : 0);  // col2im reads them dense
@@ -144,8 +144,9 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
     if (need_dx) {
       gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, g_rows, g_ld, 1, dcols.data(), g.L, 1,
            false);  // W^T · g_n
-      detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage,
-                             out.dx.data<float>() + n * g.C * g.H * g.W);
+      float* dx_n = out.dx.data<float>() + n * g.C * g.H * g.W;
+      std::fill(dx_n, dx_n + g.C * g.H * g.W, 0.0f);  // here, not in a pass of its own: it stays in cache
+      detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage, dx_n);
     }
     if (need_dw) {
       columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols);
