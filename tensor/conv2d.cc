@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tensor/batch_norm_cpu.h"
@@ -109,10 +110,11 @@ Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
   Tensor out = empty({g.N, g.O, g.OH, g.OW});
   PaddedRows cols(g.rows, g.L);
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const PackedA weights(g.O, g.rows, w.data<float>(), g.rows, 1);  // once, not per image
   for (int64_t n = 0; n < g.N; ++n) {
     columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols);
     float* o = out.data<float>() + n * g.O * g.L;
-    gemm(g.O, g.L, g.rows, w.data<float>(), g.rows, 1, cols.rows, cols.ld, 1, o, g.L, 1, /*accumulate=*/false);
+    gemm(weights, g.L, cols.rows, cols.ld, 1, o, g.L, 1, /*accumulate=*/false);
     if (b.defined())  // after the product, as the whole-batch path adds it
       for (int64_t c = 0; c < g.O; ++c) add_to_row(o + c * g.L, g.L, b.data<float>()[c]);
   }
@@ -131,6 +133,8 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
   if (need_dw) out.dw = empty(w.shape());
   std::vector<double> bias_sums(need_dbias ? size_t(g.O) : 0);
   std::vector<float> dcols(need_dx ? size_t(g.rows * g.L) : 0);  // col2im reads them dense
+  std::optional<PackedA> weights_t;                              // W^T, packed once, not per image
+  if (need_dx) weights_t.emplace(g.rows, g.O, w.data<float>(), 1, g.rows);
   // g_n's rows are read where they lie when they already start on lines and fill whole
   // vectors (L a multiple of 16 floats), else copied into padded rows.
   const bool g_in_place = g.L % 16 == 0 && reinterpret_cast<uintptr_t>(gy.data<float>()) % 64 == 0;
@@ -142,8 +146,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
     if ((need_dx || need_dw) && !g_in_place)
       for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_copy.rows + o * g_copy.ld);
     if (need_dx) {
-      gemm(g.rows, g.L, g.O, w.data<float>(), 1, g.rows, g_rows, g_ld, 1, dcols.data(), g.L, 1,
-           false);  // W^T · g_n
+      gemm(*weights_t, g.L, g_rows, g_ld, 1, dcols.data(), g.L, 1, false);  // W^T · g_n
       float* dx_n = out.dx.data<float>() + n * g.C * g.H * g.W;
       std::fill(dx_n, dx_n + g.C * g.H * g.W, 0.0f);  // here, not in a pass of its own: it stays in cache
       detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage, dx_n);

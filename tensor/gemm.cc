@@ -167,19 +167,19 @@ bool gemm_kernel_supported(GemmKernel kernel) {
 
 std::string gemm_kernel_name(GemmKernel kernel) { return pick_kernel(kernel).name; }
 
-void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B, int64_t rsb,
-          int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel which) {
-  ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=", M, " N=", N, " K=", K);
-  ENGINE_REQUIRE(gemm_kernel_supported(which), "[gemm] kernel ", pick_kernel(which).name,
-                 " is not supported by this CPU");
-  if (M == 0 || N == 0) return;
-  if (K == 0) {  // an empty sum: C = 0, or C unchanged when accumulating
-    if (!accumulate)
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = 0.0f;
-    return;
-  }
-  const MicroKernel& mk = pick_kernel(which);
+namespace {
+
+// Where gemm_blocks takes each packed (pc, ic) block of A from: packed on the spot from A
+// itself, or handed over from a PackedA.
+struct ASource {
+  const float* A = nullptr;
+  int64_t rsa = 0, csa = 0;
+  const PackedA* packed = nullptr;
+};
+
+// The blocked product of gemm.cc's opening comment. M, N, K > 0.
+void gemm_blocks(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, const ASource& a, const float* B, int64_t rsb,
+                 int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
   const int MR = mk.mr, NR = mk.nr;
   thread_local std::vector<float> a_buf, b_buf;
   alignas(64) float tile[16 * 64];  // the largest MR x NR of any kernel
@@ -199,8 +199,12 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t 
       const bool acc = accumulate || pc > 0;
       for (int64_t ic = 0; ic < M; ic += mk.mc) {
         const int64_t mc = std::min<int64_t>(mk.mc, M - ic);
-        float* Ap = scratch(a_buf, size_t((mc + MR - 1) / MR * MR * kc));
-        pack_a(MR, mc, kc, A + ic * rsa + pc * csa, rsa, csa, Ap);
+        const float* Ap = a.packed ? a.packed->block(pc, ic) : nullptr;
+        if (!Ap) {
+          float* packed = scratch(a_buf, size_t((mc + MR - 1) / MR * MR * kc));
+          pack_a(MR, mc, kc, a.A + ic * a.rsa + pc * a.csa, a.rsa, a.csa, packed);
+          Ap = packed;
+        }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t nr = std::min<int64_t>(NR, nc - jr);
           const float* b_panel = Bp + jr * kc;
@@ -236,6 +240,61 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t 
       }
     }
   }
+}
+
+// An empty sum (K = 0): C = 0, or C unchanged when accumulating.
+void empty_sum(int64_t M, int64_t N, float* C, int64_t rsc, int64_t csc, bool accumulate) {
+  if (accumulate) return;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = 0.0f;
+}
+
+}  // namespace
+
+void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t csa, const float* B, int64_t rsb,
+          int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel which) {
+  ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=", M, " N=", N, " K=", K);
+  ENGINE_REQUIRE(gemm_kernel_supported(which), "[gemm] kernel ", pick_kernel(which).name,
+                 " is not supported by this CPU");
+  if (M == 0 || N == 0) return;
+  if (K == 0) return empty_sum(M, N, C, rsc, csc, accumulate);
+  gemm_blocks(pick_kernel(which), M, N, K, ASource{A, rsa, csa, nullptr}, B, rsb, csb, C, rsc, csc, accumulate);
+}
+
+PackedA::PackedA(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, GemmKernel kernel)
+    : M_(M), K_(K), kernel_(kernel), data_(nullptr) {
+  ENGINE_REQUIRE(M >= 0 && K >= 0, "[gemm] negative size M=", M, " K=", K);
+  ENGINE_REQUIRE(gemm_kernel_supported(kernel), "[gemm] kernel ", pick_kernel(kernel).name,
+                 " is not supported by this CPU");
+  const MicroKernel& mk = pick_kernel(kernel);
+  kc_ = mk.kc, mc_ = mk.mc, blocks_down_ = (M + mc_ - 1) / mc_;
+  // Every (pc, ic) block as gemm_blocks packs it, one after another.
+  int64_t total = 0;
+  for (int64_t pc = 0; pc < K; pc += kc_)
+    for (int64_t ic = 0; ic < M; ic += mc_) {
+      offsets_.push_back(total);
+      total += (std::min<int64_t>(mc_, M - ic) + mk.mr - 1) / mk.mr * mk.mr * std::min<int64_t>(kc_, K - pc);
+    }
+  float* base = scratch(buf_, size_t(total));
+  data_ = base;
+  size_t b = 0;
+  for (int64_t pc = 0; pc < K; pc += kc_)
+    for (int64_t ic = 0; ic < M; ic += mc_, ++b)
+      pack_a(mk.mr, std::min<int64_t>(mc_, M - ic), std::min<int64_t>(kc_, K - pc), A + ic * rsa + pc * csa, rsa, csa,
+             base + offsets_[b]);
+}
+
+const float* PackedA::block(int64_t pc, int64_t ic) const {
+  return data_ + offsets_[size_t(pc / kc_ * blocks_down_ + ic / mc_)];
+}
+
+void gemm(const PackedA& A, int64_t N, const float* B, int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc,
+          bool accumulate) {
+  ENGINE_REQUIRE(N >= 0, "[gemm] negative size N=", N);
+  if (A.rows() == 0 || N == 0) return;
+  if (A.depth() == 0) return empty_sum(A.rows(), N, C, rsc, csc, accumulate);
+  gemm_blocks(pick_kernel(A.kernel()), A.rows(), N, A.depth(), ASource{nullptr, 0, 0, &A}, B, rsb, csb, C, rsc, csc,
+              accumulate);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -97,6 +97,35 @@ TEST_CASE("gemm with a strided C and empty sizes") {
   for (float x : C) REQUIRE(x == 3.0f);
 }
 
+TEST_CASE("gemm with A packed once equals gemm packing it each time, bit for bit") {
+  Generator g(4);
+  // Several K blocks and M blocks for every kernel, A as stored and transposed, C
+  // overwritten and accumulated, each PackedA used for two products.
+  const std::vector<Case> cases = {{97, 101, 257, false, false, false, 0},
+                                   {131, 67, 263, true, false, true, 1},
+                                   {64, 196, 288, false, false, false, 0},
+                                   {288, 196, 64, true, false, false, 0},
+                                   {5, 3, 0, false, false, true, 0}};
+  for (GemmKernel k : kernels_here())
+    for (const Case& c : cases) {
+      INFO("kernel " << gemm_kernel_name(k) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.trans_a);
+      const int64_t lda = (c.trans_a ? c.M : c.K) + c.pad;
+      std::vector<float> A(size_t((c.trans_a ? c.K : c.M) * lda + 1));
+      for (float& x : A) x = g.normal();
+      const int64_t rsa = c.trans_a ? 1 : lda, csa = c.trans_a ? lda : 1;
+      const PackedA packed(c.M, c.K, A.data(), rsa, csa, k);
+      for (int round = 0; round < 2; ++round) {
+        std::vector<float> B(size_t(c.K * c.N + 1)), C(size_t(c.M * c.N + 1));
+        for (float& x : B) x = g.normal();
+        for (float& x : C) x = g.normal();
+        std::vector<float> R = C;
+        gemm(packed, c.N, B.data(), c.N, 1, C.data(), c.N, 1, c.accumulate);
+        gemm(c.M, c.N, c.K, A.data(), rsa, csa, B.data(), c.N, 1, R.data(), c.N, 1, c.accumulate, k);
+        REQUIRE(C == R);
+      }
+    }
+}
+
 TEST_CASE("gemm rejects negative sizes") {
   float x = 0;
   REQUIRE_THROWS_WITH(gemm(-1, 1, 1, &x, 1, 1, &x, 1, 1, &x, 1, 1, false), Catch::Contains("[gemm] negative size"));
