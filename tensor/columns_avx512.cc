@@ -49,6 +49,14 @@ inline int64_t column_start(const Shape& xs, int64_t kh, int64_t kw, ColumnLayou
   return layout == ColumnLayout::BatchInColumns ? (row * xs[0] + n) * L : (n * xs[1] * kh * kw + row) * ld;
 }
 
+// Output rows [from, to) of OW floats, all padding: zeros.
+__attribute__((target("avx512f"))) void zero_rows(float* o, int64_t from, int64_t to, int64_t OW,
+                                                  const std::vector<__mmask16>& live) {
+  for (int64_t oy = from; oy < to; ++oy)
+    for (size_t ch = 0; ch < live.size(); ++ch)
+      _mm512_mask_storeu_ps(o + oy * OW + 16 * int64_t(ch), live[ch], _mm512_setzero_ps());
+}
+
 }  // namespace
 
 bool columns_avx512() {
@@ -72,23 +80,28 @@ __attribute__((target("avx512f"))) void im2col_stride1_avx512(const float* x, co
   }
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
-      for (int64_t i = 0; i < kh; ++i)
+      for (int64_t i = 0; i < kh; ++i) {
+        // Output rows [top, bottom) read image rows oy + i - p; the others are padding.
+        const int64_t top = std::min(OH, std::max<int64_t>(0, p - i)), bottom = std::max(top, std::min(OH, H + p - i));
         for (int64_t j = 0; j < kw; ++j) {
           const __mmask16* reads = read.data() + j * chunks;
           float* o = cols + column_start(xs, kh, kw, layout, n, (c * kh + i) * kw + j, OH * OW, ld);
-          for (int64_t oy = 0; oy < OH; ++oy, o += OW) {
-            const int64_t y = oy + i - p;
-            if (y < 0 || y >= H) {  // the whole row is padding
+          zero_rows(o, 0, top, OW, live);
+          // output column ox of row oy reads src[oy * W + ox]
+          const float* src = x + ((n * C + c) * H + i - p) * W + j - p;
+          if (chunks == 1) {  // rows of at most 16 (the lessons' second layer): masks held in registers
+            const __mmask16 in = reads[0], out = live[0];
+            for (int64_t oy = top; oy < bottom; ++oy)
+              _mm512_mask_storeu_ps(o + oy * OW, out, _mm512_maskz_loadu_ps(in, shifted(src, oy * W)));
+          } else {
+            for (int64_t oy = top; oy < bottom; ++oy)
               for (int64_t ch = 0; ch < chunks; ++ch)
-                _mm512_mask_storeu_ps(o + 16 * ch, live[size_t(ch)], _mm512_setzero_ps());
-              continue;
-            }
-            const float* src = x + ((n * C + c) * H + y) * W + j - p;  // output column ox reads src[ox]
-            for (int64_t ch = 0; ch < chunks; ++ch)
-              _mm512_mask_storeu_ps(o + 16 * ch, live[size_t(ch)],
-                                    _mm512_maskz_loadu_ps(reads[ch], shifted(src, 16 * ch)));
+                _mm512_mask_storeu_ps(o + oy * OW + 16 * ch, live[size_t(ch)],
+                                      _mm512_maskz_loadu_ps(reads[ch], shifted(src, oy * W + 16 * ch)));
           }
+          zero_rows(o, bottom, OH, OW, live);
         }
+      }
 }
 
 // Image row y of channel c takes, from each kernel row i, the kw runs of columns that read
