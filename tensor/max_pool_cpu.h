@@ -1,5 +1,6 @@
-// Internal to tensor/: the vectorised 2x2 max-pool of one row of windows, shared by
-// max_pool2d_forward (nn_ops.cc) and BatchNorm + ReLU + pool fused (batch_norm.cc).
+// Internal to tensor/: the vectorised 2x2 max-pool of one row of windows, used by
+// max_pool2d_forward (nn_ops.cc), and its rule on 8 windows (window_maxima), which the
+// fused BatchNorm + ReLU + pool (batch_norm_avx512.cc) shares.
 //
 //   if (detail::max_pool_2x2_vectorised())
 //     detail::max_pool_2x2_row(row0, row1, top, W, OW, out, where);
@@ -21,8 +22,9 @@ void max_pool_2x2_row(const float* r0, const float* r1, int64_t top, int64_t W, 
 // The 2x2 windows' rule on 8 windows at once, given 16 values of each of the two rows
 // (columns 2j and 2j+1 are window j's): the first maximum, row by row, wins, and the first
 // NaN. best gets each window's maximum; bit j of at[k] says window j's maximum is its
-// value k (0, 1: top row, left and right; 2, 3: bottom row). Shared by the forward pool
-// and the fused backward, which finds the maxima again, so the two cannot disagree.
+// value k (0, 1: top row, left and right; 2, 3: bottom row). The fused forward runs it
+// on chunks that hold a NaN; its other chunks and the fused backward apply the same rule
+// by other means (batch_norm_avx512.cc), checked against the separate layers bit for bit.
 __attribute__((target("avx512f,avx512vl"))) inline void window_maxima(__m512 top, __m512 bottom, __m256& best,
                                                                       __mmask8 at[4]) {
   // Each row into lanes 0-7 (the windows' left columns) and 8-15 (right). (The masked
