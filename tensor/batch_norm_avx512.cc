@@ -21,6 +21,20 @@ __attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) {
 __attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) {
   return _mm512_maskz_sub_round_ps(0xFFFF, a, b, kCur);
 }
+
+// relu(x scale + shift), and in `passes` where relu let y through: !(y <= 0), so NaN passes.
+__attribute__((target("avx512f"))) inline __m512 relu_affine(__m512 x, __m512 scale, __m512 shift, __mmask16& passes) {
+  const __m512 y = add(mul(x, scale), shift);
+  passes = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_NLE_UQ);
+  return _mm512_maskz_mov_ps(passes, y);
+}
+
+// relu(y) (>= +0, or NaN) as an integer that orders the way max_pool2d's rule does: by
+// value, and every NaN alike and above +inf. Unsigned, the bits of floats >= +0 order as
+// their values do, and every NaN's (either sign) lies above +inf's: each is made the same.
+__attribute__((target("avx512f"))) inline __m512i pool_key(__m512 relu_y) {
+  return _mm512_maskz_min_epu32(0xFFFF, _mm512_castps_si512(relu_y), _mm512_set1_epi32(0x7F800001));
+}
 }  // namespace
 
 bool batch_norm_avx512() {
@@ -103,15 +117,14 @@ __attribute__((target("avx512f"))) void batch_norm_dx_avx512(int64_t S, const fl
 }
 
 // 8 windows at a time: both rows' relu(x scale + shift) made in registers and pooled there,
-// so the activations are never stored and loaded back. relu(y) is +0 or more, or NaN, and
-// unsigned the bits of floats >= +0 order as their values do: a window's maximum is the
-// largest of its four bit patterns (ties have the same bits). Every NaN's bits lie above
-// +inf's; max_pool2d's rule then wants the first NaN of the window, so a chunk with a
-// NaN is pooled by that rule itself (window_maxima, max_pool_cpu.h).
+// so the activations are never stored and loaded back. A window's maximum is the largest
+// of its four keys (pool_key), which for numbers are their bits (ties have the same bits).
+// A NaN's key says only that it is one; max_pool2d's rule then wants the window's first
+// NaN, so a chunk holding a NaN is pooled by that rule itself (window_maxima, max_pool_cpu.h).
 __attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t H, int64_t W, const float* x,
                                                                          float scale, float shift, float* out) {
   const int64_t OH = H / 2, OW = W / 2;
-  const __m512 zero = _mm512_setzero_ps(), vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+  const __m512 vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0),
                 inf = _mm512_set1_epi32(0x7F800000);
   for (int64_t oy = 0; oy < OH; ++oy)
@@ -119,16 +132,14 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t
       const int count = int(OW - ox < 8 ? OW - ox : 8);
       const __mmask16 cols = __mmask16((1u << (2 * count)) - 1);
       __m512 relu_y[2];
-      for (int r = 0; r < 2; ++r) {
-        const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + (2 * oy + r) * W + 2 * ox), vscale), vshift);
-        relu_y[r] = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ), y);  // !(y <= 0): NaN passes
-      }
-      const __m512i rows =
-          _mm512_maskz_max_epu32(0xFFFF, _mm512_castps_si512(relu_y[0]), _mm512_castps_si512(relu_y[1]));
+      __mmask16 passes;
+      for (int r = 0; r < 2; ++r)
+        relu_y[r] = relu_affine(_mm512_maskz_loadu_ps(cols, x + (2 * oy + r) * W + 2 * ox), vscale, vshift, passes);
+      const __m512i rows = _mm512_maskz_max_epu32(0xFFFF, pool_key(relu_y[0]), pool_key(relu_y[1]));
       const __m512i window =
           _mm512_maskz_max_epu32(0xFFFF, rows, _mm512_maskz_shuffle_epi32(0xFFFF, rows, _MM_PERM_CDAB));
-      __m256 best;  // window j's maximum, from lane 2j
-      if (_mm512_cmpgt_epu32_mask(window, inf)) {
+      __m256 best;                                 // window j's maximum, from lane 2j
+      if (_mm512_cmpgt_epu32_mask(window, inf)) {  // a NaN's key
         __mmask8 at[4];
         window_maxima(relu_y[0], relu_y[1], best, at);
       } else {
@@ -138,15 +149,6 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_plane_avx512(int64_t
       _mm256_mask_storeu_ps(out + oy * OW + ox, __mmask8((1u << count) - 1), best);
     }
 }
-
-namespace {
-// relu(y) (>= +0, or NaN) as an integer that orders the way max_pool2d's rule does: by
-// value, and every NaN alike and above +inf. Unsigned, the bits of floats >= +0 order as
-// their values do, and every NaN's (either sign) lies above +inf's: each is made the same.
-__attribute__((target("avx512f"))) inline __m512i pool_key(__m512 relu_y) {
-  return _mm512_maskz_min_epu32(0xFFFF, _mm512_castps_si512(relu_y), _mm512_set1_epi32(0x7F800001));
-}
-}  // namespace
 
 // 8 windows at a time, 16 lanes per row (window j's left and right columns in lanes 2j and
 // 2j+1). max_pool2d's rule, running through a window's values in order (top-left, top-right,
@@ -173,9 +175,7 @@ __attribute__((target("avx512f,avx512vl"))) void relu_pool2_grad_plane_avx512(in
       __mmask16 passes[2];
       __m512i key[2], pair[2];  // each lane's key, and its row neighbour's
       for (int r = 0; r < 2; ++r) {
-        const __m512 y = add(mul(_mm512_maskz_loadu_ps(cols, x + at_row[r]), vscale), vshift);
-        passes[r] = _mm512_cmp_ps_mask(y, zero, _CMP_NLE_UQ);  // relu: !(y <= 0), NaN passes
-        key[r] = pool_key(_mm512_maskz_mov_ps(passes[r], y));
+        key[r] = pool_key(relu_affine(_mm512_maskz_loadu_ps(cols, x + at_row[r]), vscale, vshift, passes[r]));
         pair[r] = _mm512_maskz_shuffle_epi32(0xFFFF, key[r], _MM_PERM_CDAB);  // swap lanes 2j, 2j+1
       }
       const __mmask16 top = _mm512_mask_cmpge_epu32_mask(left, key[0], pair[0]) |
