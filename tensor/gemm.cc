@@ -199,8 +199,10 @@ void gemm_blocks(const MicroKernel& mk, int64_t M, int64_t N, int64_t K, const A
       const bool acc = accumulate || pc > 0;
       for (int64_t ic = 0; ic < M; ic += mk.mc) {
         const int64_t mc = std::min<int64_t>(mk.mc, M - ic);
-        const float* Ap = a.packed ? a.packed->block(pc, ic) : nullptr;
-        if (!Ap) {
+        const float* Ap;
+        if (a.packed) {
+          Ap = a.packed->block(pc, ic);
+        } else {
           float* packed = scratch(a_buf, size_t((mc + MR - 1) / MR * MR * kc));
           pack_a(MR, mc, kc, a.A + ic * a.rsa + pc * a.csa, a.rsa, a.csa, packed);
           Ap = packed;
