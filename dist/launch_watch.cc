@@ -1,0 +1,236 @@
+// The launcher's watch over one attempt's ranks (launch_watch.h).
+#include "dist/launch_watch.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "tensor/check.h"
+
+namespace engine::dist::launcher {
+
+namespace {
+
+// True when the process is stopped by a signal (SIGSTOP, SIGTSTP: state T): it is alive
+// but will never answer, and the others will time out waiting for it. A tracing stop
+// (state t) is not counted: tools stop a process that way for a moment (LeakSanitizer
+// does, at every exit under ASan), and a rank under a debugger is being looked at.
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
+}
+
+// Children are reaped in the SIGCHLD handler, the moment they exit, and reported through a
+// pipe in that order. When one rank dies its peers fail a moment later (their connections
+// to it close); reaping in order of death is what lets the launcher name the first one.
+int g_reaped[2] = {-1, -1};
+void on_child(int) {
+  const int saved = errno;
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    const int rec[2] = {int(pid), status};
+    (void)!write(g_reaped[1], rec, sizeof rec);
+  }
+  errno = saved;
+}
+
+// Writes each complete line of `buf` to the console (prefixed with the rank) and/or to
+// the rank's log file (as the rank wrote it).
+void flush_lines(std::string& buf, FILE* console, FILE* log, int rank, bool all) {
+  size_t start = 0, nl;
+  auto emit = [&](const char* line, size_t n) {
+    if (console) std::fprintf(console, "[rank %d] %.*s\n", rank, int(n), line);
+    if (log) std::fprintf(log, "%.*s\n", int(n), line);
+  };
+  while ((nl = buf.find('\n', start)) != std::string::npos) {
+    emit(buf.data() + start, nl - start);
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (all && !buf.empty()) {
+    emit(buf.data(), buf.size());
+    buf.clear();
+  }
+  if (console) std::fflush(console);
+  if (log) std::fflush(log);
+}
+
+bool drain(int& fd, std::string& buf, FILE* console, FILE* log, int rank) {
+  if (fd < 0) return false;
+  char tmp[4096];
+  const ssize_t n = read(fd, tmp, sizeof tmp);
+  if (n > 0) {
+    buf.append(tmp, size_t(n));
+    flush_lines(buf, console, log, rank, false);
+    return true;
+  }
+  if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+    flush_lines(buf, console, log, rank, true);
+    close(fd);
+    fd = -1;
+  }
+  return false;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "stopped";
+}
+
+std::string describe_failure(const Child& c, const std::vector<Child>& children) {
+  std::string reason =
+      "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+  // A rank that times out is often not the culprit: the one it waited for is.
+  for (auto& other : children)
+    if (other.running && is_stopped(other.pid))
+      reason = "rank " + std::to_string(other.rank) + " (pid " + std::to_string(other.pid) +
+               ") is stopped (SIGSTOP or SIGTSTP), and " + reason + " waiting for it";
+  return reason;
+}
+
+void stop_all(std::vector<Child>& children) {
+  for (auto& c : children)
+    if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
+}
+
+// The ranks that failed, in the order they were reaped, and when the first was.
+struct Failures {
+  std::vector<Child*> seen;
+  std::chrono::steady_clock::time_point since{};
+};
+
+// How long the launcher waits, after a rank exits with an error, for a rank killed by a
+// signal to be reaped. A killed process's sockets are closed before it can be reaped, so
+// on a loaded machine the peer that read the closed connection and exited can be reaped
+// first; it is the consequence, the killed one the cause.
+constexpr auto kCauseGrace = std::chrono::milliseconds(1000);
+
+// Reaps what exited since the last call.
+void reap(std::vector<Child>& children, Failures& failures) {
+  int rec[2];
+  while (read(g_reaped[0], rec, sizeof rec) == sizeof rec) {
+    for (auto& c : children) {
+      if (c.pid != rec[0] || !c.running) continue;
+      c.status = rec[1];
+      c.running = false;
+      if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
+      if (failures.seen.empty()) failures.since = std::chrono::steady_clock::now();
+      failures.seen.push_back(&c);
+    }
+  }
+}
+
+// Names the attempt's first failure: a rank killed by a signal over ranks that exited with
+// an error (most likely because their peer had gone), else the first reaped. Waits up to
+// kCauseGrace for the killed one unless `now` (no rank is left to wait for) or a rank is
+// stopped (then that one is named, by describe_failure).
+void decide(std::vector<Child>& children, const Failures& failures, bool now, Outcome& out, bool& stopping) {
+  if (stopping || failures.seen.empty()) return;
+  const auto killed =
+      std::find_if(failures.seen.begin(), failures.seen.end(), [](const Child* c) { return WIFSIGNALED(c->status); });
+  const bool peer_stopped =
+      std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running && is_stopped(c.pid); });
+  if (killed == failures.seen.end() && !now && !peer_stopped &&
+      std::chrono::steady_clock::now() - failures.since < kCauseGrace)
+    return;
+  const Child& first = killed != failures.seen.end() ? **killed : *failures.seen.front();
+  out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
+  out.reason = describe_failure(first, children);
+  stopping = true;
+}
+
+// A rank stopped (SIGSTOP, SIGTSTP) is alive but will never answer: the others would
+// wait for it until their collective timeout. One stopped longer than `limit` seconds ends
+// the attempt at once, named.
+void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& stopping) {
+  if (limit <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& c : children) {
+    if (!c.running || !is_stopped(c.pid)) {
+      c.stopped_since = {};
+      continue;
+    }
+    if (c.stopped_since == std::chrono::steady_clock::time_point{}) c.stopped_since = now;
+    if (now - c.stopped_since < std::chrono::seconds(limit)) continue;
+    out.exit_code = 128 + SIGSTOP;
+    out.reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") has been stopped for " +
+                 std::to_string(limit) +
+                 " s (SIGSTOP or SIGTSTP): the others would wait for it until "
+                 "their timeout";
+    stopping = true;
+    return;
+  }
+}
+
+}  // namespace
+
+void install_reaper() {
+  if (pipe(g_reaped) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+  fcntl(g_reaped[0], F_SETFL, O_NONBLOCK);
+  struct sigaction sa {};
+  sa.sa_handler = on_child;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, nullptr);
+}
+
+Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal) {
+  Outcome out;
+  auto stopping_since = std::chrono::steady_clock::time_point{};
+  bool stopping = false;
+  Failures failures;
+  while (true) {
+    std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
+    for (auto& c : children) {
+      if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
+      if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+    }
+    poll(fds.data(), nfds_t(fds.size()), 50);
+    for (auto& c : children) {
+      while (drain(c.out, c.out_buf, c.out_console ? stdout : nullptr, c.out_log, c.rank)) {}
+      while (drain(c.err, c.err_buf, c.err_console ? stderr : nullptr, c.err_log, c.rank)) {}
+    }
+    const bool was_stopping = stopping;
+    reap(children, failures);
+    bool any_running = false;
+    for (auto& c : children) any_running = any_running || c.running;
+    decide(children, failures, !any_running, out, stopping);
+    if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
+    if (stop_signal && !stopping) {
+      out.reason = std::string("the launcher got signal ") + strsignal(stop_signal);
+      out.exit_code = 128 + stop_signal;
+      out.signalled = stopping = true;
+    }
+    if (stopping && !was_stopping) stopping_since = std::chrono::steady_clock::now(), stop_all(children);
+    // Ranks that ignore SIGTERM for 5 s are killed.
+    if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
+      for (auto& c : children)
+        if (c.running) kill(c.pid, SIGKILL);
+    bool pipes_open = false;
+    any_running = false;
+    for (auto& c : children)
+      any_running = any_running || c.running, pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
+    if (!any_running && (!pipes_open || stopping)) break;  // a failed rank's children may still hold the pipes
+  }
+  for (auto& c : children) {
+    if (c.out >= 0) close(c.out);
+    if (c.err >= 0) close(c.err);
+    if (c.out_log) std::fclose(c.out_log);
+    if (c.err_log) std::fclose(c.err_log);
+  }
+  return out;
+}
+
+}  // namespace engine::dist::launcher

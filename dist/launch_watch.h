@@ -1,0 +1,52 @@
+// The launcher's watch over one attempt's ranks (dist/launch.cc starts them): every line
+// they print relayed with their rank, their exits reaped in the order they happen, the
+// first failure named (a rank killed by a signal over the peers that failed because of
+// it, a stopped rank over the one that timed out waiting for it), and the rest stopped.
+//
+//   engine::dist::launcher::install_reaper();            // once, before the first fork
+//   std::vector<Child> children = ...;                   // forked, their pipes non-blocking
+//   const Outcome out = watch(children, 30, g_signal);   // returns when all have ended
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace engine::dist::launcher {
+
+// One rank of this node, as the launcher started it.
+struct Child {
+  int rank = 0, local_rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1;        // read ends of its stdout and stderr pipes
+  std::string out_buf, err_buf;  // a partial last line waiting for its newline
+  FILE* out_log = nullptr;       // --log_dir: where this rank's streams are also (or only) written
+  FILE* err_log = nullptr;
+  bool out_console = true, err_console = true;
+  bool running = true;
+  int status = 0;
+  std::chrono::steady_clock::time_point stopped_since{};  // when it was first seen stopped
+};
+
+// How an attempt ended.
+struct Outcome {
+  int exit_code = 0;       // 0: every rank succeeded
+  std::string reason;      // the first failure, in words
+  bool signalled = false;  // the launcher itself was told to stop: no restart
+};
+
+// Reaps children in a SIGCHLD handler from now on, in the order they exit. Throws Error
+// when its pipe cannot be made.
+void install_reaper();
+
+// Relays the ranks' output and waits until every rank has ended. At the first failure
+// the others get SIGTERM (SIGKILL 5 s later); a rank stopped (SIGSTOP, SIGTSTP) for
+// stopped_timeout seconds (0: never) counts as failed; a nonzero stop_signal (set by the
+// launcher's own signal handler) stops them all too. Closes the children's pipes and logs.
+Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal);
+
+}  // namespace engine::dist::launcher
