@@ -75,6 +75,12 @@ void prefetch(const void* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o);
 }
 
+// The same for lines about to be written: a store that misses waits for its line as a
+// load would.
+void prefetch_for_write(void* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<char*>(p) + o, /*rw=*/1);
+}
+
 // Channel c's statistics (mean, then the variance around it: two passes, no cancellation)
 // into r.mean/var/invstd/scale/shift[c].
 void channel_statistics(const Layout& L, const float* px, int64_t c, float weight, float bias, double eps,
@@ -279,6 +285,7 @@ BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tens
     if (n + 1 < L.N) {  // the next image's plane, C planes further on
       prefetch(px + (plane + L.C) * L.S, L.S * 4);
       prefetch(pg + (plane + L.C) * pooled, pooled * 4);
+      prefetch_for_write(out + L.C * L.S, L.S * 4);  // its gradient plane: stores that miss wait for the line
     }
     if (detail::batch_norm_avx512())
       detail::relu_pool2_grad_plane_avx512(x.size(2), x.size(3), pg + plane * pooled, px + plane * L.S, scale, shift,

@@ -12,7 +12,7 @@
 // transposed copy of either; their rows are laid out padded and aligned for it.
 // Every element of out_n and of dcols_n is the same sum, in the same order, as in the
 // whole-batch product, so forward and dx equal im2col + one GEMM bit for bit; dW adds one
-// image's positions at a time.
+// image's positions at a time, or two images' (see conv2d_backward).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -53,22 +53,26 @@ Geometry geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padd
 }
 
 // Rows of `len` floats, each starting on a 64-byte line and padded with zeros to a whole
-// number of 16 floats. The products read these rows where they lie (gemm_nt always, gemm()
-// for whole panels of B), and a vector load that straddles two cache lines costs two: a
-// third of gemm_nt's time when the rows were 196 floats apart. The padding adds 0 * 0 to
-// gemm_nt's sums, as its masked last step would.
+// number of 16 floats (a segment); with `segments` > 1, each row holds that many segments
+// side by side, one per image. The products read these rows where they lie (gemm_nt
+// always, gemm() for whole panels of B), and a vector load that straddles two cache lines
+// costs two: a third of gemm_nt's time when the rows were 196 floats apart. The padding
+// adds 0 * 0 to gemm_nt's sums, as its masked last step would.
 struct PaddedRows {
-  int64_t ld;
+  int64_t seg, ld;
   std::vector<float> buf;
   float* rows;
-  PaddedRows(int64_t count, int64_t len) : ld((len + 15) / 16 * 16), buf(static_cast<size_t>(count * ld + 16), 0.0f) {
+  PaddedRows(int64_t count, int64_t len, int64_t segments = 1)
+      : seg((len + 15) / 16 * 16), ld(seg * segments), buf(static_cast<size_t>(count * ld + 16), 0.0f) {
     rows = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
   }
+  float* segment(int64_t t) { return rows + t * seg; }
 };
 
-// One image's columns into padded rows reused for every image of the call.
-void columns_of(const Geometry& g, const float* image, PaddedRows& cols) {
-  detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols.rows, cols.ld);
+// One image's columns into segment t of padded rows.
+void columns_of(const Geometry& g, const float* image, PaddedRows& cols, int64_t t = 0) {
+  detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols.segment(t),
+                     cols.ld);
 }
 
 // row += v, 16 floats at a time where the CPU has AVX-512 (this file is built for the
@@ -138,27 +142,33 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
   // g_n's rows are read where they lie when they already start on lines and fill whole
   // vectors (L a multiple of 16 floats), else copied into padded rows.
   const bool g_in_place = g.L % 16 == 0 && reinterpret_cast<uintptr_t>(gy.data<float>()) % 64 == 0;
-  PaddedRows cols(need_dw ? g.rows : 0, g.L), g_copy((need_dx || need_dw) && !g_in_place ? g.O : 0, g.L);
-  for (int64_t n = 0; n < g.N; ++n) {
-    const float* gn = gy.data<float>() + n * g.O * g.L;  // (O, L)
-    const float* g_rows = g_in_place ? gn : g_copy.rows;
+  // Where g_n is copied anyway, two images make one product for dW: with their rows side by
+  // side, [g_n | g_n+1] · [cols_n | cols_n+1]^T = g_n cols_n^T + g_n+1 cols_n+1^T, and
+  // gemm_nt's fixed cost per element (adding up its 16 lanes) is paid once per pair.
+  const int64_t per_product = g_in_place ? 1 : 2;
+  PaddedRows cols(need_dw ? g.rows : 0, g.L, per_product),
+      g_copy((need_dx || need_dw) && !g_in_place ? g.O : 0, g.L, per_product);
+  for (int64_t n0 = 0; n0 < g.N; n0 += per_product) {
+    const int64_t count = std::min(per_product, g.N - n0);
+    const float* g_rows = g_in_place ? gy.data<float>() + n0 * g.O * g.L : g_copy.rows;
     const int64_t g_ld = g_in_place ? g.L : g_copy.ld;
-    if ((need_dx || need_dw) && !g_in_place)
-      for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_copy.rows + o * g_copy.ld);
-    if (need_dx) {
-      gemm(*weights_t, g.L, g_rows, g_ld, 1, dcols.data(), g.L, 1, false);  // W^T · g_n
-      float* dx_n = out.dx.data<float>() + n * g.C * g.H * g.W;
-      std::fill(dx_n, dx_n + g.C * g.H * g.W, 0.0f);  // here, not in a pass of its own: it stays in cache
-      detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage, dx_n);
+    for (int64_t t = 0; t < count; ++t) {
+      const float* gn = gy.data<float>() + (n0 + t) * g.O * g.L;  // (O, L)
+      if ((need_dx || need_dw) && !g_in_place)
+        for (int64_t o = 0; o < g.O; ++o) std::copy(gn + o * g.L, gn + (o + 1) * g.L, g_copy.segment(t) + o * g_ld);
+      const float* g_n = g_in_place ? gn : g_copy.segment(t);
+      if (need_dx) {
+        gemm(*weights_t, g.L, g_n, g_ld, 1, dcols.data(), g.L, 1, false);  // W^T · g_n
+        float* dx_n = out.dx.data<float>() + (n0 + t) * g.C * g.H * g.W;
+        std::fill(dx_n, dx_n + g.C * g.H * g.W, 0.0f);  // here, not in a pass of its own: it stays in cache
+        detail::col2im_add_cpu(dcols.data(), g.image(), g.kh, g.kw, stride, padding, ColumnLayout::PerImage, dx_n);
+      }
+      if (need_dw) columns_of(g, x.data<float>() + (n0 + t) * g.C * g.H * g.W, cols, t);
+      for (size_t c = 0; c < bias_sums.size(); ++c) bias_sums[c] += row_sum(gn + int64_t(c) * g.L, g.L);
     }
-    if (need_dw) {
-      columns_of(g, x.data<float>() + n * g.C * g.H * g.W, cols);
-      gemm_nt(g.O, g.rows, cols.ld, g_rows, g_ld, cols.rows, cols.ld, out.dw.data<float>(), g.rows,
-              /*accumulate=*/n > 0);
-    }
-    for (size_t c = 0; c < bias_sums.size(); ++c) {
-      bias_sums[c] += row_sum(gn + int64_t(c) * g.L, g.L);
-    }
+    if (need_dw)  // the first `count` segments of each row
+      gemm_nt(g.O, g.rows, count * cols.seg, g_rows, g_ld, cols.rows, cols.ld, out.dw.data<float>(), g.rows,
+              /*accumulate=*/n0 > 0);
   }
   if (need_dw && g.N == 0) out.dw.fill_(0.0);
   if (need_dbias) {

@@ -106,9 +106,10 @@ void tile_rows(const float* first, int64_t ld, int64_t count, const float* (&row
 __attribute__((target("avx512f"))) void gemm_nt_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                                                        const float* B, int64_t ldb, float* C, int64_t ldc,
                                                        bool accumulate) {
-  // Blocks of A's and of B's rows of about 12 KB each: both stay in L1 while every tile of
-  // the pair is made, so each row comes from L2 once per block of the other operand.
-  const int64_t block = std::max<int64_t>(kRows, (12288 / (K * 4)) / kRows * kRows);
+  // Blocks of A's and of B's rows of about 12 KB each, and at least two tiles' rows: both
+  // stay in L1 while every tile of the pair is made, so each row comes from L2 once per
+  // block of the other operand (and is used at least twice once there).
+  const int64_t block = std::max<int64_t>(2 * kRows, (12288 / (K * 4)) / kRows * kRows);
   for (int64_t j0 = 0; j0 < N; j0 += block) {
     const int64_t j_end = std::min(N, j0 + block);
     for (int64_t i0 = 0; i0 < M; i0 += block) {
