@@ -12,6 +12,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/max_pool_cpu.h"
 #include "tensor/ops.h"
+#include "tensor/optim_cpu.h"
 
 namespace engine {
 
@@ -351,6 +352,10 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const
   float* buf = a.momentum != 0 ? momentum_buffer->data<float>() : nullptr;
   if (param.device().is_cuda()) {
     cuda::sgd_step(param.device().index, param.numel(), param.data<float>(), g_dense.data<float>(), buf, a);
+    return;
+  }
+  if (detail::optim_avx512()) {
+    detail::sgd_avx512(param.numel(), param.data<float>(), g_dense.data<float>(), buf, a);
     return;
   }
   // The choices (momentum? first step? Nesterov?) are made once, outside the loop, so the

@@ -1,0 +1,22 @@
+// Internal to tensor/: the SGD update's loop in its AVX-512 form, picked at run time by
+// sgd_step_ (nn_ops.h). It computes exactly what the portable loop in nn_ops.cc computes,
+// element by element, with the same multiplies and adds and no fused multiply-add, so the
+// two agree to the bit:
+//
+//   if (detail::optim_avx512()) detail::sgd_avx512(n, param, grad, momentum_buffer, args);
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/optim_args.h"
+
+namespace engine::detail {
+
+// Whether this CPU runs the loop below (AVX-512F).
+bool optim_avx512();
+
+// For k < n: d = g + wd p; with a buffer b: v = (first ? d : m b + (1 - dampening) d),
+// b = v, d = (nesterov ? d + m v : v); then p = p - lr d. b may be null (no momentum).
+void sgd_avx512(int64_t n, float* p, const float* g, float* b, const SgdArgs& a);
+
+}  // namespace engine::detail
