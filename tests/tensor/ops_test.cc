@@ -180,6 +180,24 @@ TEST_CASE("reductions over all elements and given dims, with keepdim") {
   REQUIRE_THROWS_WITH(sum(a, {1, -1}), Catch::Contains("[sum] dim 1 is listed twice"));
 }
 
+TEST_CASE("sum over the leading dim adds each column in double, row by row, to the bit, on every length") {
+  // A bias's gradient: (rows, n) summed over dim 0. Each column's sum is exact-order: the
+  // rows in turn, in double, then rounded once (8 columns at a time with AVX-512, and the
+  // tail one by one, must give the same bits).
+  manual_seed(3);
+  for (const int64_t n : {1, 7, 8, 9, 23, 256}) {
+    const Tensor x = randn({5, n}) * 1e3;
+    const std::vector<float> v = x.to_vector<float>(), got = sum(x, {0}).to_vector<float>();
+    REQUIRE(got.size() == size_t(n));
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t i = 0; i < 5; ++i) s += double(v[size_t(i * n + j)]);
+      INFO("n " << n << " column " << j);
+      REQUIRE(got[size_t(j)] == float(s));
+    }
+  }
+}
+
 TEST_CASE("sum_to undoes a broadcast") {
   Tensor g = ones({4, 2, 3});
   require_close(sum_to(g, {2, 1}), {12, 12});
