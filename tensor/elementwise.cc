@@ -37,6 +37,27 @@ void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                  " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
 }
 
+bool cpu_has_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
+// The flat loop of a unary op, compiled a second time for AVX-512, where it moves 16 floats
+// per instruction (this file is built for the baseline x86-64: 4). f is inlined into either
+// copy; the unary ops' f hold no multiply followed by an add for the compiler to fuse
+// (selects, negation, squares, library calls), so both copies give the same values.
+template <class T, class R, class F>
+__attribute__((target("avx512f"))) void flat_map_avx512(int64_t n, const T* p, R* o, F& f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(p[i]);
+}
+
+// The same for two inputs of one shape: o[i] = f(a[i], b[i]) (relu_backward's select).
+template <class F>
+__attribute__((target("avx512f"))) void flat_zip_avx512(int64_t n, const float* __restrict a, const float* __restrict b,
+                                                        float* __restrict o, F& f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+}
+
 // out[i] = f(a[i]) for T in a's dtype, R the output type.
 template <class T, class R, class F>
 Tensor map1(const Tensor& a, F f) {
@@ -45,6 +66,10 @@ Tensor map1(const Tensor& a, F f) {
   const T* in = static_cast<const T*>(a.storage()->data());
   if (a.is_contiguous()) {  // the common case: one flat, vectorisable loop
     const T* p = in + a.offset();
+    if (cpu_has_avx512()) {
+      flat_map_avx512<T, R>(a.numel(), p, o, f);
+      return out;
+    }
     for (int64_t i = 0, n = a.numel(); i < n; ++i) o[i] = f(p[i]);
     return out;
   }
@@ -268,13 +293,15 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   // The gradient passes where !(x <= 0): at x > 0 and at NaN (PyTorch's threshold_backward).
   if (!dense) return mul(grad, 1.0 - le(x, zeros({}, x.dtype())));  // views, broadcasts, GPUs: the two-op form
   Tensor out = empty(x.shape());
-  const float* __restrict g = grad.data<float>();
-  const float* __restrict px = x.data<float>();
-  float* __restrict o = out.data<float>();
-  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-    const float gi = g[i];  // read unconditionally, so the select vectorises without branches
-    o[i] = !(px[i] <= 0) ? gi : 0.0f;
+  // Read g unconditionally, so the select vectorises without branches.
+  auto pass = [](float gi, float xi) { return !(xi <= 0) ? gi : 0.0f; };
+  const float *g = grad.data<float>(), *px = x.data<float>();
+  float* o = out.data<float>();
+  if (cpu_has_avx512()) {
+    flat_zip_avx512(x.numel(), g, px, o, pass);
+    return out;
   }
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = pass(g[i], px[i]);
   return out;
 }
 Tensor clamp(const Tensor& a, double lo, double hi) {

@@ -1,6 +1,7 @@
 // Elementwise ops and reductions against hand-computed values, on broadcast, zero-size and
 // non-contiguous inputs, with errors that name the op and the shapes.
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "catch2/catch.hpp"
@@ -70,6 +71,29 @@ TEST_CASE("relu_backward passes the gradient where the input is positive, densel
   Tensor xm = tensor({-1, 2, 3, -4, 5, -6}).reshape({2, 3}), gm = tensor({1, 2, 3, 4, 5, 6}).reshape({2, 3});
   require_close(relu_backward(gm.transpose(0, 1), xm.transpose(0, 1)), {0, 0, 2, 5, 3, 0});
   require_close(relu_backward(gm.transpose(0, 1).contiguous(), xm.transpose(0, 1).contiguous()), {0, 0, 2, 5, 3, 0});
+}
+
+TEST_CASE("relu and relu_backward's flat loops equal the rule element by element, on every tail length") {
+  // Lengths around 16 floats (one AVX-512 vector, where the CPU has it); NaN passes, -0, +0
+  // and negatives do not; the gradient's own NaN and infinity pass only where x does.
+  const std::vector<float> specials = {NAN, -0.0f, 0.0f, -1.0f, INFINITY, -INFINITY, 1e-30f, -1e-30f};
+  manual_seed(9);
+  for (const int64_t n : {1, 8, 15, 16, 17, 33, 100}) {
+    std::vector<float> x = randn({n}).to_vector<float>(), g = randn({n}).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (i % 3 == 0) x[size_t(i)] = specials[size_t(i / 3) % specials.size()];
+      if (i % 5 == 1) g[size_t(i)] = i % 2 ? INFINITY : NAN;
+    }
+    const std::vector<float> r = relu(from_vector(x)).to_vector<float>(),
+                             d = relu_backward(from_vector(g), from_vector(x)).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      INFO("n " << n << " i " << i << " x " << x[size_t(i)] << " g " << g[size_t(i)]);
+      const bool passes = !(x[size_t(i)] <= 0);
+      const float want_r = passes ? x[size_t(i)] : 0.0f, want_d = passes ? g[size_t(i)] : 0.0f;
+      REQUIRE(std::memcmp(&r[size_t(i)], &want_r, 4) == 0);
+      REQUIRE(std::memcmp(&d[size_t(i)], &want_d, 4) == 0);
+    }
+  }
 }
 
 TEST_CASE("int64 tensors support arithmetic, comparison and reductions") {
