@@ -58,6 +58,11 @@ __attribute__((target("avx512f"))) void flat_zip_avx512(int64_t n, const float* 
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
 }
 
+// x[i] += y[i] for i < n, the same for AVX-512 (a plain add: nothing to fuse).
+__attribute__((target("avx512f"))) void add_into_avx512(int64_t n, float* x, const float* __restrict y) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
 // out[i] = f(a[i]) for T in a's dtype, R the output type.
 template <class T, class R, class F>
 Tensor map1(const Tensor& a, F f) {
@@ -378,6 +383,16 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
       const T* y = pb + b.offset();
       for (int64_t i = 0, n = a.numel(); i < n; ++i) x[i] += s * y[i];
       return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (alpha == 1 && cpu_has_avx512() && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 &&
+          trailing_match(a.shape(), b.shape())) {  // b repeated whole along a's rows: a bias
+        T* x = pa + a.offset();
+        const T* y = pb + b.offset();
+        for (int64_t row = 0, n = b.numel(), rows = a.numel() / n; row < rows; ++row)
+          add_into_avx512(n, x + row * n, y);
+        return;
+      }
     }
     detail::for_each_offset<2>(a.shape(), {a.strides(), detail::broadcast_strides(b.shape(), b.strides(), a.shape())},
                                {a.offset(), b.offset()},

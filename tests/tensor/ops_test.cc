@@ -171,6 +171,23 @@ TEST_CASE("in-place add_ writes through views") {
   REQUIRE_THROWS_WITH(add_(col, zeros({3})), Catch::Contains("[add_]"));
 }
 
+TEST_CASE("add_ of a bias along the rows equals the float adds, on every tail length") {
+  manual_seed(8);
+  for (const int64_t n : {1, 15, 16, 17, 40}) {
+    for (const Shape& bias_shape : {Shape{n}, Shape{1, n}}) {
+      Tensor a = randn({3, n});
+      const Tensor b = randn(bias_shape);
+      const std::vector<float> before = a.to_vector<float>(), bv = b.to_vector<float>();
+      add_(a, b);
+      const std::vector<float> got = a.to_vector<float>();
+      for (int64_t i = 0; i < 3 * n; ++i) {
+        INFO("n " << n << " bias dims " << bias_shape.size() << " element " << i);
+        REQUIRE(got[size_t(i)] == before[size_t(i)] + bv[size_t(i % n)]);
+      }
+    }
+  }
+}
+
 TEST_CASE("reductions over all elements and given dims, with keepdim") {
   Tensor a = from_vector(V{1, 5, 3, 4, 2, 6}, {2, 3});
   REQUIRE(sum(a).item() == 21);
