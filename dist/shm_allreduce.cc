@@ -1,6 +1,7 @@
 #include "dist/shm_allreduce.h"
 
 #include <fcntl.h>
+#include <immintrin.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -61,6 +62,26 @@ bool alive(pid_t pid) {
   return close == std::string::npos || close + 2 >= line.size() || (line[close + 2] != 'Z' && line[close + 2] != 'X');
 }
 
+// The float32 sum (or average) of reduce_ranks below, 16 values at a time with AVX-512: the
+// same adds in the same rank order, and the same division, so the same bits.
+__attribute__((target("avx512f"))) void sum_floats_avx512(const std::vector<const char*>& in,
+                                                          const std::vector<char*>& out, int64_t n, bool average) {
+  const __m512 count = _mm512_set1_ps(float(in.size()));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    __m512 acc = _mm512_maskz_loadu_ps(live, reinterpret_cast<const float*>(in[0]) + i);
+    for (size_t k = 1; k < in.size(); ++k)
+      acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(live, reinterpret_cast<const float*>(in[k]) + i));
+    if (average) acc = _mm512_div_ps(acc, count);
+    for (char* o : out) _mm512_mask_storeu_ps(reinterpret_cast<float*>(o) + i, live, acc);
+  }
+}
+
+bool cpu_has_avx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
 // out[j][i] = in[0][i] (op) in[1][i] (op) ... for every j, i < n: always in rank order, so
 // every rank would get the same bits. Blocks of 1024 keep the running result in L1 while
 // every rank's data streams by once and the result is written once to each output.
@@ -69,6 +90,9 @@ template <class T>
 void reduce_ranks(const std::vector<const char*>& in, const std::vector<char*>& out, int64_t n, ReduceOp op) {
   constexpr bool k16 = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
   using Acc = std::conditional_t<k16, float, T>;
+  if constexpr (std::is_same_v<T, float>)
+    if ((op == ReduceOp::Sum || op == ReduceOp::Avg) && cpu_has_avx512())
+      return sum_floats_avx512(in, out, n, op == ReduceOp::Avg);
   constexpr int64_t kBlock = 1024;
   Acc acc[kBlock];
   T result[kBlock];

@@ -199,3 +199,29 @@ TEST_CASE("shared buffers reduce in place, whole or in part") {
     });
   }
 }
+
+TEST_CASE("shared memory sums and averages floats in rank order, dividing once: exact bits") {
+  // Values with no common scale, so that the order of the adds and the way of dividing
+  // (a / 3 against a * (1/3)) both show in the last bits. Staged (a plain tensor) and in
+  // place (a shared buffer); lengths around 16-float vectors.
+  auto value = [](int rank, int64_t i) { return float(std::sin(0.37 * double(i) + rank) * std::pow(10.0, i % 7 - 3)); };
+  for (const int64_t n : {1, 15, 17, 1000}) {
+    run_threads(3, [&](ProcessGroupTCP& g) {
+      std::vector<float> mine(static_cast<size_t>(n)), sum_want(mine.size()), avg_want(mine.size());
+      for (int64_t i = 0; i < n; ++i) {
+        mine[size_t(i)] = value(g.rank(), i);
+        const float s = (value(0, i) + value(1, i)) + value(2, i);
+        sum_want[size_t(i)] = s;
+        avg_want[size_t(i)] = s / 3.0f;
+      }
+      for (bool in_place : {false, true}) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+          Tensor t = in_place ? g.shared_buffer(n) : empty({n});
+          t.copy_(from_vector(mine));
+          g.all_reduce(t, op).wait();
+          RANK_REQUIRE(t.to_vector<float>() == (op == ReduceOp::Sum ? sum_want : avg_want));
+        }
+      }
+    });
+  }
+}
