@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "bench/median.h"
 #include "tensor/gemm.h"
 #include "tensor/random.h"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
 
   std::printf("GEMM, 1 thread, ours (%s) vs OpenBLAS (%s), median of %d alternating rounds\n",
               engine::gemm_kernel_name().c_str(), openblas_get_corename(), rounds);
+  std::printf("this core's float32 FMA peak (12 chains, no memory): %.1f GF/s\n", fma_peak_gflops());
   std::printf("%-22s %6s %6s %6s %12s %12s %8s\n", "shape", "M", "N", "K", "ours GF/s", "blas GF/s", "ratio");
   engine::Generator g(0);
   for (const Shape& s : shapes) {

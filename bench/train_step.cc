@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "bench/median.h"
 #include "lessons/fashion_mnist/trainer.h"
 #include "nn/autocast.h"
@@ -126,9 +127,9 @@ int main(int argc, char** argv) {
   if (gemm_reference)
     std::printf(
         "{\"bench\": \"step_vs_gemm\", \"model\": \"%s\", \"batch\": %lld, \"mflop_per_sample\": %.3f, "
-        "\"step_gflops\": %.1f, \"gemm_256_gflops\": %.1f, \"fraction\": %.3f}\n",
+        "\"step_gflops\": %.1f, \"gemm_256_gflops\": %.1f, \"fraction\": %.3f, \"fma_peak_gflops\": %.1f}\n",
         model_name.c_str(), (long long)batch, step_flops_per_sample(model_name) / 1e6, median(step_gf), median(gemm_gf),
-        median(fraction));
+        median(fraction), fma_peak_gflops());
   if (!ratio.empty())
     std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,
                 median(ratio));

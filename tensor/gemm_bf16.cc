@@ -1,9 +1,10 @@
-// The bfloat16 GEMM (gemm_bf16.h): the blocking of gemm.cc around the AMX micro-kernel.
+// The bfloat16 GEMM (gemm_bf16.h): the blocking of gemm.cc around a 32 x 32 micro-kernel
+// (AMX tiles, or AVX-512 BF16 where there is no AMX).
 //
 //   for jc in steps of NC over N:        pack B(pc.., jc..) as 32-column panels of pairs
 //     for pc in steps of KC over K:
 //       for ic in steps of MC over M:    pack A(ic.., pc..) as 32-row panels, row-major
-//         for each 32 x 32 block of C:   amx_tile_32x32 over the KC slice
+//         for each 32 x 32 block of C:   the tile kernel over the KC slice
 //
 // K is padded with zeros to a multiple of 32 (one tile's depth), M and N to whole 32-wide
 // panels, so the kernel never sees a ragged edge; edge blocks of C go through a 32 x 32
@@ -17,6 +18,7 @@
 #include "tensor/check.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_amx.h"
+#include "tensor/gemm_dpbf16.h"
 #include "tensor/gemm_kernels.h"
 
 namespace engine {
@@ -37,8 +39,11 @@ void pack_a(int64_t mc, int64_t kc, int64_t kcp, const bfloat16* A, int64_t rsa,
   if (csa == 1) {
     for (int64_t i = 0; i < mc; ++i) std::memcpy(Ap + i * kcp, a + i * rsa, size_t(kc) * 2);
   } else if (rsa == 1) {
-    for (int64_t k = 0; k < kc; ++k)
-      for (int64_t i = 0; i < mc; ++i) Ap[i * kcp + k] = a[k * csa + i];
+    // A stored transposed: a transpose, in blocks of 64 k so that the 64 lines read (each
+    // holding 32 rows' values) stay in L1 while every row of the block is written in order.
+    for (int64_t k0 = 0; k0 < kc; k0 += 64)
+      for (int64_t i = 0; i < mc; ++i)
+        for (int64_t k = k0, k_end = std::min(kc, k0 + 64); k < k_end; ++k) Ap[i * kcp + k] = a[k * csa + i];
   } else {
     for (int64_t i = 0; i < mc; ++i)
       for (int64_t k = 0; k < kc; ++k) Ap[i * kcp + k] = a[i * rsa + k * csa];
@@ -89,9 +94,11 @@ uint16_t* scratch(std::vector<uint16_t>& buf, size_t n) {
   return reinterpret_cast<uint16_t*>((addr + 63) & ~uintptr_t(63));
 }
 
-void gemm_amx(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
-              int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
-  detail::amx_configure();
+// One 32 x 32 block of C from packed panels (gemm_amx.h's contract).
+using TileFn = void (*)(int64_t kc, const uint16_t* a, const uint16_t* b, float* c, int64_t rsc, bool accumulate);
+
+void gemm_tiles(TileFn tile, int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa,
+                const bfloat16* B, int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
   thread_local std::vector<uint16_t> a_buf, b_buf;
   alignas(64) float block[kTile * kTile];
   for (int64_t jc = 0; jc < N; jc += kNC) {
@@ -113,10 +120,10 @@ void gemm_amx(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, i
             const uint16_t* a_panel = Ap + ir * kcp;
             const uint16_t* b_panel = Bp + jr * kcp;
             if (mr == kTile && nr == kTile && csc == 1) {
-              detail::amx_tile_32x32(kcp, a_panel, b_panel, c, rsc, acc);
+              tile(kcp, a_panel, b_panel, c, rsc, acc);
               continue;
             }
-            detail::amx_tile_32x32(kcp, a_panel, b_panel, block, kTile, false);
+            tile(kcp, a_panel, b_panel, block, kTile, false);
             for (int64_t i = 0; i < mr; ++i)
               for (int64_t j = 0; j < nr; ++j) {
                 float& dst = c[i * rsc + j * csc];
@@ -142,23 +149,34 @@ void gemm_portable(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t r
 
 Bf16Kernel resolve(Bf16Kernel k) {
   if (k != Bf16Kernel::Auto) return k;
-  return detail::amx_available() ? Bf16Kernel::Amx : Bf16Kernel::Portable;
+  if (detail::amx_available()) return Bf16Kernel::Amx;
+  return detail::dpbf16_available() ? Bf16Kernel::Avx512Bf16 : Bf16Kernel::Portable;
 }
 
 }  // namespace
 
-bool bf16_kernel_supported(Bf16Kernel kernel) { return kernel != Bf16Kernel::Amx || detail::amx_available(); }
+bool bf16_kernel_supported(Bf16Kernel kernel) {
+  switch (kernel) {
+    case Bf16Kernel::Amx: return detail::amx_available();
+    case Bf16Kernel::Avx512Bf16: return detail::dpbf16_available();
+    default: return true;
+  }
+}
 
 std::string bf16_kernel_name(Bf16Kernel kernel) {
-  return resolve(kernel) == Bf16Kernel::Amx ? "amx 32x32" : "portable (float32 gemm)";
+  switch (resolve(kernel)) {
+    case Bf16Kernel::Amx: return "amx 32x32";
+    case Bf16Kernel::Avx512Bf16: return "avx512-bf16 8x32";
+    default: return "portable (float32 gemm)";
+  }
 }
 
 void gemm_bf16(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
                int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, Bf16Kernel kernel) {
   ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm_bf16] negative size M=", M, " N=", N, " K=", K);
-  ENGINE_REQUIRE(bf16_kernel_supported(kernel),
-                 "[gemm_bf16] this machine cannot run AMX (no amx-bf16, or the "
-                 "kernel refused the tile state)");
+  ENGINE_REQUIRE(bf16_kernel_supported(kernel), "[gemm_bf16] this machine cannot run the ",
+                 kernel == Bf16Kernel::Amx ? "AMX kernel (no amx-bf16, or the OS refused the tile state)"
+                                           : "AVX-512 BF16 kernel (no avx512bf16)");
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum
     if (!accumulate)
@@ -166,10 +184,14 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, 
         for (int64_t j = 0; j < N; ++j) C[i * rsc + j * csc] = 0.0f;
     return;
   }
-  if (resolve(kernel) == Bf16Kernel::Amx)
-    gemm_amx(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
-  else
-    gemm_portable(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+  switch (resolve(kernel)) {
+    case Bf16Kernel::Amx:
+      detail::amx_configure();
+      return gemm_tiles(detail::amx_tile_32x32, M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+    case Bf16Kernel::Avx512Bf16:
+      return gemm_tiles(detail::dpbf16_tile_32x32, M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+    default: return gemm_portable(M, N, K, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate);
+  }
 }
 
 }  // namespace engine

@@ -9,9 +9,12 @@
 //             instruction, ~1.8 TFLOP/s on one core here, 11x the core's float32 FMA peak).
 //             Needs the CPU's amx-bf16 and the kernel's permission (arch_prctl), asked once.
 //             Like every AMX product it reads subnormal inputs (below 2^-126) as zero.
+//   avx512-bf16: AVX-512's bfloat16 dot product (VDPBF16PS: 16 pairs of products per
+//             instruction), where there is no AMX. Worth it only where the core runs it at
+//             the float32 FMA's rate: on Zen 5 468 GFLOP/s against 256 (one core, measured);
+//             on the Intel Xeon with AMX it ran at half that rate (80 vs 170), so AMX is
+//             picked there. Reads subnormal inputs as zero and flushes subnormal results.
 //   portable: widen both operands to float32 and run gemm() (same values, float32 speed).
-// AVX-512's own bfloat16 dot product (VDPBF16PS) is not used: measured on this CPU it runs
-// at half the rate of float32 FMAs (80 vs 170 GFLOP/s on one core), so it cannot beat gemm().
 #pragma once
 
 #include <cstdint>
@@ -21,7 +24,7 @@
 
 namespace engine {
 
-enum class Bf16Kernel { Auto, Portable, Amx };
+enum class Bf16Kernel { Auto, Portable, Amx, Avx512Bf16 };
 
 // C[i,j] = (accumulate ? C[i,j] : 0) + sum_k A[i,k] * B[k,j], for i < M, j < N.
 // Element (i,j) of X is X[i*rsX + j*csX]. C must not overlap A or B.

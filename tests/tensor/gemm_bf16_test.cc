@@ -50,6 +50,10 @@ std::vector<Bf16Kernel> kernels_here() {
     ks.push_back(Bf16Kernel::Amx);
   else
     WARN("SKIPPED: the AMX bfloat16 kernel (this CPU has no amx-bf16, or the OS refused the tile state)");
+  if (bf16_kernel_supported(Bf16Kernel::Avx512Bf16))
+    ks.push_back(Bf16Kernel::Avx512Bf16);
+  else
+    WARN("SKIPPED: the AVX-512 BF16 kernel (this CPU has no avx512bf16)");
   return ks;
 }
 
