@@ -31,7 +31,9 @@ __attribute__((target("avx512f"))) inline float chains_avx512() {
   }
   __m512 total = acc[0];
   for (int c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
-  return _mm512_reduce_add_ps(total);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, total);
+  return lanes[0] + lanes[15];
 }
 
 __attribute__((target("avx2,fma"))) inline float chains_avx2() {

@@ -109,7 +109,8 @@ Slots plan_slots(const char* op, const Tensor& a, const std::vector<int64_t>& di
 __attribute__((target("avx512f"))) void add_widened_avx512(double* slot, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm512_storeu_pd(slot + i, _mm512_add_pd(_mm512_loadu_pd(slot + i), _mm512_cvtps_pd(_mm256_loadu_ps(x + i))));
+    _mm512_storeu_pd(slot + i,
+                     _mm512_add_pd(_mm512_loadu_pd(slot + i), _mm512_maskz_cvtps_pd(0xFF, _mm256_loadu_ps(x + i))));
   for (; i < n; ++i) slot[i] += double(x[i]);
 }
 

@@ -34,8 +34,8 @@ void reference_step(std::vector<float>& p, const std::vector<float>& g, std::vec
 TEST_CASE("sgd_step_ equals the scalar update bit for bit, every kind of step, every tail length") {
   manual_seed(11);
   const std::vector<SgdArgs> kinds = {
-      {0.1f, 0, 0, 0, false, false},         {0.05f, 0.01f, 0, 0, false, false},   {0.1f, 0, 0.9f, 0, false, true},
-      {0.1f, 0.5f, 0.9f, 0, false, false},   {0.03f, 0, 0.9f, 0.25f, false, false}, {0.1f, 0.5f, 0.9f, 0, true, true},
+      {0.1f, 0, 0, 0, false, false},       {0.05f, 0.01f, 0, 0, false, false},    {0.1f, 0, 0.9f, 0, false, true},
+      {0.1f, 0.5f, 0.9f, 0, false, false}, {0.03f, 0, 0.9f, 0.25f, false, false}, {0.1f, 0.5f, 0.9f, 0, true, true},
       {0.1f, 0.01f, 0.8f, 0, true, false},
   };
   for (const int64_t n : {1, 7, 15, 16, 17, 31, 33, 1000}) {
