@@ -1,26 +1,18 @@
 // batch_norm.cc's row loops with AVX-512 (tensor/batch_norm_cpu.h). Multiplies and adds are
-// the _round_ forms, which the compiler never contracts into a fused multiply-add, so
-// every value equals the portable loop's. (Their masked forms, and masked loads, give
-// GCC 12's intrinsics a defined source to merge with.)
+// never fused (unfused_avx512.h), so every value equals the portable loop's. (Masked loads
+// give GCC 12's intrinsics a defined source to merge with.)
 #include <immintrin.h>
 
 #include "tensor/batch_norm_cpu.h"
 #include "tensor/max_pool_cpu.h"
+#include "tensor/unfused_avx512.h"
 
 namespace engine::detail {
 
 namespace {
-constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
-
-__attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) {
-  return _mm512_maskz_mul_round_ps(0xFFFF, a, b, kCur);
-}
-__attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) {
-  return _mm512_maskz_add_round_ps(0xFFFF, a, b, kCur);
-}
-__attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) {
-  return _mm512_maskz_sub_round_ps(0xFFFF, a, b, kCur);
-}
+using unfused::add;
+using unfused::mul;
+using unfused::sub;
 
 // relu(x scale + shift), and in `passes` where relu let y through: !(y <= 0), so NaN passes.
 __attribute__((target("avx512f"))) inline __m512 relu_affine(__m512 x, __m512 scale, __m512 shift, __mmask16& passes) {
