@@ -17,6 +17,7 @@
 
 #include "dist/reduce_into.h"
 #include "tensor/check.h"
+#include "tensor/cpu_features.h"
 #include "tensor/half_convert.h"
 #include "tensor/storage.h"
 
@@ -75,11 +76,6 @@ __attribute__((target("avx512f"))) void sum_floats_avx512(const std::vector<cons
     if (average) acc = _mm512_div_ps(acc, count);
     for (char* o : out) _mm512_mask_storeu_ps(reinterpret_cast<float*>(o) + i, live, acc);
   }
-}
-
-bool cpu_has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
 }
 
 // out[j][i] = in[0][i] (op) in[1][i] (op) ... for every j, i < n: always in rank order, so

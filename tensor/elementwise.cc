@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/cpu_features.h"
 #include "tensor/cuda_ops.h"
 #include "tensor/loops.h"
 #include "tensor/ops.h"
@@ -37,11 +38,6 @@ void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                  " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
 }
 
-bool cpu_has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
-
 // The flat loop of a unary op, compiled a second time for AVX-512, where it moves 16 floats
 // per instruction (this file is built for the baseline x86-64: 4). f is inlined into either
 // copy; the unary ops' f hold no multiply followed by an add for the compiler to fuse
@@ -59,8 +55,17 @@ __attribute__((target("avx512f"))) void flat_zip_avx512(int64_t n, const float* 
 }
 
 // x[i] += y[i] for i < n, the same for AVX-512 (a plain add: nothing to fuse).
-__attribute__((target("avx512f"))) void add_into_avx512(int64_t n, float* x, const float* __restrict y) {
+__attribute__((target("avx512f"))) void add_into_avx512(int64_t n, float* x, const float* y) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+// x[i] += s y[i] for i < n: AVX-512's copy for s = 1 (where a product would be fused into
+// the add, s y + x would round once instead of twice), else the loop built for the baseline.
+template <class T>
+void add_into(int64_t n, T* x, const T* y, T s) {
+  if constexpr (std::is_same_v<T, float>)
+    if (s == 1 && cpu_has_avx512()) return add_into_avx512(n, x, y);
+  for (int64_t i = 0; i < n; ++i) x[i] += s * y[i];
 }
 
 // out[i] = f(a[i]) for T in a's dtype, R the output type.
@@ -378,21 +383,12 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
     T* pa = static_cast<T*>(a.storage()->data());
     const T* pb = static_cast<const T*>(b.storage()->data());
     const T s = T(alpha);
-    if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
+    // b whole (the same shape) or repeated along a's rows (a bias): one flat loop per row.
+    if (a.is_contiguous() && b.is_contiguous() && b.numel() > 0 && trailing_match(a.shape(), b.shape())) {
       T* x = pa + a.offset();
       const T* y = pb + b.offset();
-      for (int64_t i = 0, n = a.numel(); i < n; ++i) x[i] += s * y[i];
+      for (int64_t row = 0, n = b.numel(), rows = a.numel() / n; row < rows; ++row) add_into(n, x + row * n, y, s);
       return;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (alpha == 1 && cpu_has_avx512() && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 &&
-          trailing_match(a.shape(), b.shape())) {  // b repeated whole along a's rows: a bias
-        T* x = pa + a.offset();
-        const T* y = pb + b.offset();
-        for (int64_t row = 0, n = b.numel(), rows = a.numel() / n; row < rows; ++row)
-          add_into_avx512(n, x + row * n, y);
-        return;
-      }
     }
     detail::for_each_offset<2>(a.shape(), {a.strides(), detail::broadcast_strides(b.shape(), b.strides(), a.shape())},
                                {a.offset(), b.offset()},

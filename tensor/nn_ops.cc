@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "tensor/columns_cpu.h"
+#include "tensor/cpu_features.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/max_pool_cpu.h"
 #include "tensor/ops.h"
@@ -354,7 +355,7 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const
     cuda::sgd_step(param.device().index, param.numel(), param.data<float>(), g_dense.data<float>(), buf, a);
     return;
   }
-  if (detail::optim_avx512()) {
+  if (cpu_has_avx512()) {
     detail::sgd_avx512(param.numel(), param.data<float>(), g_dense.data<float>(), buf, a);
     return;
   }

@@ -9,11 +9,6 @@
 
 namespace engine::detail {
 
-bool optim_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
-
 namespace {
 
 using unfused::add;  // no multiply-add fused: every value equals the portable loop's

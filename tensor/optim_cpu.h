@@ -3,7 +3,7 @@
 // element by element, with the same multiplies and adds and no fused multiply-add, so the
 // two agree to the bit:
 //
-//   if (detail::optim_avx512()) detail::sgd_avx512(n, param, grad, momentum_buffer, args);
+//   if (cpu_has_avx512()) detail::sgd_avx512(n, param, grad, momentum_buffer, args);
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,8 @@
 
 namespace engine::detail {
 
-// Whether this CPU runs the loop below (AVX-512F).
-bool optim_avx512();
-
-// For k < n: d = g + wd p; with a buffer b: v = (first ? d : m b + (1 - dampening) d),
-// b = v, d = (nesterov ? d + m v : v); then p = p - lr d. b may be null (no momentum).
+// Needs an AVX-512 CPU (cpu_features.h). For k < n: d = g + wd p; with a buffer b: v = (first ? d : m b + (1 -
+// dampening) d), b = v, d = (nesterov ? d + m v : v); then p = p - lr d. b may be null (no momentum).
 void sgd_avx512(int64_t n, float* p, const float* g, float* b, const SgdArgs& a);
 
 }  // namespace engine::detail

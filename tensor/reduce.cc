@@ -7,6 +7,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "tensor/cpu_features.h"
 #include "tensor/cuda_ops.h"
 #include "tensor/loops.h"
 #include "tensor/ops.h"
@@ -114,11 +115,6 @@ __attribute__((target("avx512f"))) void add_widened_avx512(double* slot, const f
   for (; i < n; ++i) slot[i] += double(x[i]);
 }
 
-bool reduce_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
-
 // The sum's f: each value as it is, widened.
 struct Widen {
   double operator()(float x, int64_t) const { return double(x); }
@@ -139,7 +135,7 @@ std::vector<double> accumulate(const Tensor& a, const Slots& s, F f) {
                               double run = 0;
                               for (int64_t i = 0; i < n; ++i) run += f(x[i * step[0]], o[1]);
                               *slot += run;
-                            } else if (std::is_same_v<F, Widen> && step[0] == 1 && step[1] == 1 && reduce_avx512()) {
+                            } else if (std::is_same_v<F, Widen> && step[0] == 1 && step[1] == 1 && cpu_has_avx512()) {
                               add_widened_avx512(slot, x, n);
                             } else {
                               for (int64_t i = 0; i < n; ++i)

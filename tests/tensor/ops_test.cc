@@ -184,6 +184,12 @@ TEST_CASE("add_ of a bias along the rows equals the float adds, on every tail le
         INFO("n " << n << " bias dims " << bias_shape.size() << " element " << i);
         REQUIRE(got[size_t(i)] == before[size_t(i)] + bv[size_t(i % n)]);
       }
+      add_(a, b, 0.5);  // another alpha: each product rounded, then added
+      const std::vector<float> halves = a.to_vector<float>();
+      for (int64_t i = 0; i < 3 * n; ++i) REQUIRE(halves[size_t(i)] == got[size_t(i)] + 0.5f * bv[size_t(i % n)]);
+      add_(a, a);  // a tensor added into itself
+      const std::vector<float> doubled = a.to_vector<float>();
+      for (int64_t i = 0; i < 3 * n; ++i) REQUIRE(doubled[size_t(i)] == 2 * halves[size_t(i)]);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "tensor/cpu_features.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 #include "tensor/optim_cpu.h"
@@ -55,5 +56,5 @@ TEST_CASE("sgd_step_ equals the scalar update bit for bit, every kind of step, e
       REQUIRE(b_all.to_vector<float>()[size_t(n)] == b_end);
     }
   }
-  if (!detail::optim_avx512()) WARN("the AVX-512 update was skipped: this CPU has no AVX-512 (the portable loop ran)");
+  if (!cpu_has_avx512()) WARN("the AVX-512 update was skipped: this CPU has no AVX-512 (the portable loop ran)");
 }
