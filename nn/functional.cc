@@ -78,20 +78,27 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
           return grads;
         });
   }
-  // Otherwise (a GPU, or 16-bit products under autocast) the whole batch in one product.
+  // Otherwise (a GPU, or 16-bit products under autocast) the whole batch in one product:
+  // cols (C*kh*kw, N*OH*OW) holds every image's windows side by side, so out = W (O,
+  // C*kh*kw) @ cols is one (O, N*OH*OW) GEMM, then one permuted copy to (N, O, OH, OW).
+  // A float32 forward on a GPU forms the same product without writing cols (an implicit
+  // GEMM); the backward then builds cols for dW only.
   const int64_t N = xs[0], O = ws[0], kh = ws[2], kw = ws[3];
   const int64_t OH = window_out_size(xs[2], kh, stride, padding), OW = window_out_size(xs[3], kw, stride, padding);
   const int64_t L = N * OH * OW;
-  // The whole batch in one product: cols (C*kh*kw, N*OH*OW) holds every image's windows
-  // side by side, so out = W (O, C*kh*kw) @ cols is one (O, N*OH*OW) GEMM, then one
-  // permuted copy to (N, O, OH, OW).
   constexpr ColumnLayout kLayout = ColumnLayout::BatchInColumns;
-  const Tensor cols = im2col(x.data(), kh, kw, stride, padding, kLayout);
   const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
   const Tensor w2 = product_copy(weight.data()).reshape({O, -1});
-  Tensor out2 = matmul(w2, cols);
-  if (bias.defined()) add_(out2, product_copy(bias.data()).reshape({O, 1}));
-  const Tensor out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
+  Tensor out, cols;
+  if (conv2d_gpu_applies(x.data(), weight.data(), bd)) {
+    out = conv2d_forward_gpu(x.data(), weight.data(), bd, stride, padding);
+  } else {
+    cols = im2col(x.data(), kh, kw, stride, padding, kLayout);
+    Tensor out2 = matmul(w2, cols);
+    if (bias.defined()) add_(out2, product_copy(bias.data()).reshape({O, 1}));
+    out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
+  }
+  const Tensor xd = x.data();
   return autograd::record("conv2d", out, inputs, [=](const Tensor& g, const Needs& n) {
     const Tensor g2 = g.permute({1, 0, 2, 3}).contiguous().reshape({O, L});  // (O, N*OH*OW)
     Grads grads(n.size());
@@ -99,8 +106,9 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
     if (n[0]) grads[0] = col2im(matmul(w2.transpose(0, 1), g2), xs, kh, kw, stride, padding, kLayout);
     // dW = g @ cols^T: one product whose inner dimension runs over every image and position.
     if (n[1]) {
+      const Tensor c = cols.defined() ? cols : im2col(xd, kh, kw, stride, padding, kLayout);
       const Tensor into = wdtype != g2.dtype() ? empty({O, w2.size(1)}, wdtype, g2.device()) : Tensor();
-      grads[1] = matmul(g2, cols.transpose(0, 1), into).reshape(ws);
+      grads[1] = matmul(g2, c.transpose(0, 1), into).reshape(ws);
     }
     if (n.size() > 2 && n[2]) grads[2] = sum(g2, {1}).to(bdtype);
     return grads;

@@ -117,6 +117,33 @@ Tensor col2im(const Tensor& cols, const Shape& xs, int64_t kh, int64_t kw, int64
   return x;
 }
 
+bool conv2d_gpu_applies(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  for (const Tensor* t : {&x, &w, &bias})
+    if (t->defined() && (t->dtype() != DType::Float32 || !t->device().is_cuda())) return false;
+  return true;
+}
+
+Tensor conv2d_forward_gpu(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, int64_t stride, int64_t padding) {
+  const Shape& xs = x_in.shape();
+  const Shape& ws = w_in.shape();
+  ENGINE_REQUIRE(ws.size() == 4 && xs.size() == 4 && xs[1] == ws[1], "[conv2d] input ", shape_str(xs),
+                 " does not fit weight ", shape_str(ws));
+  check_window("conv2d", xs, ws[2], ws[3], stride, padding);
+  ENGINE_REQUIRE(conv2d_gpu_applies(x_in, w_in, bias) && x_in.device() == w_in.device() &&
+                     (!bias.defined() || bias.device() == w_in.device()),
+                 "[conv2d] the GPU path needs float32 tensors on one GPU, got input ", dtype_name(x_in.dtype()), " on ",
+                 x_in.device().str(), " and weight ", dtype_name(w_in.dtype()), " on ", w_in.device().str());
+  if (bias.defined())
+    ENGINE_REQUIRE(bias.shape() == Shape{ws[0]}, "[conv2d] bias must be (", ws[0], ",), got ", shape_str(bias.shape()));
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous(), b = bias.defined() ? bias.contiguous() : Tensor();
+  const int64_t OH = window_out_size(xs[2], ws[2], stride, padding),
+                OW = window_out_size(xs[3], ws[3], stride, padding);
+  Tensor out = empty({xs[0], ws[0], OH, OW}, DType::Float32, x.device());
+  cuda::conv2d_forward(x.device().index, xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding,
+                       x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, out.data<float>());
+  return out;
+}
+
 namespace detail {
 
 void im2col_cpu(const float* in, const Shape& xs, int64_t kh, int64_t kw, int64_t stride, int64_t padding,

@@ -46,6 +46,13 @@ struct Conv2dGrads {
 Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
                             bool need_dx, bool need_dw, bool need_dbias);
 
+// The forward on a GPU (float32 x, w and bias on one device): an implicit GEMM that
+// gathers each window as it multiplies instead of writing im2col's columns
+// (tensor/cuda/conv_tiles.h); output (N, O, OH, OW). nn::conv2d's backward rebuilds the
+// columns it needs.
+bool conv2d_gpu_applies(const Tensor& x, const Tensor& w, const Tensor& bias);
+Tensor conv2d_forward_gpu(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding);
+
 // ---- batch normalisation in training mode, over every dim but dim 1 of a contiguous
 // float32 CPU tensor (N, C, ...): per channel c, over its M = N * (H * W * ...) values,
 // y = (x - mean_c) * invstd_c * weight_c + bias_c with the biased variance and

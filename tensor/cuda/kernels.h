@@ -119,6 +119,11 @@ void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, 
             int64_t padding, const float* x, float* cols, bool batch_in_columns = false);
 void col2im(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
             int64_t padding, const float* cols, float* x, bool batch_in_columns = false);
+// Convolution forward (conv.cu) of dense x (N, C, H, W) and w (O, C, kh, kw) into dense
+// out (N, O, OH, OW), plus bias (O) unless it is null: an implicit GEMM (conv_tiles.h)
+// that gathers the windows as it goes instead of writing im2col's columns.
+void conv2d_forward(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t kh, int64_t kw,
+                    int64_t stride, int64_t padding, const float* x, const float* w, const float* bias, float* out);
 // Max pooling over dense (planes, H, W); where[k] = flat input index of output k's maximum.
 void max_pool2d_forward(int device, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kernel,
                         int64_t stride, int64_t padding, const float* x, float* out, int64_t* where);

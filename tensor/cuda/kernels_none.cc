@@ -20,6 +20,10 @@ void reduce(ReduceOp, int, DType, int64_t, int64_t, int64_t, const void*, void*,
 void gemm(int, const GemmArgs&) { no_cuda("gemm"); }
 std::string cublas_path() { no_cuda("cublas_path"); }
 void tiled_gemm(int, int64_t, int64_t, int64_t, const float*, const float*, float*) { no_cuda("tiled_gemm"); }
+void conv2d_forward(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*,
+                    const float*, const float*, float*) {
+  no_cuda("conv2d_forward");
+}
 void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, float*, float*, float*, int64_t*) {
   no_cuda("cross_entropy_forward");
 }

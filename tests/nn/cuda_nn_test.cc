@@ -106,6 +106,29 @@ TEST_CASE("conv2d, max_pool2d, batch norm and dropout on the GPU match the CPU")
   CHECK(max(d).item() == Approx(1 / 0.75));
 }
 
+TEST_CASE("the GPU convolution's implicit GEMM matches the CPU across its tiles, with and without a bias") {
+  if (!testing::gpu_or_skip("the implicit-GEMM convolution")) return;
+  Generator g = testing::fresh_generator();
+  // 70 output channels: two blocks of 64 along the channels; 20 x 3 x 3 = 180 window
+  // inputs: 12 slices of 16, the last one partial; 3 x 9 x 10 = 270 pixels: 3 blocks of 128.
+  const Tensor x = randn({3, 20, 9, 10}, &g);
+  for (bool with_bias : {true, false}) {
+    INFO("bias " << with_bias);
+    Generator init(5), init2(5);
+    Conv2d cpu_conv(20, 70, 3, 1, 1, with_bias, &init), gpu_conv(20, 70, 3, 1, 1, with_bias, &init2);
+    gpu_conv.to(kGpu);
+    Variable xc(x, true), xg(x.to(kGpu), true);
+    Variable yc = cpu_conv(xc), yg = gpu_conv(xg);
+    REQUIRE(yg.shape() == yc.shape());
+    CHECK(rel_error(yg.data(), yc.data()) <= 1e-5);
+    const Tensor w = randn(yc.shape(), &g);
+    autograd::sum(yc * Variable(w)).backward();
+    autograd::sum(yg * Variable(w.to(kGpu))).backward();
+    CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-5);
+    check_grads(gpu_conv, cpu_conv, 1e-5);
+  }
+}
+
 TEST_CASE("SGD (momentum, Nesterov, weight decay) and Adam/AdamW steps on the GPU match the CPU") {
   if (!testing::gpu_or_skip("fused optimizer kernels")) return;
   Generator g = testing::fresh_generator();
