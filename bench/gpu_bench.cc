@@ -18,6 +18,7 @@
 #include "bench/median.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
+#include "nn/autocast.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
@@ -89,6 +90,13 @@ void gemm(int64_t n) {
   std::printf(
       "{\"impl\": \"engine\", \"bench\": \"gemm\", \"n\": %lld, \"tiled_tflops\": %.2f, \"cublas_tflops\": %.2f}\n",
       (long long)n, flops / tiled / 1e9, flops / blas / 1e9);
+  // The same product in each 16-bit type on the tensor cores (float32 sums, rounded once).
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    const Tensor ah = a.to(h), bh = b.to(h);
+    const double ms = time_ms([&] { (void)matmul(ah, bh); }, 5);
+    std::printf("{\"impl\": \"engine\", \"bench\": \"gemm16\", \"dtype\": \"%s\", \"n\": %lld, \"tflops\": %.2f}\n",
+                dtype_name(h), (long long)n, flops / ms / 1e9);
+  }
 }
 
 std::shared_ptr<Module> make_model(const std::string& name) {
@@ -105,7 +113,8 @@ std::shared_ptr<Module> make_model(const std::string& name) {
 
 // name "mlp-ddp": the MLP wrapped in DDP over nccl at world size 1 with its buckets
 // all-reduced anyway (reduce_when_alone), as PyTorch's DDP does: DDP's own cost on a GPU.
-void train_step(const std::string& name, int64_t batch, int steps) {
+// autocast bfloat16: the forward and the loss inside nn::Autocast, as torch.autocast.
+void train_step(const std::string& name, int64_t batch, int steps, bool autocast = false) {
   manual_seed(0);
   cuda::reset_peak_memory(0);
   const bool ddp = name == "mlp-ddp";
@@ -125,7 +134,12 @@ void train_step(const std::string& name, int64_t batch, int steps) {
   const Tensor x = randn(xs, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
   auto step = [&] {
     opt.zero_grad();
-    cross_entropy((*model)(Variable(x)), y).backward();
+    Variable loss;
+    {
+      nn::Autocast scope(DType::BFloat16, autocast);
+      loss = cross_entropy((*model)(Variable(x)), y);
+    }
+    loss.backward();
     opt.step();
   };
   for (int i = 0; i < 10; ++i) step();
@@ -133,10 +147,10 @@ void train_step(const std::string& name, int64_t batch, int steps) {
   const double ms = time_ms(step, steps, 5);
   const cuda::MemoryStats m = cuda::memory_stats(0);
   std::printf(
-      "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"batch\": %lld, \"step_ms\": %.4f, "
-      "\"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
-      name.c_str(), (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs), m.peak_allocated / 1048576.0,
-      m.cached / 1048576.0);
+      "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"autocast\": \"%s\", \"batch\": %lld, "
+      "\"step_ms\": %.4f, \"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
+      name.c_str(), autocast ? "bf16" : "off", (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs),
+      m.peak_allocated / 1048576.0, m.cached / 1048576.0);
   if (ddp) {
     model.reset();  // DDP before its group
     dist::destroy_process_group();
@@ -175,5 +189,7 @@ int main(int argc, char** argv) {
   conv_layer(256, 32, 64, 14);
   for (const char* model : {"mlp", "cnn", "mlp-ddp"})
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50);
+  for (const char* model : {"mlp", "cnn"})
+    for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50, /*autocast=*/true);
   return 0;
 }

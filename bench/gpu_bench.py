@@ -52,6 +52,10 @@ def gemm(n):
     a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
     ms = time_ms(lambda: a @ b, 5)
     emit(bench="gemm", n=n, cublas_tflops=round(2 * n ** 3 / ms / 1e9, 2))
+    for name, dtype in (("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+        ah, bh = a.to(dtype), b.to(dtype)
+        ms = time_ms(lambda: ah @ bh, 5)
+        emit(bench="gemm16", dtype=name, n=n, tflops=round(2 * n ** 3 / ms / 1e9, 2))
 
 
 def make_model(name):
@@ -61,8 +65,9 @@ def make_model(name):
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
-def train_step(name, batch, steps):
-    """name "mlp-ddp": the MLP in DistributedDataParallel over nccl at world size 1."""
+def train_step(name, batch, steps, autocast=False):
+    """name "mlp-ddp": the MLP in DistributedDataParallel over nccl at world size 1.
+    autocast: forward and loss under torch.autocast("cuda", dtype=torch.bfloat16)."""
     torch.manual_seed(0)
     torch.cuda.reset_peak_memory_stats()
     ddp = name == "mlp-ddp"
@@ -79,13 +84,15 @@ def train_step(name, batch, steps):
 
     def step():
         opt.zero_grad()
-        loss_fn(model(x), y).backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(10):
         step()
     ms = time_ms(step, steps, 5)
-    emit(bench="train_step", model=name, batch=batch, step_ms=round(ms, 4),
+    emit(bench="train_step", model=name, autocast="bf16" if autocast else "off", batch=batch, step_ms=round(ms, 4),
          peak_allocated_mb=round(torch.cuda.max_memory_allocated() / 2 ** 20, 1))
     if ddp:
         del model
@@ -118,6 +125,9 @@ def main():
     for model in ("mlp", "cnn", "mlp-ddp"):
         for batch in (64, 256):
             train_step(model, batch, 5 if quick else 50)
+    for model in ("mlp", "cnn"):
+        for batch in (64, 256):
+            train_step(model, batch, 5 if quick else 50, autocast=True)
 
 
 if __name__ == "__main__":

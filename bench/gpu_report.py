@@ -46,6 +46,10 @@ def main():
         p = pick(pt, bench="gemm") or {}
         out.append(f"\nGEMM {g['n']}^3 fp32: tiled teaching kernel {g['tiled_tflops']} TFLOP/s, engine via cuBLAS "
                    f"{g['cublas_tflops']} TFLOP/s, PyTorch {p.get('cublas_tflops', '-')} TFLOP/s\n")
+    for r in [r for r in eng if r.get("bench") == "gemm16"]:
+        p = pick(pt, bench="gemm16", dtype=r["dtype"]) or {}
+        out.append(f"GEMM {r['n']}^3 {r['dtype']} (tensor cores, float32 sums): engine via cuBLAS {r['tflops']} "
+                   f"TFLOP/s, PyTorch {p.get('tflops', '-')} TFLOP/s\n")
     convs = [r for r in eng if r.get("bench") == "conv_layer"]
     if convs:
         out.append("| conv layer (in x out @ size) | batch | engine fwd ms | PyTorch fwd ms | engine fwd+bwd ms | PyTorch fwd+bwd ms |")
@@ -55,13 +59,14 @@ def main():
             out.append(f"| {r['layer']} | {r['batch']} | {r['forward_ms']:.3f} | {p.get('forward_ms', '-')} | "
                        f"{r['forward_backward_ms']:.3f} | {p.get('forward_backward_ms', '-')} |")
         out.append("")
-    out.append("| model | batch | engine ms/step | PyTorch ms/step | engine speed / PyTorch | cudaMalloc in timed steps |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| model | autocast | batch | engine ms/step | PyTorch ms/step | engine speed / PyTorch | cudaMalloc in timed steps |")
+    out.append("|---|---|---|---|---|---|---|")
     for r in [r for r in eng if r.get("bench") == "train_step"]:
-        p = pick(pt, bench="train_step", model=r["model"], batch=r["batch"])
+        ac = r.get("autocast", "off")
+        p = pick(pt, bench="train_step", model=r["model"], batch=r["batch"], autocast=ac)
         ratio = f"{p['step_ms'] / r['step_ms']:.2f}x" if p else "-"
-        out.append(f"| {r['model']} | {r['batch']} | {r['step_ms']:.3f} | {p['step_ms'] if p else '-'} | {ratio} | "
-                   f"{r['mallocs_in_timed_steps']} |")
+        out.append(f"| {r['model']} | {ac} | {r['batch']} | {r['step_ms']:.3f} | {p['step_ms'] if p else '-'} | "
+                   f"{ratio} | {r['mallocs_in_timed_steps']} |")
     print("\n".join(out))
 
 

@@ -178,9 +178,12 @@ Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<bool>& reduc
   return out;
 }
 
-Tensor matmul(const Tensor& a0, const Tensor& b0) {
+Tensor matmul(const Tensor& a0, const Tensor& b0, DType out_dtype) {
   const Device dev = common_device("matmul", {&a0, &b0});
   ENGINE_REQUIRE(a0.device() == b0.device(), "[matmul] expects both operands on ", dev.str());
+  ENGINE_REQUIRE(a0.dtype() == b0.dtype() && (out_dtype == a0.dtype() || out_dtype == DType::Float32),
+                 "[matmul] on the GPU: ", dtype_name(a0.dtype()), " @ ", dtype_name(b0.dtype()), " into ",
+                 dtype_name(out_dtype), " is not a product cuBLAS is asked for here");
   const detail::MatmulPlan plan = detail::plan_matmul(a0, b0);
   const int64_t M = plan.M, K = plan.K, N = plan.N;
   const Shape &batch = plan.batch, &a_shape = plan.a_shape, &b_shape = plan.b_shape;
@@ -196,7 +199,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
     b = b0.contiguous().expand(b_shape);
     cuda::gemm_layout(K, N, b.strides()[nb], b.strides()[nb + 1], &lb);
   }
-  Tensor out = empty(plan.out_shape, DType::Float32, dev);
+  Tensor out = empty(plan.out_shape, out_dtype, dev);
   // Batch dims merge into one when their strides allow (contiguous or broadcast); what is
   // left over is looped here, one strided-batched call per index of the leading dims.
   Shape bshape = batch;
@@ -214,15 +217,18 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
     outer_shape.pop_back();
     for (auto& s : outer_st) s.pop_back();
   }
-  const float* pa = static_cast<const float*>(a.storage()->data());
-  const float* pb = static_cast<const float*>(b.storage()->data());
-  float* pc = static_cast<float*>(out.storage()->data());
+  // Offsets are in elements; the pointers step in bytes, so any element size works.
+  const size_t in_size = dtype_size(a.dtype()), out_size = dtype_size(out_dtype);
+  const char* pa = static_cast<const char*>(a.storage()->data());
+  const char* pb = static_cast<const char*>(b.storage()->data());
+  char* pc = static_cast<char*>(out.storage()->data());
   detail::for_each_offset<3>(outer_shape, outer_st, {0, a.offset(), b.offset()}, [&](const std::array<int64_t, 3>& o) {
     cuda::GemmArgs g;
     g.batch = inner, g.M = M, g.N = N, g.K = K;
-    g.A = la, g.A.data = pa + o[1], g.A.batch_stride = sa;
-    g.B = lb, g.B.data = pb + o[2], g.B.batch_stride = sb;
-    g.C = pc + o[0];
+    g.A = la, g.A.data = pa + size_t(o[1]) * in_size, g.A.batch_stride = sa;
+    g.B = lb, g.B.data = pb + size_t(o[2]) * in_size, g.B.batch_stride = sb;
+    g.C = pc + size_t(o[0]) * out_size;
+    g.dtype = a.dtype(), g.out_dtype = out_dtype;
     cuda::gemm(dev.index, g);
   });
   return out;

@@ -31,6 +31,8 @@ void fill_(Tensor& t, double value);
 // Reductions over the dims marked in `reduced` (one flag per dim of a).
 Tensor reduce(cuda::ReduceOp op, const Tensor& a, const std::vector<bool>& reduced, bool keepdim, bool mean = false);
 
-Tensor matmul(const Tensor& a, const Tensor& b);
+// a @ b through cuBLAS: float32 operands into float32; bfloat16 or float16 operands (both
+// the same) into their own type or, with out_dtype float32, the unrounded float32 sums.
+Tensor matmul(const Tensor& a, const Tensor& b, DType out_dtype);
 
 }  // namespace engine::cuda_ops

@@ -240,9 +240,9 @@ void convert(int device, int64_t n, const Loop<2>& loop, DType out_dtype, void* 
   if (n == 0) return;
   const int blocks = blocks_for(n, kThreads, device);
   cudaStream_t s = stream_of(device);
-  dispatch(out_dtype, [&](auto dz) {
+  dispatch_storage(out_dtype, [&](auto dz) {  // 16-bit types too: a conversion is all they need
     using D = decltype(dz);
-    dispatch(in_dtype, [&](auto sz) {
+    dispatch_storage(in_dtype, [&](auto sz) {
       using S = decltype(sz);
       convert_kernel<D, S><<<blocks, kThreads, 0, s>>>(n, loop, static_cast<D*>(out), static_cast<const S*>(in));
     });
@@ -253,7 +253,7 @@ void convert(int device, int64_t n, const Loop<2>& loop, DType out_dtype, void* 
 void fill(int device, int64_t n, const Loop<1>& loop, DType dtype, void* out, double value) {
   if (n == 0) return;
   const int blocks = blocks_for(n, kThreads, device);
-  dispatch(dtype, [&](auto zero) {
+  dispatch_storage(dtype, [&](auto zero) {
     using T = decltype(zero);
     fill_kernel<T><<<blocks, kThreads, 0, stream_of(device)>>>(n, loop, static_cast<T*>(out), T(value));
   });

@@ -56,7 +56,25 @@ struct Cublas {
   decltype(&cublasSetStream_v2) set_stream = lib.function("cublasSetStream_v2");
   decltype(&cublasSgemm_v2) sgemm = lib.function("cublasSgemm_v2");
   decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = lib.function("cublasSgemmStridedBatched");
+  // Spelled out: C++ code sees a second, inline cublasGemmEx (an older signature).
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = lib.function("cublasGemmEx");
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                            const void*, const void*, cudaDataType, int, long long, const void*,
+                                            cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                            long long, int, cublasComputeType_t,
+                                            cublasGemmAlgo_t) = lib.function("cublasGemmStridedBatchedEx");
 };
+
+cudaDataType cuda_type(DType t) {
+  switch (t) {
+    case DType::BFloat16: return CUDA_R_16BF;
+    case DType::Float16: return CUDA_R_16F;
+    case DType::Float32: return CUDA_R_32F;
+    default: throw Error(std::string("[matmul] no GPU product for ") + dtype_name(t));
+  }
+}
 
 const Cublas& cublas() {
   static const Cublas api;  // a failed load throws and is retried by the next call
@@ -85,7 +103,8 @@ void gemm(int device, const GemmArgs& g) {
                  "[matmul] on the GPU: a size or stride over 2^31 (", g.M, "x", g.K, " @ ", g.K, "x", g.N,
                  ") is beyond cuBLAS's int arguments");
   if (g.K == 0) {  // an empty sum: C is all zeros
-    check(cudaMemsetAsync(g.C, 0, size_t(g.batch * g.M * g.N) * sizeof(float), stream_of(device)), "cudaMemset");
+    check(cudaMemsetAsync(g.C, 0, size_t(g.batch * g.M * g.N) * dtype_size(g.out_dtype), stream_of(device)),
+          "cudaMemset");
     return;
   }
   // cuBLAS is column-major. A row-major C (M x N) is a column-major C^T (N x M), and
@@ -95,15 +114,39 @@ void gemm(int device, const GemmArgs& g) {
   const cublasOperation_t op_b = g.B.column_major ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = g.A.column_major ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasHandle_t h = handle(device);
+  const auto* A = static_cast<const float*>(g.A.data);
+  const auto* B = static_cast<const float*>(g.B.data);
+  auto* C = static_cast<float*>(g.C);
+  if (g.dtype == DType::Float32 && g.out_dtype == DType::Float32) {
+    if (g.batch == 1) {
+      cublas_check(cublas().sgemm(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, B, int(g.B.ld), A, int(g.A.ld),
+                                  &zero, C, int(g.N)),
+                   "cublasSgemm");
+    } else {
+      cublas_check(cublas().sgemm_strided_batched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, B, int(g.B.ld),
+                                                  g.B.batch_stride, A, int(g.A.ld), g.A.batch_stride, &zero, C,
+                                                  int(g.N), g.M * g.N, int(g.batch)),
+                   "cublasSgemmStridedBatched");
+    }
+    return;
+  }
+  // 16-bit operands on the tensor cores, float32 sums (CUBLAS_COMPUTE_32F).
+  ENGINE_REQUIRE(g.dtype == DType::BFloat16 || g.dtype == DType::Float16, "[matmul] no GPU product of ",
+                 dtype_name(g.dtype), " into ", dtype_name(g.out_dtype));
+  ENGINE_REQUIRE(g.out_dtype == g.dtype || g.out_dtype == DType::Float32, "[matmul] a product of ", dtype_name(g.dtype),
+                 " goes into ", dtype_name(g.dtype), " or float32, not ", dtype_name(g.out_dtype));
+  const cudaDataType in = cuda_type(g.dtype), out = cuda_type(g.out_dtype);
   if (g.batch == 1) {
-    cublas_check(cublas().sgemm(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, int(g.B.ld), g.A.data,
-                                int(g.A.ld), &zero, g.C, int(g.N)),
-                 "cublasSgemm");
+    cublas_check(
+        cublas().gemm_ex(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, in, int(g.B.ld), g.A.data, in,
+                         int(g.A.ld), &zero, g.C, out, int(g.N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   } else {
-    cublas_check(cublas().sgemm_strided_batched(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data,
-                                                int(g.B.ld), g.B.batch_stride, g.A.data, int(g.A.ld), g.A.batch_stride,
-                                                &zero, g.C, int(g.N), g.M * g.N, int(g.batch)),
-                 "cublasSgemmStridedBatched");
+    cublas_check(
+        cublas().gemm_strided_batched_ex(h, op_b, op_a, int(g.N), int(g.M), int(g.K), &one, g.B.data, in, int(g.B.ld),
+                                         g.B.batch_stride, g.A.data, in, int(g.A.ld), g.A.batch_stride, &zero, g.C, out,
+                                         int(g.N), g.M * g.N, int(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
   }
 }
 

@@ -68,7 +68,7 @@ void reduce(ReduceOp op, int device, DType dtype, int64_t outer, int64_t reduced
 // a leading dimension: gemm_layout says which, from the operand's strides, or that it
 // can do neither (then the caller copies it into a dense one first).
 struct GemmOperand {
-  const float* data = nullptr;
+  const void* data = nullptr;  // of GemmArgs::dtype
   bool column_major = false;
   int64_t ld = 0;            // the stride between rows (row-major) or columns (column-major)
   int64_t batch_stride = 0;  // 0: the same matrix for every b
@@ -76,7 +76,10 @@ struct GemmOperand {
 struct GemmArgs {
   int64_t batch = 1, M = 0, N = 0, K = 0;
   GemmOperand A, B;  // A is M x K, B is K x N
-  float* C = nullptr;
+  void* C = nullptr;
+  // A and B: float32 (cuBLAS's SGEMM, no TF32), or both bfloat16 or float16 (tensor cores,
+  // products summed in float32); C: float32, or the 16-bit type (the sums rounded once).
+  DType dtype = DType::Float32, out_dtype = DType::Float32;
 };
 // For a rows x cols operand with strides (row_stride, col_stride): fills column_major and
 // ld, or returns false. A size-1 dim's stride never matters, so it is set to what fits.

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "catch2/catch.hpp"
+#include "dist/comm_hooks.h"
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/nccl_group.h"
@@ -99,6 +100,35 @@ TEST_CASE("DDP over nccl at world size 1 trains a GPU model exactly as without D
     auto pa = plain->parameters(), pb = wrapped->parameters();
     for (size_t i = 0; i < pa.size(); ++i)
       RANK_REQUIRE(pa[i].data().to_vector<float>() == pb[i].data().to_vector<float>());
+  }
+  dist::destroy_process_group();
+}
+
+TEST_CASE("DDP over nccl with the 16-bit compress hooks: buckets cross NCCL in bfloat16 or float16") {
+  single_rank_env();
+  if (!testing::gpu_or_skip("compress hooks over nccl")) return;
+  dist::init_process_group("nccl");
+  for (DType wire : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(wire));
+    Generator i1(4), i2(4);
+    auto plain = std::make_shared<nn::Linear>(30, 7, true, &i1),
+         wrapped = std::make_shared<nn::Linear>(30, 7, true, &i2);
+    plain->to(Device::cuda(0)), wrapped->to(Device::cuda(0));
+    dist::DistributedDataParallel ddp(wrapped);
+    ddp.register_comm_hook(wire == DType::BFloat16 ? dist::hooks::bf16_compress_hook : dist::hooks::fp16_compress_hook);
+    Generator g(2);
+    const Tensor x = randn({8, 30}, &g).to(Device::cuda(0)), t = randint(0, 7, {8}, &g).to(Device::cuda(0));
+    nn::cross_entropy((*plain)(nn::Variable(x)), t).backward();
+    nn::cross_entropy(ddp(nn::Variable(x)), t).backward();
+    // One rank: the average is the gradient itself, rounded to the wire's type and widened.
+    auto pa = plain->parameters(), pb = wrapped->parameters();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      RANK_REQUIRE(pb[i].grad().dtype() == DType::Float32);
+      const auto want = pa[i].grad().to(wire).to(DType::Float32).to_vector<float>();
+      const auto got = pb[i].grad().to_vector<float>();
+      RANK_REQUIRE(got == want);
+      RANK_REQUIRE(got != pa[i].grad().to_vector<float>());  // it did go through 16 bits
+    }
   }
   dist::destroy_process_group();
 }

@@ -4,6 +4,7 @@
 // each case says it was skipped and why.
 #include "catch2/catch.hpp"
 #include "nn/adam.h"
+#include "nn/autocast.h"
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/functional.h"
@@ -38,6 +39,12 @@ void check_params(Module& gpu_model, Module& cpu_model, double bound) {
   }
 }
 }  // namespace
+
+// conv -> relu -> flatten -> linear, as a CNN's first and last layers.
+Variable conv_then_linear(Conv2d& conv, Linear& fc, const Variable& x) {
+  const Variable h = autograd::relu(conv(x));
+  return fc(autograd::reshape(h, {h.shape()[0], -1}));
+}
 
 TEST_CASE("cross-entropy and log-softmax on the GPU: loss and gradient match the CPU") {
   if (!testing::gpu_or_skip("cross-entropy on the GPU")) return;
@@ -126,6 +133,38 @@ TEST_CASE("the GPU convolution's implicit GEMM matches the CPU across its tiles,
     autograd::sum(yg * Variable(w.to(kGpu))).backward();
     CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-5);
     check_grads(gpu_conv, cpu_conv, 1e-5);
+  }
+}
+
+TEST_CASE("autocast on the GPU: conv2d and linear multiply in 16 bits on cuBLAS, as the CPU does") {
+  if (!testing::gpu_or_skip("autocast on the GPU")) return;
+  Generator g = testing::fresh_generator();
+  const Tensor x = randn({4, 3, 10, 10}, &g);
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(h));
+    Generator i1(21), i2(21);
+    Conv2d cpu_conv(3, 6, 3, 1, 1, true, &i1), gpu_conv(3, 6, 3, 1, 1, true, &i2);
+    Linear cpu_fc(600, 10, true, &i1), gpu_fc(600, 10, true, &i2);
+    gpu_conv.to(kGpu), gpu_fc.to(kGpu);
+    Variable yc, yg;
+    {
+      Autocast ac(h);
+      yc = conv_then_linear(cpu_conv, cpu_fc, Variable(x));
+      yg = conv_then_linear(gpu_conv, gpu_fc, Variable(x.to(kGpu)));
+    }
+    REQUIRE(yg.data().dtype() == h);
+    REQUIRE(yg.data().device() == kGpu);
+    // Both sum the same 16-bit products in float32 (in another order) and round once.
+    CHECK(rel_error(yg.data(), yc.data()) <= 1e-2);
+    autograd::sum(yc).backward();
+    autograd::sum(yg).backward();
+    for (Module* m : {static_cast<Module*>(&gpu_conv), static_cast<Module*>(&gpu_fc)})
+      for (const auto& [name, p] : m->named_parameters()) {
+        INFO(name);
+        CHECK(p.grad().dtype() == DType::Float32);  // master weights get float32 gradients
+      }
+    check_grads(gpu_conv, cpu_conv, 1e-2);
+    check_grads(gpu_fc, cpu_fc, 1e-2);
   }
 }
 

@@ -5,11 +5,13 @@
 // 1e-6 for sums (another order), 1e-5 for variance and for matmul (FP32 cuBLAS).
 // Without a GPU each case says it was skipped and why.
 #include <functional>
+#include <random>
 
 #include "catch2/catch.hpp"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/gemm.h"
+#include "tensor/half.h"
 #include "tensor/ops.h"
 #include "tests/testing/gpu.h"
 
@@ -176,6 +178,69 @@ TEST_CASE("matmul on the GPU (cuBLAS) matches the CPU GEMM: transposes, batches,
   // A view with no unit stride (every other column) is copied before cuBLAS sees it.
   const Tensor wide = randn({40, 60}, &g), w = randn({30, 11}, &g);
   CHECK(rel_error(matmul(wide.to(kGpu).slice(1, 0, 60, 2), w.to(kGpu)), matmul(wide.slice(1, 0, 60, 2), w)) <= 1e-5);
+}
+
+TEST_CASE("bfloat16 and float16 on the GPU: conversions give the CPU's bits, fills, widening") {
+  if (!testing::gpu_or_skip("16-bit tensors on the GPU")) return;
+  // Random bit patterns (every exponent, subnormals, NaNs) plus named edges.
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> any;
+  std::vector<float> x(10007);
+  for (float& v : x) v = bits_float(any(rng));
+  x[0] = INFINITY, x[1] = -INFINITY, x[2] = NAN, x[3] = 1e-41f, x[4] = 1.00390625f, x[5] = -0.0f, x[6] = 65520;
+  const Tensor t = from_vector(x);
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(h));
+    const Tensor on_gpu = t.to(kGpu).to(h);
+    REQUIRE(on_gpu.dtype() == h);
+    const Tensor got = on_gpu.to(Device::cpu()), want = t.to(h);
+    const auto* g16 = reinterpret_cast<const uint16_t*>(got.bytes());
+    const auto* w16 = reinterpret_cast<const uint16_t*>(want.bytes());
+    for (size_t i = 0; i < x.size(); ++i) {
+      INFO("value " << x[i] << " at " << i);
+      REQUIRE(g16[i] == w16[i]);  // the same rounding code on both sides (tensor/half.h)
+    }
+    // Widening on the GPU is exact, as on the CPU (infinities included).
+    const std::vector<float> wide = on_gpu.to(DType::Float32).to(Device::cpu()).to_vector<float>(),
+                             wide_cpu = want.to(DType::Float32).to_vector<float>();
+    for (size_t i = 0; i < x.size(); ++i)
+      REQUIRE((wide[i] == wide_cpu[i] || (std::isnan(wide[i]) && std::isnan(wide_cpu[i]))));
+    CHECK(rel_error(full({3, 5}, 1.5, h, kGpu), full({3, 5}, 1.5, h)) == 0);
+    CHECK(rel_error(zeros({4}, h, kGpu).to(DType::Float32), zeros({4})) == 0);
+  }
+}
+
+TEST_CASE("bfloat16 and float16 matmul on the GPU: tensor cores, float32 sums, rounded once or kept") {
+  if (!testing::gpu_or_skip("16-bit matmul on the GPU")) return;
+  Generator g = testing::fresh_generator();
+  struct Case {
+    Shape a, b;
+    bool tb;
+  };
+  const std::vector<Case> cases = {{{64, 784}, {784, 256}, false},
+                                   {{33, 17}, {17, 65}, false},
+                                   {{30, 20}, {20, 10}, true},
+                                   {{5, 30, 20}, {5, 20, 10}, false}};
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    for (const Case& c : cases) {
+      INFO(dtype_name(h) << " a " << shape_str(c.a) << " b " << shape_str(c.b) << (c.tb ? "^T" : ""));
+      Shape bs = c.b;
+      if (c.tb) std::swap(bs[bs.size() - 1], bs[bs.size() - 2]);
+      const Tensor a = randn(c.a, &g).to(h), b0 = randn(bs, &g).to(h);
+      const Tensor b = c.tb ? b0.transpose(-1, -2) : b0;
+      // Products of 16-bit values are exact in float32: the reference is the float32
+      // product of the widened operands, which the GPU's float32 sums match to 1e-5...
+      const Tensor exact = matmul(a.to(DType::Float32), b.to(DType::Float32));
+      const Tensor into = empty(exact.shape(), DType::Float32, kGpu);
+      matmul(a.to(kGpu), b.to(kGpu), into);
+      CHECK(rel_error(into, exact) <= 1e-5);
+      // ...and, rounded once to 16 bits, to half a unit in the last place (2^-9 for
+      // bfloat16's 8 bits, 2^-12 for float16's 11).
+      const Tensor rounded = matmul(a.to(kGpu), b.to(kGpu));
+      REQUIRE(rounded.dtype() == h);
+      CHECK(rel_error(rounded, exact) <= (h == DType::BFloat16 ? 0x1p-9 : 0x1p-12) + 1e-5);
+    }
+  }
 }
 
 TEST_CASE("the teaching tiled GEMM kernel matches the CPU GEMM at awkward sizes") {
