@@ -72,6 +72,7 @@ void time_sizes(ProcessGroupTCP& g, const std::vector<int64_t>& sizes, int round
     for (int i = 0; i < 3; ++i) g.all_reduce(t).wait();
     const int iters = int(std::max<int64_t>(3, std::min<int64_t>(200, int64_t(2e8) / (n * 4))));
     std::vector<double> times;
+    const uint64_t by_waiters = g.collectives_run_by_waiters();
     for (int r = 0; r < rounds; ++r) {
       g.barrier().wait();
       const auto t0 = std::chrono::steady_clock::now();
@@ -79,13 +80,16 @@ void time_sizes(ProcessGroupTCP& g, const std::vector<int64_t>& sizes, int round
       times.push_back(Seconds(std::chrono::steady_clock::now() - t0).count() / iters);
     }
     const double dt = median(times);
+    // Timed calls (and barriers) that ran on the waiting thread rather than the worker.
+    const double waiter_share = double(g.collectives_run_by_waiters() - by_waiters) / double(rounds * (iters + 1));
     if (rank == 0) {
       const double algbw = double(n) * 4 / dt / 1e9;
       std::printf(
           "{\"impl\": \"engine-cpu\", \"path\": \"%s%s\", \"world\": %d, \"bytes\": %lld, \"time_us\": %.2f, "
-          "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f}\n",
+          "\"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, \"run_by_waiter\": %.2f}\n",
           g.all_reduce_algorithm().c_str(),  // ring, shm or hierarchical
-          in_place ? "-in-place" : "", world, (long long)(n * 4), dt * 1e6, algbw, algbw * 2 * (world - 1) / world);
+          in_place ? "-in-place" : "", world, (long long)(n * 4), dt * 1e6, algbw, algbw * 2 * (world - 1) / world,
+          waiter_share);
       std::fflush(stdout);
     }
   }

@@ -22,6 +22,9 @@ const char* reduce_op_name(ReduceOp op) {
 Work::Work() : state_(std::make_shared<State>()) {}
 
 void Work::wait() const {
+  // First run queued work here (this one's, and any queued before it) rather than sleep
+  // while another thread is woken to do it: a wake-up can cost more than a small collective.
+  while (state_->help && !is_completed() && state_->help()) {}
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (!state_->error) return;

@@ -14,6 +14,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +46,9 @@ class Work {
   // For the group that runs the collective: mark it done, or failed.
   void finish() const;
   void fail(std::exception_ptr error) const;
+  // For the group: wait() calls `help` until the work is done or it returns false (it
+  // runs the group's next queued collective on the waiting thread), then sleeps.
+  void set_helper(std::function<bool()> help) { state_->help = std::move(help); }
 
  private:
   struct State {
@@ -52,6 +56,7 @@ class Work {
     std::condition_variable cv;
     bool done = false;
     std::exception_ptr error;
+    std::function<bool()> help;
   };
   std::shared_ptr<State> state_;
 };

@@ -30,6 +30,7 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   connect_mesh();
   discover_topology();
   choose_algorithm();
+  queue_->group = this;
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -119,58 +120,95 @@ void ProcessGroupTCP::choose_algorithm() {
 
 ProcessGroupTCP::~ProcessGroupTCP() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->stop = true;
   }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  queue_->cv.notify_all();
+  if (worker_.joinable()) worker_.join();  // it leaves once the queue is empty and nothing runs
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->group = nullptr;  // a Work that outlives the group finds nothing to run
+  }
   shm_.reset();
   for (auto& p : peers_) p.close();
 }
 
 // ---------------------------------------------------------------------------------------
-// The worker: runs queued collectives in order. After a failure the group is broken: the
-// peers were told (ABORT) and every later call fails with the original reason.
+// The queue: collectives run in order, on the worker or on a thread that waits for one.
 
 Work ProcessGroupTCP::enqueue(MessageHeader desc, std::function<void(const MessageHeader&, Deadline)> run) {
   Work work;
+  work.set_helper([q = queue_] { return run_next(q); });
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ENGINE_REQUIRE(!stop_, "[dist] ", coll_name(desc.coll), " called after destroy_process_group()");
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    ENGINE_REQUIRE(!queue_->stop, "[dist] ", coll_name(desc.coll), " called after destroy_process_group()");
     if (desc.coll != kPointToPoint) desc.seq = next_seq_++;
-    queue_.push_back({desc, std::move(run), work});
+    queue_->tasks.push_back({desc, std::move(run), work});
   }
-  cv_.notify_one();
+  queue_->cv.notify_all();
   return work;
 }
 
+bool ProcessGroupTCP::run_next(const std::shared_ptr<Queue>& q) {
+  Task task;
+  ProcessGroupTCP* group = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(q->mu);
+    if (q->stop || q->running || q->tasks.empty() || !q->group) return false;
+    task = std::move(q->tasks.front());
+    q->tasks.pop_front();
+    q->running = true;
+    group = q->group;
+  }
+  q->run_by_waiters.fetch_add(1);
+  group->run_task(task);
+  {
+    std::lock_guard<std::mutex> lock(q->mu);
+    q->running = false;
+  }
+  q->cv.notify_all();  // the worker waits for `running` to clear
+  return true;
+}
+
 void ProcessGroupTCP::worker_loop() {
+  Queue& q = *queue_;
   while (true) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(q.mu);
+      q.cv.wait(lock, [&] { return !q.running && (q.stop || !q.tasks.empty()); });
+      if (q.tasks.empty()) return;  // stopping, nothing left
+      task = std::move(q.tasks.front());
+      q.tasks.pop_front();
+      q.running = true;
     }
-    if (!broken_.empty()) {
-      task.work.fail(
-          std::make_exception_ptr(Error("[dist] " + describe(task.desc) + " on rank " + std::to_string(rank_) +
-                                        " cannot run: the process group failed earlier: " + broken_)));
-      continue;
+    run_task(task);
+    {
+      std::lock_guard<std::mutex> lock(q.mu);
+      q.running = false;
     }
-    try {
-      const Deadline d = deadline_in(options_.timeout);
-      // With shared memory, every collective starts by checking that all ranks made the same call.
-      if (shm_ && task.desc.coll != kPointToPoint) shm_->agree(to_call(task.desc), d, describe_call);
-      task.run(task.desc, d);
-      task.work.finish();
-    } catch (const std::exception& e) {  // any failure (out of memory too) goes to the caller, never terminate()
-      broken_ = e.what();
-      abort_peers(broken_);
-      task.work.fail(std::current_exception());
-    }
+    q.cv.notify_all();
+  }
+}
+
+// Runs one collective; after a failure the group is broken: the peers were told (ABORT)
+// and every later call fails with the original reason.
+void ProcessGroupTCP::run_task(Task& task) {
+  if (!broken_.empty()) {
+    task.work.fail(std::make_exception_ptr(Error("[dist] " + describe(task.desc) + " on rank " + std::to_string(rank_) +
+                                                 " cannot run: the process group failed earlier: " + broken_)));
+    return;
+  }
+  try {
+    const Deadline d = deadline_in(options_.timeout);
+    // With shared memory, every collective starts by checking that all ranks made the same call.
+    if (shm_ && task.desc.coll != kPointToPoint) shm_->agree(to_call(task.desc), d, describe_call);
+    task.run(task.desc, d);
+    task.work.finish();
+  } catch (const std::exception& e) {  // any failure (out of memory too) goes to the caller, never terminate()
+    broken_ = e.what();
+    abort_peers(broken_);
+    task.work.fail(std::current_exception());
   }
 }
 

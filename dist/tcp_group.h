@@ -1,6 +1,7 @@
 // ProcessGroupTCP: our CPU backend (init_process_group("gloo") makes one). Every pair of
 // ranks shares one TCP connection (a full mesh, set up through the store); collectives run
-// one at a time, in call order, on a background thread. all_reduce takes one of three
+// one at a time, in call order, on a background thread, or on the thread that waits for
+// them when it gets there first. all_reduce takes one of three
 // algorithms, chosen from the topology found at setup (which ranks share a machine) and
 // named by all_reduce_algorithm():
 //   "shm"          every rank on this machine: a reduction through shared memory (shm_allreduce.h)
@@ -100,6 +101,8 @@ class ProcessGroupTCP : public ProcessGroup {
   // "host:port" where this rank accepts its peers' connections (empty at world size 1).
   std::string address() const override { return address_; }
   const std::shared_ptr<TCPStore>& store() const { return store_; }
+  // How many collectives ran on the thread that waited for them rather than on the worker.
+  uint64_t collectives_run_by_waiters() const { return queue_->run_by_waiters.load(); }
 
  private:
   struct Task {
@@ -107,8 +110,24 @@ class ProcessGroupTCP : public ProcessGroup {
     std::function<void(const MessageHeader&, Deadline)> run;
     Work work;
   };
+  // The queue of collectives, shared with every Work it hands out: a thread that waits on
+  // one runs what is queued itself, in order (run_next), rather than waking the worker and
+  // sleeping until it is done; the worker runs whatever nobody waits for. One task runs at
+  // a time, on either thread.
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Task> tasks;
+    bool stop = false;
+    bool running = false;              // a task is running (on the worker or on a waiter)
+    ProcessGroupTCP* group = nullptr;  // null once the group is gone
+    std::atomic<uint64_t> run_by_waiters{0};
+  };
+  // Runs the next queued task on this thread; false if none is queued or one is running.
+  static bool run_next(const std::shared_ptr<Queue>& q);
   Work enqueue(MessageHeader desc, std::function<void(const MessageHeader&, Deadline)> run);
   void worker_loop();
+  void run_task(Task& task);
   void connect_mesh();
 
   // Messages: a header, then header.bytes of payload. recv_message checks the header it gets
@@ -199,10 +218,7 @@ class ProcessGroupTCP : public ProcessGroup {
   int groups_made_ = 0;  // by new_group: numbers each subgroup's keys
   std::atomic<uint64_t> bytes_sent_{0};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool stop_ = false;
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::string broken_;  // set after a failure: the group cannot be used again
   std::thread worker_;
 };

@@ -1,8 +1,10 @@
 // Collectives of the CPU backend with ranks as threads: closed-form results for world
 // sizes 1 to 8 and element counts 0 to 2^20+3, identical bits on every rank.
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "catch2/catch.hpp"
 #include "dist/reduce_into.h"
@@ -35,6 +37,63 @@ TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared 
         for (int r = 1; r < world; ++r) RANK_REQUIRE(results[size_t(r)] == results[0]);  // identical bits
       }
     }
+}
+
+TEST_CASE("Work::wait asks its helper to run queued work until it is done, then sleeps") {
+  Work done_by_helper;
+  std::atomic<int> calls{0};
+  done_by_helper.set_helper([&] {
+    if (++calls == 3) done_by_helper.finish();  // the third queued task was this work
+    return true;
+  });
+  std::thread fallback([&] {  // so that a wait that never asks fails the check, not the clock
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    done_by_helper.finish();
+  });
+  done_by_helper.wait();
+  fallback.join();
+  CHECK(calls == 3);
+  // A helper with nothing to run (the worker has the task): wait sleeps until it finishes.
+  Work done_elsewhere;
+  int asked = 0;
+  done_elsewhere.set_helper([&] {
+    ++asked;
+    return false;
+  });
+  std::thread worker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    done_elsewhere.finish();
+  });
+  done_elsewhere.wait();
+  worker.join();
+  CHECK(asked == 1);
+  CHECK(done_elsewhere.is_completed());
+}
+
+TEST_CASE("a thread that waits for a collective may run the queue itself: in order, with the worker") {
+  for (bool shm : {true, false})
+    run_threads(
+        3,
+        [](ProcessGroupTCP& g) {
+          // Three collectives queued, then waited for last-first: whoever runs them (this
+          // thread or the worker) runs them in the order they were called.
+          Tensor a = full({5}, double(g.rank() + 1)), b = full({300}, double(g.rank())), c = full({2}, 1.0);
+          Work wa = g.all_reduce(a, ReduceOp::Sum), wb = g.broadcast(b, 2), wc = g.all_reduce(c, ReduceOp::Max);
+          wc.wait();
+          RANK_REQUIRE(wa.is_completed());  // ran before c, whichever thread ran it
+          RANK_REQUIRE(wb.is_completed());
+          wa.wait(), wb.wait();
+          RANK_REQUIRE(a.to_vector<float>() == std::vector<float>(5, 6.f));
+          RANK_REQUIRE(b.to_vector<float>() == std::vector<float>(300, 2.f));
+          RANK_REQUIRE(c.to_vector<float>() == std::vector<float>(2, 1.f));
+          // Blocking calls, run by the caller or the worker, whichever comes first.
+          for (int i = 0; i < 50; ++i) {
+            Tensor t = full({4}, double(i + g.rank()));
+            g.all_reduce(t, ReduceOp::Sum).wait();
+            RANK_REQUIRE(t.to_vector<float>() == std::vector<float>(4, float(3 * i + 3)));
+          }
+        },
+        std::chrono::seconds(20), shm);
 }
 
 TEST_CASE("all_reduce of int64 and of 16M floats") {
