@@ -156,6 +156,41 @@ void train_step(const std::string& name, int64_t batch, int steps, bool autocast
     dist::destroy_process_group();
   }
 }
+// The same step captured once as a CUDA graph and replayed (runtime.h): one launch per step
+// instead of one per kernel. A capture that fails is reported, not fatal to the other rows.
+void train_step_graph(const std::string& name, int64_t batch, int steps) {
+  try {
+    manual_seed(0);
+    std::shared_ptr<Module> model = make_model(name);
+    model->to(kGpu);
+    SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
+    Generator g(3);
+    const Shape xs = name == "cnn" ? Shape{batch, 1, 28, 28} : Shape{batch, 784};
+    const Tensor x = randn(xs, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
+    auto step = [&] {
+      opt.zero_grad();
+      cross_entropy((*model)(Variable(x)), y).backward();
+      opt.step();
+    };
+    for (int i = 0; i < 10; ++i) step();
+    cuda::Graph graph(0);
+    graph.capture_begin();
+    step();
+    graph.capture_end();
+    const double ms = time_ms([&] { graph.replay(); }, steps, 5);
+    std::printf(
+        "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"autocast\": \"off\", "
+        "\"graph\": true, \"batch\": %lld, \"step_ms\": %.4f, \"graph_nodes\": %zu, \"mallocs_in_timed_steps\": 0}\n",
+        name.c_str(), (long long)batch, ms, graph.nodes());
+  } catch (const std::exception& e) {
+    std::string why = e.what();  // as a JSON string: no quotes, backslashes or line breaks
+    for (char& ch : why)
+      if (ch == '"' || ch == '\\' || ch == '\n') ch = '\'';
+    std::printf("{\"impl\": \"engine\", \"bench\": \"train_step_graph_error\", \"model\": \"%s\", \"error\": \"%s\"}\n",
+                name.c_str(), why.c_str());
+  }
+}
+
 // One convolution layer alone (forward, then forward + backward), to see where a CNN
 // step's time goes: the two layers of the benchmark CNN at batch 256.
 void conv_layer(int64_t batch, int64_t in, int64_t out, int64_t size) {
@@ -191,5 +226,7 @@ int main(int argc, char** argv) {
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50);
   for (const char* model : {"mlp", "cnn"})
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50, /*autocast=*/true);
+  for (const char* model : {"mlp", "cnn"})
+    for (int64_t batch : {64, 256}) train_step_graph(model, batch, quick ? 5 : 50);
   return 0;
 }

@@ -62,11 +62,13 @@ def main():
     out.append("| model | autocast | batch | engine ms/step | PyTorch ms/step | engine speed / PyTorch | cudaMalloc in timed steps |")
     out.append("|---|---|---|---|---|---|---|")
     for r in [r for r in eng if r.get("bench") == "train_step"]:
-        ac = r.get("autocast", "off")
-        p = pick(pt, bench="train_step", model=r["model"], batch=r["batch"], autocast=ac)
+        ac = r.get("autocast", "off") + (", CUDA graph" if r.get("graph") else "")
+        p = pick(pt, bench="train_step", model=r["model"], batch=r["batch"], autocast=r.get("autocast", "off"))
         ratio = f"{p['step_ms'] / r['step_ms']:.2f}x" if p else "-"
         out.append(f"| {r['model']} | {ac} | {r['batch']} | {r['step_ms']:.3f} | {p['step_ms'] if p else '-'} | "
                    f"{ratio} | {r['mallocs_in_timed_steps']} |")
+    for r in [r for r in eng if r.get("bench") == "train_step_graph_error"]:
+        out.append(f"\nCUDA graph of the {r['model']} step failed: {r['error']}")
     print("\n".join(out))
 
 

@@ -11,6 +11,7 @@
 #include "tensor/columns_cpu.h"
 #include "tensor/cpu_features.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/cuda/runtime.h"
 #include "tensor/max_pool_cpu.h"
 #include "tensor/ops.h"
 #include "tensor/optim_cpu.h"
@@ -331,13 +332,16 @@ CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets) 
   CrossEntropy r{Tensor(), empty({n, c}, DType::Float32, dev), empty({n}, DType::Float32, dev)};
   if (dev.is_cuda()) {
     // A bad target is found by the kernel; reading its flag waits for the GPU, which the
-    // loss's first use would do anyway.
+    // loss's first use would do anyway. Not while a CUDA graph is captured (nothing may
+    // wait then): a replayed step's targets are the caller's to check when it copies them in.
     Tensor rows = empty({n}, DType::Float32, dev), bad = full({}, -1, DType::Int64, dev);
     cuda::cross_entropy_forward(dev.index, n, c, x.data<float>(), t.data<int64_t>(), r.probs.data<float>(),
                                 rows.data<float>(), r.rest.data<float>(), bad.data<int64_t>());
-    const int64_t bad_row = int64_t(bad.item());
-    ENGINE_REQUIRE(bad_row < 0, "[cross_entropy] target ", t.at({bad_row}), " at index ", bad_row,
-                   " is out of range for ", c, " classes");
+    if (!cuda::is_capturing(dev.index)) {
+      const int64_t bad_row = int64_t(bad.item());
+      ENGINE_REQUIRE(bad_row < 0, "[cross_entropy] target ", t.at({bad_row}), " at index ", bad_row,
+                     " is out of range for ", c, " classes");
+    }
     r.loss = mean(rows);
     return r;
   }

@@ -11,8 +11,16 @@
 // All engine kernels run on one stream per device, so a block freed on the host may be
 // handed out again at once: any kernel that still reads it was queued earlier on the same
 // stream and runs before the new owner's kernels.
+//
+// A CUDA graph (runtime.h) replays its kernels on the addresses they had when it was
+// captured, long after the host freed them. So while a graph is captured, its blocks come
+// from a pool of its own: every block handed out, and every block freed (the graph may
+// still read it), belongs to the pool and goes back only to the pool's free lists, where
+// nothing outside the capture can take it. When the graph is destroyed, the pool's blocks
+// return to the common cache.
 #include <cuda_runtime.h>
 
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -24,11 +32,25 @@ namespace engine::cuda {
 
 namespace {
 
+using FreeLists = std::unordered_map<size_t, std::vector<void*>>;  // size class -> blocks
+
 struct DeviceCache {
   std::mutex mu;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
-  std::unordered_map<void*, size_t> live;                      // handed out -> its class
+  FreeLists free_blocks;
+  std::unordered_map<void*, size_t> live;  // handed out -> its class
   MemoryStats stats;
+  int capturing = 0;  // the pool a graph capture draws from, or 0
+  int next_pool = 1;
+  std::unordered_map<int, FreeLists> pools;  // a graph's free blocks
+  std::unordered_map<void*, int> pool_of;    // handed out from a pool -> the pool
+
+  void* take(FreeLists& lists, size_t size) {
+    auto it = lists.find(size);
+    if (it == lists.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    return p;
+  }
 
   void release_free_blocks(int device) {
     cudaSetDevice(device);
@@ -58,12 +80,9 @@ void* device_malloc(size_t bytes, int device) {
   const size_t size = allocation_size(bytes);
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  void* p = nullptr;
-  auto it = c.free_blocks.find(size);
-  if (it != c.free_blocks.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
-  } else {
+  void* p = c.capturing ? c.take(c.pools[c.capturing], size) : nullptr;
+  if (!p) p = c.take(c.free_blocks, size);
+  if (!p) {
     set_device(device);  // only here: a block from the cache needs no CUDA call at all
     cudaError_t status = cudaMalloc(&p, size);
     if (status == cudaErrorMemoryAllocation) {  // give the cache back to CUDA and try again
@@ -82,6 +101,7 @@ void* device_malloc(size_t bytes, int device) {
   }
   if (poison) check(cudaMemsetAsync(p, 0xFF, size, stream_of(device)), "poisoning a new block");
   c.live[p] = size;
+  if (c.capturing) c.pool_of[p] = c.capturing;
   c.stats.allocated += size;
   c.stats.peak_allocated = std::max(c.stats.peak_allocated, c.stats.allocated);
   return p;
@@ -94,8 +114,42 @@ void device_free(void* ptr, int device) {
   auto it = c.live.find(ptr);
   if (it == c.live.end()) return;  // not ours: never happens for Storage, ignored rather than thrown (destructors)
   c.stats.allocated -= it->second;
-  c.free_blocks[it->second].push_back(ptr);
+  int pool = c.capturing;  // freed during a capture: the graph may read it on every replay
+  if (auto owner = c.pool_of.find(ptr); owner != c.pool_of.end()) {
+    pool = owner->second;
+    c.pool_of.erase(owner);
+  }
+  (pool ? c.pools[pool] : c.free_blocks)[it->second].push_back(ptr);
   c.live.erase(it);
+}
+
+int begin_graph_pool(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  ENGINE_REQUIRE(!c.capturing, "[cuda] a graph is already being captured on cuda:", device);
+  c.capturing = c.next_pool++;
+  c.pools[c.capturing];
+  return c.capturing;
+}
+
+void end_graph_pool(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.capturing = 0;
+}
+
+void release_graph_pool(int device, int pool) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.capturing == pool) c.capturing = 0;
+  auto it = c.pools.find(pool);
+  if (it != c.pools.end()) {
+    for (auto& [size, blocks] : it->second)
+      for (void* p : blocks) c.free_blocks[size].push_back(p);
+    c.pools.erase(it);
+  }
+  for (auto owner = c.pool_of.begin(); owner != c.pool_of.end();)  // still held by tensors: theirs now
+    owner = owner->second == pool ? c.pool_of.erase(owner) : std::next(owner);
 }
 
 void poison_new_memory(bool on) { poison = on; }

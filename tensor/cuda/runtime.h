@@ -88,6 +88,45 @@ void poison_new_memory(bool on);
 // The block size a request of `bytes` is served with (see allocator.cu).
 size_t allocation_size(size_t bytes);
 
+// ---- CUDA graphs: the work a piece of code queues on a device's stream, recorded once and
+// then launched again as a whole with one call (the host no longer pays a launch per
+// kernel). A replay runs the same kernels on the same addresses with the same arguments:
+// inputs are copied into the tensors the capture read, outputs read from the tensors it
+// wrote, and nothing may wait for the GPU on the host while capturing (no .item()).
+// Blocks allocated or freed during the capture stay reserved for the graph until it is
+// destroyed (allocator.cu).
+//
+//   cuda::Graph graph(0);
+//   graph.capture_begin();
+//   step();                                   // forward, backward, optimizer: queued, not run
+//   graph.capture_end();
+//   for (...) { x.copy_(next_batch); graph.replay(); }
+class Graph {
+ public:
+  explicit Graph(int device);
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void capture_begin();
+  void capture_end();  // throws, naming the CUDA error, if something in it cannot be captured
+  void replay();
+  size_t nodes() const;  // kernels, copies and sets recorded
+
+ private:
+  int device_;
+  int pool_ = 0;
+  bool capturing_ = false;
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+};
+// True while a Graph is capturing `device`'s stream (work is recorded, not run).
+bool is_capturing(int device);
+// The allocator's side of a capture (used by Graph): blocks come from a new pool until
+// end_graph_pool, and stay in it until release_graph_pool.
+int begin_graph_pool(int device);
+void end_graph_pool(int device);
+void release_graph_pool(int device, int pool);
+
 // ---- copies, queued on the device's current stream.
 // Host -> device returns as soon as the bytes are staged in pinned memory (small copies)
 // or copied (large ones); the host buffer may be reused right after the call.

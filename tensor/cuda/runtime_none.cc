@@ -30,6 +30,16 @@ float Event::elapsed_ms(const Event&) const { no_cuda("Event::elapsed_ms"); }
 MemoryStats memory_stats(int) { return {}; }
 void reset_peak_memory(int) {}
 void empty_cache(int) {}
+Graph::Graph(int device) : device_(device) { no_cuda("Graph"); }
+Graph::~Graph() = default;
+void Graph::capture_begin() { no_cuda("Graph::capture_begin"); }
+void Graph::capture_end() { no_cuda("Graph::capture_end"); }
+void Graph::replay() { no_cuda("Graph::replay"); }
+size_t Graph::nodes() const { return 0; }
+bool is_capturing(int) { return false; }
+int begin_graph_pool(int) { no_cuda("begin_graph_pool"); }
+void end_graph_pool(int) {}
+void release_graph_pool(int, int) {}
 void poison_new_memory(bool) {}
 void* device_malloc(size_t, int) { no_cuda("device_malloc"); }
 void device_free(void*, int) {}

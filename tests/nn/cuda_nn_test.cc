@@ -11,6 +11,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tensor/cuda/runtime.h"
 #include "tests/testing/gpu.h"
 
 using namespace engine;
@@ -229,4 +230,45 @@ TEST_CASE("an MLP trained on the GPU follows the same losses as on the CPU") {
   }
   CHECK(last < first * 0.5);  // it learned (the batch is memorised)
   check_params(gpu, cpu, 1e-4);
+}
+
+TEST_CASE("a training step captured as a CUDA graph and replayed trains exactly as eager steps do") {
+  if (!testing::gpu_or_skip("CUDA graphs")) return;
+  auto make = [] {
+    Generator init(12);
+    auto m = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Linear>(784, 64, true, &init),
+                                                                 std::make_shared<ReLU>(),
+                                                                 std::make_shared<Linear>(64, 10, true, &init)});
+    m->to(kGpu);
+    return m;
+  };
+  auto eager = make(), graphed = make();
+  SGD opt_eager(eager->parameters(), {.lr = 0.05, .momentum = 0.9});
+  SGD opt_graphed(graphed->parameters(), {.lr = 0.05, .momentum = 0.9});
+  Generator g(3);
+  Tensor x = randn({32, 784}, &g).to(kGpu), y = randint(0, 10, {32}, &g).to(kGpu);  // the graph's inputs
+  auto step = [&](Module& m, SGD& opt) {
+    opt.zero_grad();
+    Variable loss = cross_entropy(m(Variable(x)), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  for (int i = 0; i < 3; ++i) step(*eager, opt_eager), step(*graphed, opt_graphed);  // momentum buffers made
+  cuda::Graph graph(0);
+  graph.capture_begin();
+  const Variable graphed_loss = step(*graphed, opt_graphed);  // recorded, not run
+  graph.capture_end();
+  CHECK(graph.nodes() > 0);
+  check_params(*graphed, *eager, 0);  // the capture ran nothing
+  const int64_t mallocs = cuda::memory_stats(0).cuda_mallocs;
+  for (int i = 0; i < 10; ++i) {
+    x.copy_(randn({32, 784}, &g)), y.copy_(randint(0, 10, {32}, &g));  // a new batch, into the same tensors
+    const Variable eager_loss = step(*eager, opt_eager);
+    graph.replay();
+    INFO("replay " << i);
+    CHECK(rel_error(graphed_loss.data(), eager_loss.data()) <= 1e-6);
+  }
+  check_params(*graphed, *eager, 1e-6);
+  CHECK(cuda::memory_stats(0).cuda_mallocs == mallocs);  // replays allocate nothing
 }
