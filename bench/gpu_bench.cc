@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,7 +115,9 @@ std::shared_ptr<Module> make_model(const std::string& name) {
 // name "mlp-ddp": the MLP wrapped in DDP over nccl at world size 1 with its buckets
 // all-reduced anyway (reduce_when_alone), as PyTorch's DDP does: DDP's own cost on a GPU.
 // autocast bfloat16: the forward and the loss inside nn::Autocast, as torch.autocast.
-void train_step(const std::string& name, int64_t batch, int steps, bool autocast = false) {
+// graph: the step captured once as a CUDA graph (runtime.h) and replayed, one launch per
+// step instead of one per kernel; a capture that fails is reported, and the rows go on.
+void train_step(const std::string& name, int64_t batch, int steps, bool autocast = false, bool graph = false) {
   manual_seed(0);
   cuda::reset_peak_memory(0);
   const bool ddp = name == "mlp-ddp";
@@ -143,51 +146,38 @@ void train_step(const std::string& name, int64_t batch, int steps, bool autocast
     opt.step();
   };
   for (int i = 0; i < 10; ++i) step();
+  std::optional<cuda::Graph> captured;
+  std::function<void()> timed = step;
+  if (graph) {
+    try {
+      captured.emplace(0);
+      captured->capture_begin();
+      step();
+      captured->capture_end();
+      timed = [&] { captured->replay(); };
+    } catch (const std::exception& e) {
+      std::string why = e.what();  // as a JSON string: no quotes, backslashes or line breaks
+      for (char& ch : why)
+        if (ch == '"' || ch == '\\' || ch == '\n') ch = '\'';
+      std::printf(
+          "{\"impl\": \"engine\", \"bench\": \"train_step_graph_error\", \"model\": \"%s\", \"error\": \"%s\"}\n",
+          name.c_str(), why.c_str());
+      return;
+    }
+  }
   const int64_t mallocs = cuda::memory_stats(0).cuda_mallocs;
-  const double ms = time_ms(step, steps, 5);
+  const double ms = time_ms(timed, steps, 5);
   const cuda::MemoryStats m = cuda::memory_stats(0);
   std::printf(
-      "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"autocast\": \"%s\", \"batch\": %lld, "
-      "\"step_ms\": %.4f, \"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, \"cached_mb\": %.1f}\n",
-      name.c_str(), autocast ? "bf16" : "off", (long long)batch, ms, (long long)(m.cuda_mallocs - mallocs),
-      m.peak_allocated / 1048576.0, m.cached / 1048576.0);
+      "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"autocast\": \"%s\", \"graph\": %s, "
+      "\"batch\": %lld, \"step_ms\": %.4f, \"mallocs_in_timed_steps\": %lld, \"peak_allocated_mb\": %.1f, "
+      "\"cached_mb\": %.1f}\n",
+      name.c_str(), autocast ? "bf16" : "off", graph ? "true" : "false", (long long)batch, ms,
+      (long long)(m.cuda_mallocs - mallocs), m.peak_allocated / 1048576.0, m.cached / 1048576.0);
+  captured.reset();  // its pool back to the cache before the model goes
   if (ddp) {
     model.reset();  // DDP before its group
     dist::destroy_process_group();
-  }
-}
-// The same step captured once as a CUDA graph and replayed (runtime.h): one launch per step
-// instead of one per kernel. A capture that fails is reported, not fatal to the other rows.
-void train_step_graph(const std::string& name, int64_t batch, int steps) {
-  try {
-    manual_seed(0);
-    std::shared_ptr<Module> model = make_model(name);
-    model->to(kGpu);
-    SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
-    Generator g(3);
-    const Shape xs = name == "cnn" ? Shape{batch, 1, 28, 28} : Shape{batch, 784};
-    const Tensor x = randn(xs, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
-    auto step = [&] {
-      opt.zero_grad();
-      cross_entropy((*model)(Variable(x)), y).backward();
-      opt.step();
-    };
-    for (int i = 0; i < 10; ++i) step();
-    cuda::Graph graph(0);
-    graph.capture_begin();
-    step();
-    graph.capture_end();
-    const double ms = time_ms([&] { graph.replay(); }, steps, 5);
-    std::printf(
-        "{\"impl\": \"engine\", \"bench\": \"train_step\", \"model\": \"%s\", \"autocast\": \"off\", "
-        "\"graph\": true, \"batch\": %lld, \"step_ms\": %.4f, \"graph_nodes\": %zu, \"mallocs_in_timed_steps\": 0}\n",
-        name.c_str(), (long long)batch, ms, graph.nodes());
-  } catch (const std::exception& e) {
-    std::string why = e.what();  // as a JSON string: no quotes, backslashes or line breaks
-    for (char& ch : why)
-      if (ch == '"' || ch == '\\' || ch == '\n') ch = '\'';
-    std::printf("{\"impl\": \"engine\", \"bench\": \"train_step_graph_error\", \"model\": \"%s\", \"error\": \"%s\"}\n",
-                name.c_str(), why.c_str());
   }
 }
 
@@ -227,6 +217,6 @@ int main(int argc, char** argv) {
   for (const char* model : {"mlp", "cnn"})
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50, /*autocast=*/true);
   for (const char* model : {"mlp", "cnn"})
-    for (int64_t batch : {64, 256}) train_step_graph(model, batch, quick ? 5 : 50);
+    for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50, /*autocast=*/false, /*graph=*/true);
   return 0;
 }
