@@ -17,14 +17,12 @@
 // from a pool of its own: every block handed out, and every block freed (the graph may
 // still read it), belongs to the pool and goes back only to the pool's free lists, where
 // nothing outside the capture can take it. When the graph is destroyed, the pool's blocks
-// return to the common cache.
+// return to the common cache. The bookkeeping is block_cache.h (plain C++, tested on the CPU).
 #include <cuda_runtime.h>
 
-#include <iterator>
 #include <mutex>
-#include <unordered_map>
-#include <vector>
 
+#include "tensor/cuda/block_cache.h"
 #include "tensor/cuda/check.cuh"
 #include "tensor/cuda/runtime.h"
 
@@ -32,35 +30,17 @@ namespace engine::cuda {
 
 namespace {
 
-using FreeLists = std::unordered_map<size_t, std::vector<void*>>;  // size class -> blocks
-
 struct DeviceCache {
   std::mutex mu;
-  FreeLists free_blocks;
-  std::unordered_map<void*, size_t> live;  // handed out -> its class
+  BlockCache blocks;
   MemoryStats stats;
-  int capturing = 0;  // the pool a graph capture draws from, or 0
-  int next_pool = 1;
-  std::unordered_map<int, FreeLists> pools;  // a graph's free blocks
-  std::unordered_map<void*, int> pool_of;    // handed out from a pool -> the pool
-
-  void* take(FreeLists& lists, size_t size) {
-    auto it = lists.find(size);
-    if (it == lists.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    return p;
-  }
 
   void release_free_blocks(int device) {
     cudaSetDevice(device);
-    for (auto& [size, blocks] : free_blocks) {
-      for (void* p : blocks) {
-        cudaFree(p);
-        stats.cached -= size;
-        ++stats.cuda_frees;
-      }
-      blocks.clear();
+    for (auto [p, size] : blocks.drain_free()) {
+      cudaFree(p);
+      stats.cached -= size;
+      ++stats.cuda_frees;
     }
   }
 };
@@ -80,8 +60,7 @@ void* device_malloc(size_t bytes, int device) {
   const size_t size = allocation_size(bytes);
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  void* p = c.capturing ? c.take(c.pools[c.capturing], size) : nullptr;
-  if (!p) p = c.take(c.free_blocks, size);
+  void* p = c.blocks.take(size);
   if (!p) {
     set_device(device);  // only here: a block from the cache needs no CUDA call at all
     cudaError_t status = cudaMalloc(&p, size);
@@ -100,8 +79,7 @@ void* device_malloc(size_t bytes, int device) {
     c.stats.cached += size;
   }
   if (poison) check(cudaMemsetAsync(p, 0xFF, size, stream_of(device)), "poisoning a new block");
-  c.live[p] = size;
-  if (c.capturing) c.pool_of[p] = c.capturing;
+  c.blocks.hand_out(p, size);
   c.stats.allocated += size;
   c.stats.peak_allocated = std::max(c.stats.peak_allocated, c.stats.allocated);
   return p;
@@ -111,45 +89,28 @@ void device_free(void* ptr, int device) {
   if (ptr == nullptr) return;
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.live.find(ptr);
-  if (it == c.live.end()) return;  // not ours: never happens for Storage, ignored rather than thrown (destructors)
-  c.stats.allocated -= it->second;
-  int pool = c.capturing;  // freed during a capture: the graph may read it on every replay
-  if (auto owner = c.pool_of.find(ptr); owner != c.pool_of.end()) {
-    pool = owner->second;
-    c.pool_of.erase(owner);
-  }
-  (pool ? c.pools[pool] : c.free_blocks)[it->second].push_back(ptr);
-  c.live.erase(it);
+  const size_t size = c.blocks.size_of(ptr);
+  // Not ours: never happens for Storage, ignored rather than thrown (destructors).
+  if (c.blocks.give_back(ptr)) c.stats.allocated -= size;
 }
 
 int begin_graph_pool(int device) {
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  ENGINE_REQUIRE(!c.capturing, "[cuda] a graph is already being captured on cuda:", device);
-  c.capturing = c.next_pool++;
-  c.pools[c.capturing];
-  return c.capturing;
+  ENGINE_REQUIRE(!c.blocks.capturing(), "[cuda] a graph is already being captured on cuda:", device);
+  return c.blocks.begin_pool();
 }
 
 void end_graph_pool(int device) {
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  c.capturing = 0;
+  c.blocks.end_pool();
 }
 
 void release_graph_pool(int device, int pool) {
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
-  if (c.capturing == pool) c.capturing = 0;
-  auto it = c.pools.find(pool);
-  if (it != c.pools.end()) {
-    for (auto& [size, blocks] : it->second)
-      for (void* p : blocks) c.free_blocks[size].push_back(p);
-    c.pools.erase(it);
-  }
-  for (auto owner = c.pool_of.begin(); owner != c.pool_of.end();)  // still held by tensors: theirs now
-    owner = owner->second == pool ? c.pool_of.erase(owner) : std::next(owner);
+  c.blocks.release_pool(pool);
 }
 
 void poison_new_memory(bool on) { poison = on; }
