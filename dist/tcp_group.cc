@@ -145,7 +145,7 @@ Work ProcessGroupTCP::enqueue(MessageHeader desc, std::function<void(const Messa
     if (desc.coll != kPointToPoint) desc.seq = next_seq_++;
     queue_->tasks.push_back({desc, std::move(run), work});
   }
-  queue_->cv.notify_all();
+  queue_->cv.notify_one();  // the worker: waiters sleep on their Work, not here
   return work;
 }
 
@@ -166,7 +166,7 @@ bool ProcessGroupTCP::run_next(const std::shared_ptr<Queue>& q) {
     std::lock_guard<std::mutex> lock(q->mu);
     q->running = false;
   }
-  q->cv.notify_all();  // the worker waits for `running` to clear
+  q->cv.notify_one();  // the worker waits for `running` to clear
   return true;
 }
 
@@ -187,7 +187,6 @@ void ProcessGroupTCP::worker_loop() {
       std::lock_guard<std::mutex> lock(q.mu);
       q.running = false;
     }
-    q.cv.notify_all();
   }
 }
 

@@ -45,9 +45,7 @@ void each_product(const detail::MatmulPlan& plan, const Tensor& a, const Tensor&
 
 // bfloat16 @ bfloat16: products summed in float32 by the bfloat16 GEMM, the result
 // rounded to bfloat16 once (as PyTorch). float16 has no CPU kernel: it is widened.
-// On a GPU both 16-bit types go to cuBLAS's tensor cores, float32 sums rounded once.
 Tensor matmul_half(const Tensor& a, const Tensor& b) {
-  if (cuda_ops::on_cuda(a, b)) return cuda_ops::matmul(a, b, a.dtype());
   if (a.dtype() == DType::Float16) return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
   Tensor out = empty(plan.out_shape);
@@ -67,23 +65,21 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
                        into.device() == a.device(),
                    "[matmul] the output must be a contiguous float32 tensor of shape ", shape_str(plan.out_shape),
                    " on ", a.device().str(), ", got ", shape_str(into.shape()), " ", dtype_name(into.dtype()));
+  if (cuda_ops::on_cuda(a, b)) {
+    // cuBLAS: float32 sums, rounded to the 16-bit operands' type unless float32 is asked for.
+    const DType out_dtype = is_half(a.dtype()) && !into.defined() ? a.dtype() : DType::Float32;
+    Tensor out = cuda_ops::matmul(a, b, out_dtype);
+    if (!into.defined()) return out;
+    Tensor dst = into;
+    return dst.copy_(out);
+  }
   if (is_half(a.dtype())) {
     if (!into.defined()) return matmul_half(a, b);
     // 16-bit operands into float32: the float32 sums themselves, never rounded to 16 bits.
-    if (cuda_ops::on_cuda(a, b)) {
-      Tensor dst = into;
-      return dst.copy_(cuda_ops::matmul(a, b, DType::Float32));
-    }
     if (a.dtype() == DType::Float16) return matmul(a.to(DType::Float32), b.to(DType::Float32), into);
     Tensor out = into;
     each_product<bfloat16>(plan, a, b, out, [](auto... args) { gemm_bf16(args...); });
     return out;
-  }
-  if (cuda_ops::on_cuda(a, b)) {
-    Tensor out = cuda_ops::matmul(a, b, DType::Float32);
-    if (!into.defined()) return out;
-    Tensor dst = into;
-    return dst.copy_(out);
   }
   Tensor out = into.defined() ? into : empty(plan.out_shape);
   each_product<float>(plan, a, b, out, [](auto... args) { gemm(args...); });

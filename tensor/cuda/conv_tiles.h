@@ -1,5 +1,5 @@
 // The GPU convolution's forward as an implicit GEMM: the steps one thread takes, written
-// once for the CUDA kernel (nn.cu) and for the CPU test that runs every thread of every
+// once for the CUDA kernel (conv.cu) and for the CPU test that runs every thread of every
 // block in turn (tests/tensor/conv_tiles_test.cc).
 //
 // A convolution is out[o][p] = sum over k of w[o][k] * cols[k][p] + bias[o], where p runs

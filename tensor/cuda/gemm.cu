@@ -130,11 +130,8 @@ void gemm(int device, const GemmArgs& g) {
     }
     return;
   }
-  // 16-bit operands on the tensor cores, float32 sums (CUBLAS_COMPUTE_32F).
-  ENGINE_REQUIRE(g.dtype == DType::BFloat16 || g.dtype == DType::Float16, "[matmul] no GPU product of ",
-                 dtype_name(g.dtype), " into ", dtype_name(g.out_dtype));
-  ENGINE_REQUIRE(g.out_dtype == g.dtype || g.out_dtype == DType::Float32, "[matmul] a product of ", dtype_name(g.dtype),
-                 " goes into ", dtype_name(g.dtype), " or float32, not ", dtype_name(g.out_dtype));
+  // 16-bit operands on the tensor cores, float32 sums (CUBLAS_COMPUTE_32F); cuda_ops::matmul
+  // checked the pairing of types.
   const cudaDataType in = cuda_type(g.dtype), out = cuda_type(g.out_dtype);
   if (g.batch == 1) {
     cublas_check(

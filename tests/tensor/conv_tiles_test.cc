@@ -105,23 +105,28 @@ TEST_CASE("the GPU convolution's tile steps compute the convolution, for every g
   }
 }
 
-TEST_CASE("a NaN in the GPU convolution's input reaches exactly the outputs whose windows hold it") {
+TEST_CASE("a NaN or an infinity in the GPU convolution's input reaches exactly the outputs whose windows hold it") {
   // K = 9 leaves 7 unused rows in the slice: they must read nothing (a zero weight times
-  // a NaN read from outside the window would still be NaN).
+  // an infinity would make NaN of an output that should be infinite).
   const ConvGeometry g = conv_geometry(2, 1, 9, 9, 4, 3, 3, 1, 1);
   std::vector<float> x(size_t(2 * 81), 0.5f), w(size_t(4 * 9), 0.25f);
   x[4 * 9 + 4] = NAN;       // image 0, row 4, column 4
   x[81 + 8 * 9 + 0] = NAN;  // image 1, bottom-left corner
+  x[1 * 9 + 7] = INFINITY;  // image 0, row 1, column 7: windows apart from the NaN's
   const std::vector<double> want = reference(g, x, w, nullptr);
   const std::vector<float> got = run_blocks(g, x, w, nullptr);
-  int nans = 0;
+  int nans = 0, infs = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     INFO("output " << i);
     REQUIRE(std::isnan(got[i]) == std::isnan(want[i]));
-    nans += std::isnan(want[i]);
-    if (!std::isnan(want[i])) CHECK(std::abs(got[i] - want[i]) <= 1e-6);
+    nans += std::isnan(want[i]), infs += std::isinf(want[i]);
+    if (std::isinf(want[i]))
+      CHECK(double(got[i]) == want[i]);
+    else if (!std::isnan(want[i]))
+      CHECK(std::abs(got[i] - want[i]) <= 1e-6);
   }
   CHECK(nans == 4 * (9 + 4));  // per channel: the 3x3 outputs around one, the 2x2 at the corner
+  CHECK(infs == 4 * 9);        // per channel: the 3x3 outputs around it
 }
 
 TEST_CASE("the GPU convolution's blocks cover the output: 128 pixels by 64 channels each") {
