@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -141,8 +142,17 @@ std::vector<Child> spawn(const Job& job, int attempt) {
     }
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
+    const pid_t launcher = getpid();
     c.pid = fork();
     if (c.pid == 0) {
+      // A rank must not outlive its launcher: if the launcher is killed (kill -9, the OOM
+      // killer), the kernel sends the rank SIGTERM, as the launcher itself would have, and
+      // on other machines the rank's peers see its connections close at once instead of
+      // waiting out the collective timeout. (Checked after setting it: the launcher may
+      // already be gone.) SIGPIPE, ignored here, goes back to its default for the program.
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != launcher) _exit(128 + SIGTERM);
+      signal(SIGPIPE, SIG_DFL);
       dup2(out[1], 1), dup2(err[1], 2);
       close(out[0]), close(out[1]), close(err[0]), close(err[1]);
       set_worker_env(job, c, attempt);

@@ -30,8 +30,11 @@ using namespace engine;
 int main() try {
   dist::init_process_group("gloo");
   const int rank = dist::get_rank();
-  std::printf("rank %d of %d local %d/%d token %s\n", rank, dist::get_world_size(), dist::get_local_rank(),
-              dist::get_local_world_size(), std::getenv("ENGINE_JOB_TOKEN") ? "set" : "unset");
+  struct sigaction pipe {};
+  sigaction(SIGPIPE, nullptr, &pipe);
+  std::printf("rank %d of %d local %d/%d token %s sigpipe %s\n", rank, dist::get_world_size(), dist::get_local_rank(),
+              dist::get_local_world_size(), std::getenv("ENGINE_JOB_TOKEN") ? "set" : "unset",
+              pipe.sa_handler == SIG_DFL ? "default" : "changed");
   std::fflush(stdout);
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const int attempt = restart ? std::atoi(restart) : 0;

@@ -7,7 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "catch2/catch.hpp"
 
@@ -44,7 +49,7 @@ TEST_CASE("each rank gets its environment; every line is labelled with its rank"
   REQUIRE(r.status == 0);
   for (int k = 0; k < 3; ++k) {
     REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] rank " + std::to_string(k) +
-                                           " of 3 local " + std::to_string(k) + "/3 token set"));
+                                           " of 3 local " + std::to_string(k) + "/3 token set sigpipe default"));
     REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] sum 3"));
   }
 }
@@ -202,4 +207,65 @@ TEST_CASE(
   REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
                              Catch::Contains("has been stopped for 2 s (SIGSTOP or SIGTSTP)"));
   REQUIRE(r.seconds < 15);  // the collective timeout is 120 s
+}
+
+namespace {
+// The processes whose parent is `parent`, read from /proc.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(entry.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("PPid:", 0) == 0 && std::stoi(line.substr(5)) == parent) found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+bool running(pid_t pid) {  // a zombie has ended; it only waits to be reaped
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("State:", 0) == 0) return line.find('Z') == std::string::npos;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("ranks end when their launcher is killed with kill -9, instead of running on without it") {
+  const std::string log =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/orphans.log";
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {  // ranks that hold for 60 s after the rendezvous, printing nothing
+    setenv("PROBE_HOLD_MS", "60000", 1);
+    freopen(log.c_str(), "w", stdout);
+    execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", kProbe.c_str(), nullptr);
+    _exit(127);
+  }
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 200 && ranks.size() < 2; ++i) {  // both ranks past the rendezvous
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().find("[rank 0] attempt 0") != std::string::npos &&
+        text.str().find("[rank 1] attempt 0") != std::string::npos)
+      ranks = children_of(launcher);
+  }
+  REQUIRE(ranks.size() == 2);
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto alive = [&] {
+    int n = 0;
+    for (pid_t r : ranks) n += running(r);
+    return n;
+  };
+  while (alive() > 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int left = alive();
+  for (pid_t r : ranks)
+    if (running(r)) kill(r, SIGKILL);  // whatever the outcome, leave nothing behind
+  REQUIRE(left == 0);
+  REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
 }
