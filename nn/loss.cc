@@ -20,6 +20,9 @@ Tensor logsumexp_last(const Tensor& x) {
 
 Variable log_softmax(const Variable& x) {
   ENGINE_REQUIRE(x.dim() >= 1, "[log_softmax] needs at least 1 dim");
+  if (x.size(-1) == 0)  // no classes: nothing to normalise, an empty result (as PyTorch)
+    return autograd::record("log_softmax", x.data().clone(), {x},
+                            [](const Tensor& g, const Needs&) { return Grads{g}; });
   const Tensor out = x.data() - logsumexp_last(x.data());
   return autograd::record("log_softmax", out, {x}, [out](const Tensor& g, const Needs&) {
     // d/dx_j of (x_i - lse) is [i = j] - softmax_j, so grad_in = g - softmax * sum(g).

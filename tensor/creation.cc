@@ -8,7 +8,10 @@ namespace engine {
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) ENGINE_REQUIRE(d >= 0, "[empty] negative size in shape ", shape_str(shape));
-  auto storage = std::make_shared<Storage>(size_t(numel(shape)) * dtype_size(dtype), device);
+  const int64_t n = numel(shape);
+  ENGINE_REQUIRE(n <= INT64_MAX / int64_t(dtype_size(dtype)), "[empty] shape ", shape_str(shape), " of ",
+                 dtype_name(dtype), " needs more bytes than int64 can count");
+  auto storage = std::make_shared<Storage>(size_t(n) * dtype_size(dtype), device);
   return Tensor(storage, shape, contiguous_strides(shape), 0, dtype);
 }
 

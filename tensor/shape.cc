@@ -5,8 +5,15 @@
 namespace engine {
 
 int64_t numel(const Shape& shape) {
+  // A shape read from a file or built by expand() can name more elements than int64 holds;
+  // the wrapped product would make every loop over the tensor silently wrong.
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;  // empty, however large the other dims
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  ENGINE_REQUIRE(!overflow, "[numel] shape ", shape_str(shape), " has more elements than int64 can count");
   return n;
 }
 

@@ -83,13 +83,17 @@ namespace {
 // Resolves one -1 in `shape` from the element count, and checks the count matches.
 Shape infer_shape(Shape shape, int64_t count, const Shape& from, const char* op) {
   int64_t known = 1, infer = -1;
+  const bool has_zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       ENGINE_REQUIRE(infer < 0, "[", op, "] only one dim can be -1, got ", shape_str(shape));
       infer = int64_t(i);
     } else {
       ENGINE_REQUIRE(shape[i] >= 0, "[", op, "] negative size in ", shape_str(shape));
-      known *= shape[i];
+      // A 0 anywhere makes the count 0, however large the rest; otherwise it must fit int64.
+      const bool wraps = __builtin_mul_overflow(known, shape[i], &known);
+      ENGINE_REQUIRE(!wraps || has_zero, "[", op, "] shape ", shape_str(shape),
+                     " has more elements than int64 can count");
     }
   }
   if (infer >= 0) {

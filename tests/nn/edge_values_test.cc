@@ -34,3 +34,12 @@ TEST_CASE("log_softmax and cross_entropy: Inf and NaN logits as in PyTorch") {
   require_same(cross_entropy(Variable(tensor({kInf, 1}).reshape({1, 2})), zero).data(), {kNaN});  // torch: nan
   require_same(cross_entropy(Variable(tensor({-kInf, 1}).reshape({1, 2})), one).data(), {0});     // torch: 0
 }
+
+TEST_CASE("log_softmax over an empty last dim is empty, as PyTorch's, and passes its gradient") {
+  Variable x(zeros({2, 0}), /*requires_grad=*/true);
+  const Variable y = log_softmax(x);  // torch.log_softmax(torch.zeros(2, 0), -1): tensor([], size=(2, 0))
+  REQUIRE(y.shape() == Shape{2, 0});
+  sum(y).backward();
+  REQUIRE(x.grad().shape() == Shape{2, 0});
+  REQUIRE(log_softmax(Variable(zeros({0, 3}))).shape() == Shape{0, 3});
+}
