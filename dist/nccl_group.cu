@@ -18,6 +18,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda/shared_library.h"
 #include "tensor/ops.h"
+#include "tensor/parse.h"
 
 namespace engine::dist {
 
@@ -133,7 +134,8 @@ class ProcessGroupNCCL : public ProcessGroup {
     cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     cuda_check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
     const char* algo = std::getenv("ENGINE_NCCL_ALLREDUCE");
-    ring_ = algo && std::string(algo) == "ring";
+    ring_ =
+        algo && *algo && parse_choice(algo, "[init_process_group] ENGINE_NCCL_ALLREDUCE", {"nccl", "ring"}) == "ring";
     dog_ = std::make_unique<Watchdog>(
         rank, timeout_, [this](const std::string&) { aborted_ = true, nccl().CommAbort(comm_); },
         [this] { return async_error(); });

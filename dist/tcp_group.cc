@@ -12,6 +12,7 @@
 
 #include "tensor/check.h"
 #include "tensor/ops.h"
+#include "tensor/parse.h"
 
 namespace engine::dist {
 
@@ -85,8 +86,10 @@ std::string requested_algorithm(const TCPGroupOptions& o) {
 
 void ProcessGroupTCP::choose_algorithm() {
   const std::string want = requested_algorithm(options_);
-  const char* shm_env = std::getenv("ENGINE_SHM");
-  const bool shm_allowed = options_.shared_memory && !(shm_env && std::string(shm_env) == "0");
+  const char* shm_env = std::getenv("ENGINE_SHM");  // 0 turns shared memory off; 1 (or unset) leaves it on
+  const bool shm_off =
+      shm_env && *shm_env && parse_choice(shm_env, "[init_process_group] ENGINE_SHM", {"0", "1"}) == "0";
+  const bool shm_allowed = options_.shared_memory && !shm_off;
   const bool one_machine = leaders_.size() == 1, shared_somewhere = size_t(size_) > leaders_.size();
   ENGINE_REQUIRE(want != "shm" || one_machine, "[init_process_group] ENGINE_ALLREDUCE=shm needs every rank on one ",
                  "machine, but the ranks are on ", leaders_.size(), " machines");

@@ -33,4 +33,13 @@ double parse_double(const std::string& text, const std::string& what, double min
   return v;
 }
 
+std::string parse_choice(const std::string& text, const std::string& what, std::initializer_list<const char*> allowed) {
+  std::string words;
+  for (const char* a : allowed) {
+    if (text == a) return text;
+    words += std::string(words.empty() ? "" : " or ") + "\"" + a + "\"";
+  }
+  throw Error(what + ": expected " + words + ", got \"" + text + "\"");
+}
+
 }  // namespace engine

@@ -197,6 +197,17 @@ TEST_CASE("set but invalid RANK and WORLD_SIZE, and MASTER_PORT=0 for several ra
   tcp.init_method = "tcp://127.0.0.1:0";
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo", tcp), Catch::Contains("has port 0 with world size 2"));
   REQUIRE_FALSE(dist::is_initialized());
+  // A word the engine does not know turns nothing off silently ("off" is not "0").
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("ENGINE_SHM", "off", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("ENGINE_SHM: expected \"0\" or \"1\", got \"off\""));
+  REQUIRE_FALSE(dist::is_initialized());
+  setenv("ENGINE_SHM", "0", 1);
+  dist::init_process_group("gloo");
+  dist::destroy_process_group();
+  unsetenv("ENGINE_SHM");
   clear_launch_env();
 }
 

@@ -23,3 +23,11 @@ TEST_CASE("parse_double: finite numbers in range only") {
   for (const char* bad : {"", " 0.1", "0.1x", "nan", "inf", "-inf", "1e999", "2", "-0.5"})
     CHECK_THROWS_AS(parse_double(bad, "lr", 0, 1), Error);
 }
+
+TEST_CASE("parse_choice: one of the words exactly, or an error listing them") {
+  CHECK(parse_choice("ring", "ENGINE_NCCL_ALLREDUCE", {"nccl", "ring"}) == "ring");
+  CHECK(parse_choice("0", "ENGINE_SHM", {"0", "1"}) == "0");
+  for (const char* bad : {"", "off", "false", " 0", "0 ", "Ring", "2"})
+    CHECK_THROWS_WITH(parse_choice(bad, "ENGINE_SHM", {"0", "1"}),
+                      std::string("ENGINE_SHM: expected \"0\" or \"1\", got \"") + bad + "\"");
+}
