@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "nlohmann/json.hpp"
@@ -26,7 +28,8 @@ std::string output_dir(const std::string& name) {
     dir = "out/" + name;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  ENGINE_REQUIRE(!ec, "[output_dir] cannot create ", dir, ": ", ec.message());
+  ENGINE_REQUIRE(!ec, "[output_dir] cannot create ", dir,
+                 " (the lesson's output folder; LESSON_OUT sets it): ", ec.message());
   return dir;
 }
 
@@ -40,10 +43,10 @@ void append_result(const std::string& key, const nlohmann::json& value) {
   const std::string path = file;
   // One write of one short line with O_APPEND: the ranks' lines never interleave.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  ENGINE_REQUIRE(fd >= 0, "[report] cannot open ", path);
+  ENGINE_REQUIRE(fd >= 0, "[report] cannot open LESSON_RESULTS=", path, ": ", std::strerror(errno));
   const bool ok = ::write(fd, line.data(), line.size()) == ssize_t(line.size());
   ::close(fd);
-  ENGINE_REQUIRE(ok, "[report] cannot write ", path);
+  ENGINE_REQUIRE(ok, "[report] cannot write LESSON_RESULTS=", path);
 }
 }  // namespace
 
