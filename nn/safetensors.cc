@@ -228,6 +228,9 @@ void check_tiling(std::vector<const Entry*> order, uint64_t data_size, const std
 }  // namespace
 
 StateDict load_safetensors(const std::string& path, Metadata* metadata) {
+  std::error_code ec;  // a folder opens as a stream here, with a nonsense size: name it instead
+  ENGINE_REQUIRE(!std::filesystem::is_directory(path, ec), "[load_safetensors] ", path,
+                 " is a folder, not a safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   ENGINE_REQUIRE(in.good(), "[load_safetensors] cannot open ", path, ": ", std::strerror(errno));
   const uint64_t file_size = uint64_t(in.tellg());
@@ -237,6 +240,7 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   // [8-byte little-endian header length n][n bytes of JSON][the data section]
   uint8_t len[8];
   in.read(reinterpret_cast<char*>(len), 8);
+  ENGINE_REQUIRE(in.good(), "[load_safetensors] ", path, ": read error in the header's length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
   ENGINE_REQUIRE(n <= file_size - 8 && n <= (uint64_t(100) << 20), "[load_safetensors] ", path, " declares a ", n,

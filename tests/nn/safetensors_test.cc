@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "catch2/catch.hpp"
@@ -246,6 +247,9 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
   }
   REQUIRE_THROWS_WITH(load_safetensors(tmp_path("nope.safetensors")),
                       Catch::Contains("cannot open") && Catch::Contains("nope.safetensors"));
+  const std::string folder = tmp_path("a_folder.safetensors");
+  std::filesystem::create_directories(folder);
+  REQUIRE_THROWS_WITH(load_safetensors(folder), Catch::Contains(folder + " is a folder, not a safetensors file"));
 }
 
 TEST_CASE("a model round-trips through a checkpoint; a mismatched one names the key") {
