@@ -168,6 +168,38 @@ struct WithUnused : Module {
 };
 }  // namespace
 
+TEST_CASE("a model that differs between ranks is named at construction, even with the same element counts") {
+  // Rank 1's layer is Linear(2, 3) where rank 0's is Linear(3, 2): weights (3,2) and (2,3),
+  // 6 elements each, so only a comparison of shapes can tell.
+  std::vector<std::string> errors(3);
+  run_threads(3, [&](ProcessGroupTCP& g) {
+    const bool odd = g.rank() == 1;
+    auto model = std::make_shared<Sequential>(std::vector<ModulePtr>{
+        std::make_shared<Linear>(4, 3), std::make_shared<Linear>(odd ? 2 : 3, odd ? 3 : 2, /*bias=*/false)});
+    try {
+      DistributedDataParallel ddp(model, {.group = &g});
+    } catch (const Error& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  for (int r = 0; r < 3; ++r)
+    RANK_REQUIRE_THAT(errors[size_t(r)],
+                      Catch::Contains("the model differs between ranks: parameter \"1.weight\" has shape " +
+                                      std::string(r == 1 ? "(3,2)" : "(2,3)") + " on rank " + std::to_string(r)));
+  // Different parameter counts are named by their range.
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    std::vector<ModulePtr> layers{std::make_shared<Linear>(4, 3)};
+    if (g.rank() == 1) layers.push_back(std::make_shared<Linear>(3, 3));
+    try {
+      DistributedDataParallel ddp(std::make_shared<Sequential>(layers), {.group = &g});
+      errors[size_t(g.rank())] = "built";
+    } catch (const Error& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  RANK_REQUIRE_THAT(errors[0], Catch::Contains("parameter counts range over 2..4"));
+}
+
 TEST_CASE("an unused parameter is named; find_unused_parameters handles it") {
   std::vector<std::string> errors(2);
   run_threads(2, [&](ProcessGroupTCP& g) {
