@@ -1,10 +1,10 @@
 #include "dist/ddp.h"
 
-#include <algorithm>
 #include <unordered_set>
 
 #include "dist/dist.h"
 #include "dist/join.h"
+#include "dist/same_model.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
 
@@ -30,7 +30,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     names_.push_back(name);
     params_.push_back(p);
   }
-  check_same_model();
+  check_same_parameters(*group_, params_, names_, "[DistributedDataParallel]");
   broadcast_state(0);  // start from rank 0's weights and buffers, so every replica is identical
   build_buckets();
   for (size_t i = 0; i < params_.size(); ++i)
@@ -54,44 +54,6 @@ void DistributedDataParallel::register_comm_hook(CommHook hook) {
   ENGINE_REQUIRE(!hook_, "[DistributedDataParallel] register_comm_hook can only be called once");
   ENGINE_REQUIRE(join_ == nullptr, "[DistributedDataParallel] communication hooks do not work inside a Join");
   hook_ = std::move(hook);
-}
-
-// Every rank must wrap the same model, or the broadcast and the buckets would pair one
-// rank's values with another's: a (3,2) weight against a (2,3) one moves without any
-// error and trains nonsense. Compared with element-wise min and max all-reduces (equal
-// everywhere iff min == max): first the parameter count, total size and most dims, then,
-// with those equal, every parameter's dims and sizes.
-void DistributedDataParallel::check_same_model() {
-  int64_t total = 0, dims = 0;
-  for (auto& p : params_) total += p.numel(), dims = std::max<int64_t>(dims, p.dim());
-  auto agree = [this](const std::vector<int64_t>& mine, Tensor* lo, Tensor* hi) {
-    *lo = from_vector(mine), *hi = from_vector(mine);
-    group_->all_reduce(*lo, ReduceOp::Min).wait();
-    group_->all_reduce(*hi, ReduceOp::Max).wait();
-    return lo->to_vector<int64_t>() == hi->to_vector<int64_t>();
-  };
-  Tensor lo, hi;
-  ENGINE_REQUIRE(agree({int64_t(params_.size()), total, dims}, &lo, &hi),
-                 "[DistributedDataParallel] the model differs between ranks: parameter counts range over ", lo.at({0}),
-                 "..", hi.at({0}), " and sizes over ", lo.at({1}), "..", hi.at({1}),
-                 " elements; every rank must build the same model");
-  // Per parameter: its number of dims, then its sizes, padded with -1 to `dims`.
-  const int64_t row = dims + 1;
-  std::vector<int64_t> shapes(params_.size() * size_t(row), -1);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    shapes[i * size_t(row)] = params_[i].dim();
-    for (int64_t d = 0; d < params_[i].dim(); ++d) shapes[i * size_t(row) + 1 + size_t(d)] = params_[i].size(d);
-  }
-  if (agree(shapes, &lo, &hi)) return;
-  const std::vector<int64_t> low = lo.to_vector<int64_t>(), high = hi.to_vector<int64_t>();
-  const size_t first = size_t(std::mismatch(low.begin(), low.end(), high.begin()).first - low.begin());
-  const size_t i = first / size_t(row);
-  throw Error("[DistributedDataParallel] the model differs between ranks: parameter \"" + names_[i] + "\" has shape " +
-              shape_str(params_[i].shape()) + " on rank " + std::to_string(group_->rank()) +
-              " but another shape on another rank (" +
-              (first % size_t(row) == 0 ? "dims" : "size of dim " + std::to_string(first % size_t(row) - 1)) +
-              " from " + std::to_string(low[first]) + " to " + std::to_string(high[first]) +
-              "); every rank must build the same model");
 }
 
 void DistributedDataParallel::build_buckets() {

@@ -90,7 +90,6 @@ class DistributedDataParallel : public nn::Module {
   friend class Join;  // join.h: shadows this DDP's collectives for a rank out of data
   struct Bucket;
   void build_buckets();
-  void check_same_model();         // every rank's parameters: same count and shapes, or a named error
   void broadcast_state(int root);  // every parameter and buffer from `root` to all
   void broadcast_buffers_if_needed();
   void reduce_zero_buckets();  // a step's all-reduces with nothing to add (Join's shadow)

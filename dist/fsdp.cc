@@ -4,6 +4,7 @@
 
 #include "autograd/variable.h"
 #include "dist/dist.h"
+#include "dist/same_model.h"
 #include "dist/tcp_group.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -91,7 +92,11 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     shard_group_ = shard_.get();
   }
   // Every rank starts from rank 0's parameters and buffers, as DDP does.
-  for (auto& p : model_->parameters()) group_->broadcast(p.data(), 0).wait();
+  std::vector<std::string> names;
+  std::vector<nn::Variable> params;
+  for (auto& [name, p] : model_->named_parameters()) names.push_back(name), params.push_back(p);
+  check_same_parameters(*group_, params, names, "[FSDP]");
+  for (auto& p : params) group_->broadcast(p.data(), 0).wait();
   for (auto& [name, b] : model_->named_buffers()) {
     group_->broadcast(b, 0).wait();
     buffers_.push_back({name, b});

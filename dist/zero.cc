@@ -1,6 +1,7 @@
 #include "dist/zero.h"
 
 #include "dist/dist.h"
+#include "dist/same_model.h"
 #include "tensor/ops.h"
 
 namespace engine::dist {
@@ -9,6 +10,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> param
                                                  ZeroOptions options)
     : params_(std::move(params)), kind_(kind), options_(options) {
   group_ = options_.group ? options_.group : &default_group();
+  check_same_parameters(*group_, params_, {}, "[ZeroRedundancyOptimizer]");
   for (auto& p : params_) total_ += p.numel();
   const int n = group_->size();
   shard_ = (total_ + n - 1) / n;  // the last shard is padded with zeros

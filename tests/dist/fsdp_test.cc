@@ -214,3 +214,18 @@ TEST_CASE("a sharded state saved and loaded continues exactly; evaluation works 
   });
   for (auto& p : problems) CHECK(p == "");
 }
+
+TEST_CASE("a model that differs between ranks is named before anything is sharded") {
+  std::vector<std::string> errors(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {  // weights (3,2) and (2,3): 6 elements each
+    auto model = std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Linear>(g.rank() ? 2 : 3, g.rank() ? 3 : 2, /*bias=*/false)});
+    try {
+      FullyShardedDataParallel fsdp(model, {.group = &g});
+    } catch (const Error& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  RANK_REQUIRE_THAT(errors[0], Catch::Contains("[FSDP] the model differs between ranks: parameter \"0.weight\""));
+  RANK_REQUIRE_THAT(errors[1], Catch::Contains("has shape (3,2) on rank 1"));
+}

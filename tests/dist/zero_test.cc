@@ -198,3 +198,17 @@ TEST_CASE("a ZeRO state consolidated at world size 2 re-shards at world size 3 a
     });
   }
 }
+
+TEST_CASE("parameters that differ between ranks are named before anything is sharded") {
+  std::vector<std::string> errors(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {  // (3,2) and (2,3): 6 elements each
+    nn::Variable w(zeros({g.rank() ? 3 : 2, g.rank() ? 2 : 3}), true);
+    try {
+      ZeroRedundancyOptimizer opt({w}, ZeroOptimizer::SGD, {.group = &g});
+    } catch (const Error& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+  });
+  RANK_REQUIRE_THAT(errors[1], Catch::Contains("[ZeroRedundancyOptimizer] the model differs between ranks: "
+                                               "parameter \"#0\" has shape (3,2) on rank 1"));
+}
