@@ -14,10 +14,16 @@ Adam::Adam(std::vector<autograd::Variable> params, AdamOptions options, bool dec
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()),
       steps_(params_.size()) {
-  ENGINE_REQUIRE(options.lr >= 0, "[", name_, "] learning rate must be >= 0, got ", options.lr);
-  ENGINE_REQUIRE(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1, "[", name_,
-                 "] betas must be in [0, 1), got (", options.beta1, ", ", options.beta2, ")");
-  ENGINE_REQUIRE(options.eps >= 0, "[", name_, "] eps must be >= 0, got ", options.eps);
+  check_options();
+}
+
+void Adam::check_options() const {
+  const AdamOptions& o = options_;
+  require_in("learning rate", o.lr, 0, 1e6);
+  ENGINE_REQUIRE(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "[", name_,
+                 "] betas must be in [0, 1), got (", o.beta1, ", ", o.beta2, ")");
+  require_in("eps", o.eps, 0, 1e6);
+  require_in("weight_decay", o.weight_decay, 0, 1e6);
 }
 
 void Adam::step() {

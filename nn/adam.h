@@ -29,6 +29,7 @@ class Adam : public Optimizer {
  protected:
   std::map<std::string, Tensor*> state_slots() override;
   std::map<std::string, double*> hyperparameters() override;
+  void check_options() const override;
 
  private:
   AdamOptions options_;

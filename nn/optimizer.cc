@@ -1,14 +1,35 @@
 #include "nn/optimizer.h"
 
+#include <cmath>
+
 namespace engine::nn {
 
 Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name)
     : params_(std::move(params)), name_(name) {
+  ENGINE_REQUIRE(!params_.empty(), "[", name_, "] got an empty parameter list (did the model register its layers?)");
   for (size_t i = 0; i < params_.size(); ++i) {
     ENGINE_REQUIRE(params_[i].defined() && params_[i].requires_grad(), "[", name_, "] parameter ", i,
                    " does not require grad");
+    // A computed tensor gets no .grad of its own to step with, and its update would not
+    // reach the leaves it came from.
+    ENGINE_REQUIRE(params_[i].is_leaf(), "[", name_, "] parameter ", i, " is not a leaf: it was computed by ",
+                   params_[i].grad_fn_name(), "; optimize the tensors it was computed from");
     ENGINE_REQUIRE(params_[i].data().is_contiguous(), "[", name_, "] parameter ", i, " is not contiguous");
+    for (size_t j = 0; j < i; ++j)  // the same tensor twice would take two steps each time
+      ENGINE_REQUIRE(params_[i].data().storage() != params_[j].data().storage() ||
+                         params_[i].data().offset() != params_[j].data().offset(),
+                     "[", name_, "] parameter ", i, " is parameter ", j, " again: it would be updated twice a step");
   }
+}
+
+void Optimizer::require_in(const char* what, double value, double lo, double hi) const {
+  ENGINE_REQUIRE(std::isfinite(value) && value >= lo && value <= hi, "[", name_, "] ", what, " must be in [", lo, ", ",
+                 hi, "], got ", value);
+}
+
+void Optimizer::set_lr(double lr) {
+  require_in("learning rate", lr, 0, 1e6);
+  *hyperparameters().at("lr") = lr;
 }
 
 void Optimizer::zero_grad() {
@@ -43,19 +64,33 @@ void Optimizer::load_state_dict(const StateDict& state) {
     const Shape want = scalar ? Shape{} : params_[index].shape();
     ENGINE_REQUIRE(t.shape() == want, "[", name_, ".load_state_dict] shape mismatch for \"", key, "\": checkpoint has ",
                    shape_str(t.shape()), ", parameter has ", shape_str(want));
+    if (scalar) {  // a step count: a whole number (a negative one would divide by 0 in Adam's bias correction)
+      const double step = t.item();
+      ENGINE_REQUIRE(std::isfinite(step) && step >= 0 && step <= 9007199254740992.0 && step == std::floor(step), "[",
+                     name_, ".load_state_dict] \"", key, "\" must be a whole number of steps >= 0, got ", step);
+    }
   }
   for (const auto& [key, value] : hyper)
     ENGINE_REQUIRE(state.count("param_groups.0." + key), "[", name_, ".load_state_dict] missing key \"param_groups.0.",
                    key, "\"");
+  // Hyperparameters travel as float32 scalars. Keep our own double when it rounds to the
+  // saved value, so a resumed run continues bit for bit; take the saved one otherwise. A
+  // value out of range (a NaN learning rate in the file) puts every old one back.
+  std::map<std::string, double> before;
+  for (auto& [key, value] : hyper) {
+    before[key] = *value;
+    const double saved = state.at("param_groups.0." + key).item();
+    if (float(*value) != float(saved)) *value = saved;
+  }
+  try {
+    check_options();
+  } catch (const Error&) {
+    for (auto& [key, value] : hyper) *value = before[key];
+    throw;
+  }
   for (auto& [key, slot] : slots_now) {
     auto it = state.find(key);
     *slot = it == state.end() ? Tensor() : it->second.clone();  // absent: that parameter has not stepped yet
-  }
-  // Hyperparameters travel as float32 scalars. Keep our own double when it rounds to the
-  // saved value, so a resumed run continues bit for bit; take the saved one otherwise.
-  for (auto& [key, value] : hyper) {
-    const double saved = state.at("param_groups.0." + key).item();
-    if (float(*value) != float(saved)) *value = saved;
   }
 }
 

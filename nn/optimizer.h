@@ -25,7 +25,7 @@ class Optimizer {
   const std::vector<autograd::Variable>& params() const { return params_; }
   // The learning rate, for schedules that change it between steps.
   double lr() { return *hyperparameters().at("lr"); }
-  void set_lr(double lr) { *hyperparameters().at("lr") = lr; }
+  void set_lr(double lr);  // finite and >= 0, or an error (a schedule's NaN stops here)
 
   // Per-parameter state as "state.<i>.<name>", hyperparameters as "param_groups.0.<name>"
   // (float32 scalars), PyTorch's layout flattened into named tensors.
@@ -38,6 +38,11 @@ class Optimizer {
   // Subclasses list their state tensors (by parameter index and name) and hyperparameters.
   virtual std::map<std::string, Tensor*> state_slots() = 0;
   virtual std::map<std::string, double*> hyperparameters() = 0;
+  // Throws naming the first hyperparameter out of its range. Called by the subclass's
+  // constructor, and by load_state_dict on the values a checkpoint brings.
+  virtual void check_options() const = 0;
+  // For check_options: `value` must be finite and in [lo, hi].
+  void require_in(const char* what, double value, double lo, double hi) const;
   std::map<std::string, Tensor*> slots() const { return const_cast<Optimizer*>(this)->state_slots(); }
 
   std::vector<autograd::Variable> params_;

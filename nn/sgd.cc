@@ -7,9 +7,16 @@ namespace engine::nn {
 
 SGD::SGD(std::vector<autograd::Variable> params, SGDOptions options)
     : Optimizer(std::move(params), "SGD"), buffers_(params_.size()), options_(options) {
-  ENGINE_REQUIRE(options.lr >= 0, "[SGD] learning rate must be >= 0, got ", options.lr);
-  ENGINE_REQUIRE(options.momentum >= 0, "[SGD] momentum must be >= 0, got ", options.momentum);
-  ENGINE_REQUIRE(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+  check_options();
+}
+
+void SGD::check_options() const {
+  const SGDOptions& o = options_;
+  require_in("learning rate", o.lr, 0, 1e6);
+  require_in("momentum", o.momentum, 0, 1e6);
+  require_in("dampening", o.dampening, 0, 1);
+  require_in("weight_decay", o.weight_decay, 0, 1e6);
+  ENGINE_REQUIRE(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
                  "[SGD] Nesterov momentum needs momentum > 0 and dampening = 0");
 }
 

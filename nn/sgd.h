@@ -34,6 +34,7 @@ class SGD : public Optimizer {
  protected:
   std::map<std::string, Tensor*> state_slots() override;
   std::map<std::string, double*> hyperparameters() override;
+  void check_options() const override;
 
  private:
   std::vector<Tensor> buffers_;

@@ -98,7 +98,8 @@ TEST_CASE("SGD follows PyTorch's rule, step by step") {
   // Dampening 0.5 with momentum: buf1 = g = 2 (first step is undamped), p1 = 0.8;
   // buf2 = 0.9*2 + 0.5*1.6 = 2.6, p2 = 0.8 - 0.26 = 0.54.
   REQUIRE(run({.lr = 0.1, .momentum = 0.9, .dampening = 0.5}, 2)[1] == Approx(0.54));
-  REQUIRE_THROWS_WITH(SGD({}, {.lr = -1}), Catch::Contains("[SGD] learning rate must be >= 0"));
+  REQUIRE_THROWS_WITH(SGD({Variable(ones({1}), true)}, {.lr = -1}),
+                      Catch::Contains("[SGD] learning rate must be in [0, 1e+06], got -1"));
 }
 
 TEST_CASE("an MLP learns to separate three Gaussian blobs") {

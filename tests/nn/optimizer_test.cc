@@ -1,6 +1,8 @@
 // Optimizers against PyTorch's own numbers: the expected values below were produced by
 // torch.optim (1.13) on the same problem, minimising sum((p - 3)^2) from p = [1, -2].
 // Also: state_dict round trips that make a resumed optimizer continue exactly.
+#include <cmath>
+
 #include "autograd/ops.h"
 #include "catch2/catch.hpp"
 #include "nn/adam.h"
@@ -101,4 +103,39 @@ TEST_CASE("optimizer arguments are checked") {
   REQUIRE_THROWS_WITH(Adam({p}, {.beta1 = 1.0}), Catch::Contains("[Adam] betas must be in [0, 1)"));
   REQUIRE_THROWS_WITH(SGD({Variable(tensor({1}))}, {}), Catch::Contains("[SGD] parameter 0 does not require grad"));
   REQUIRE_THROWS_WITH(SGD({p}, {.nesterov = true}), Catch::Contains("Nesterov momentum needs momentum > 0"));
+  // Every hyperparameter finite and in range (PyTorch lets an infinite lr or a NaN decay through).
+  const double inf = INFINITY, nan = NAN;
+  REQUIRE_THROWS_WITH(SGD({p}, {.lr = inf}), Catch::Contains("[SGD] learning rate must be in [0, 1e+06], got inf"));
+  REQUIRE_THROWS_WITH(SGD({p}, {.lr = 0.1, .weight_decay = nan}), Catch::Contains("[SGD] weight_decay must be in"));
+  REQUIRE_THROWS_WITH(SGD({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 2}), Catch::Contains("[SGD] dampening"));
+  REQUIRE_THROWS_WITH(Adam({p}, {.weight_decay = -1}), Catch::Contains("[Adam] weight_decay must be in [0, 1e+06]"));
+  REQUIRE_THROWS_WITH(AdamW({p}, {.lr = nan}), Catch::Contains("[AdamW] learning rate must be in"));
+  SGD ok({p}, {.lr = 0.1});
+  REQUIRE_THROWS_WITH(ok.set_lr(nan), Catch::Contains("[SGD] learning rate must be in [0, 1e+06], got nan"));
+  REQUIRE(ok.lr() == 0.1);
+  // The parameter list: not empty, leaves only, each once (PyTorch refuses the first two).
+  REQUIRE_THROWS_WITH(SGD({}, {}), Catch::Contains("[SGD] got an empty parameter list"));
+  REQUIRE_THROWS_WITH(SGD({p * 2.0}, {}), Catch::Contains("[SGD] parameter 0 is not a leaf: it was computed by mul"));
+  Variable q = start();
+  REQUIRE_THROWS_WITH(Adam({p, q, p}, {}), Catch::Contains("[Adam] parameter 2 is parameter 0 again"));
+}
+
+TEST_CASE("a checkpoint's hyperparameters and step counts are range-checked, and a bad one changes nothing") {
+  Variable p = start();
+  Adam opt({p}, {.lr = 0.01});
+  loss_of(p).backward();
+  opt.step();
+  const StateDict good = opt.state_dict();
+  StateDict bad_lr = good, bad_step = good;
+  bad_lr["param_groups.0.lr"] = scalar_tensor(NAN);
+  bad_step["state.0.step"] = scalar_tensor(-1);
+  Adam other({start()}, {.lr = 0.5});
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad_lr),
+                      Catch::Contains("[Adam] learning rate must be in [0, 1e+06], got nan"));
+  REQUIRE_THROWS_WITH(other.load_state_dict(bad_step),
+                      Catch::Contains("\"state.0.step\" must be a whole number of steps >= 0, got -1"));
+  REQUIRE(other.lr() == 0.5);  // nothing was taken from either
+  REQUIRE(other.state_dict().count("state.0.step") == 0);
+  other.load_state_dict(good);
+  REQUIRE(other.lr() == Approx(0.01));
 }
