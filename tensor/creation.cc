@@ -28,8 +28,14 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()
 
 Tensor arange(double start, double end, double step, DType dtype) {
   ENGINE_REQUIRE(step != 0, "[arange] step must not be 0");
+  ENGINE_REQUIRE(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), "[arange] unsupported range ",
+                 start, " -> ", end, " with step ", step, ": each must be finite");
   if (is_half(dtype)) return arange(start, end, step, DType::Float32).to(dtype);
-  const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
+  // The count as a double first: converting one past int64's range is undefined.
+  const double count = std::max(0.0, std::ceil((end - start) / step));
+  ENGINE_REQUIRE(count < 0x1p62, "[arange] ", start, " -> ", end, " with step ", step, " has ", count,
+                 " elements, more than a tensor can hold");
+  const int64_t n = int64_t(count);
   Tensor t = empty({n}, dtype);
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);

@@ -367,6 +367,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   ENGINE_REQUIRE(defined(), "[fill_] tensor is undefined");
+  // double -> int64 of a NaN or of a value past +-2^63 is undefined (x86 gives INT64_MIN);
+  // PyTorch refuses it too. Fractions truncate, as in PyTorch.
+  ENGINE_REQUIRE(dtype_ != DType::Int64 || (value >= -0x1p63 && value < 0x1p63), "[fill_] ", value,
+                 " cannot be converted to int64 without overflow");
   if (device().is_cuda()) {
     cuda_ops::fill_(*this, value);
     return *this;

@@ -71,3 +71,17 @@ TEST_CASE("int64 tensor op double: whole numbers only, never a silent truncation
   REQUIRE_THROWS_AS(1.0 / t + 0.5, Error);
   require_same(t.to(DType::Float32) * 1.5, {4.5, -6});  // the conversion the error asks for
 }
+
+TEST_CASE("int64 fills and arange: NaN, infinities and counts past int64 are errors, as in PyTorch") {
+  // torch.full((2,), nan, dtype=torch.int64): "value cannot be converted to type int64_t without overflow"
+  for (double bad : {double(NAN), double(INFINITY), 1e30, -1e19, 0x1p63})
+    REQUIRE_THROWS_WITH(full({2}, bad, DType::Int64), Catch::Contains("cannot be converted to int64 without overflow"));
+  REQUIRE(full({2}, -0x1p63, DType::Int64).to_vector<int64_t>() == I{INT64_MIN, INT64_MIN});  // the edge fits
+  REQUIRE(full({1}, 2.7, DType::Int64).to_vector<int64_t>() == I{2});                         // truncates, as PyTorch
+  // torch.arange(0, inf): "unsupported range: 0 -> inf"; torch.arange(0, 1e30): "invalid size, possible overflow?"
+  REQUIRE_THROWS_WITH(arange(0, INFINITY), Catch::Contains("[arange] unsupported range 0 -> inf"));
+  REQUIRE_THROWS_WITH(arange(0, 5, NAN), Catch::Contains("each must be finite"));
+  REQUIRE_THROWS_WITH(arange(0, 1e30), Catch::Contains("more than a tensor can hold"));
+  REQUIRE_THROWS_WITH(arange(-1e308, 1e308, 1), Catch::Contains("more than a tensor can hold"));
+  REQUIRE(arange(5, 0).numel() == 0);  // an empty range stays empty
+}
