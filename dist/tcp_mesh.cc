@@ -1,5 +1,10 @@
 // ProcessGroupTCP's setup (tcp_group.h): the mesh of connections between the ranks, each
 // opened with a hello that names the rank and proves the job's token.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,16 +37,14 @@ void send_hello(const Socket& s, int rank, const std::string& token, Deadline d,
 
 constexpr int32_t kRefusedToken = -2;  // the rank field of a hello that refuses the connection
 
-int recv_hello(const Socket& s, const std::string& token, int world, Deadline d, const std::string& peer) {
-  Hello h{};
-  s.recv_all(&h, sizeof h, d, peer);
+// The checks on a whole hello (header and token), for both sides. A stranger with another
+// job's token is told so before it is dropped.
+int check_hello(const Hello& h, const std::string& t, const Socket& s, const std::string& token, int world,
+                const std::string& peer) {
   ENGINE_REQUIRE(h.magic == kMagic, "[init_process_group] ", peer, " is not a process of this engine (bad magic)");
   ENGINE_REQUIRE(h.rank != kRefusedToken, "[init_process_group] ", peer,
                  " refused this process: it presented "
                  "another job's token (is a second job using the same MASTER_ADDR/MASTER_PORT?)");
-  ENGINE_REQUIRE(h.token_len <= 1024, "[init_process_group] ", peer, " sent an oversized token");
-  std::string t(h.token_len, '\0');
-  s.recv_all(t.data(), t.size(), d, peer);
   if (t != token) {
     const Hello no{kMagic, kRefusedToken, 0};  // tell the stranger why, then drop it
     try {
@@ -54,6 +57,40 @@ int recv_hello(const Socket& s, const std::string& token, int world, Deadline d,
   ENGINE_REQUIRE(h.rank >= 0 && h.rank < world, "[init_process_group] ", peer, " claims rank ", h.rank, " outside 0..",
                  world - 1);
   return h.rank;
+}
+
+constexpr uint32_t kMaxToken = 1024;
+
+int recv_hello(const Socket& s, const std::string& token, int world, Deadline d, const std::string& peer) {
+  Hello h{};
+  s.recv_all(&h, sizeof h, d, peer);
+  ENGINE_REQUIRE(h.magic == kMagic, "[init_process_group] ", peer, " is not a process of this engine (bad magic)");
+  ENGINE_REQUIRE(h.token_len <= kMaxToken, "[init_process_group] ", peer, " sent an oversized token");
+  std::string t(h.token_len, '\0');
+  s.recv_all(t.data(), t.size(), d, peer);
+  return check_hello(h, t, s, token, world, peer);
+}
+
+// A connection accepted but not yet introduced: its hello's bytes as they arrive.
+struct Arriving {
+  Socket socket;
+  Deadline until;  // a few seconds to say hello, then it is dropped
+  std::string bytes;
+};
+
+// Reads what `a` has sent so far without waiting. Returns true when it is finished with: its
+// hello is whole (then *hello and *tok hold it) or it must be dropped (then *hello.magic is 0).
+bool read_arriving(Arriving& a, Hello* hello, std::string* tok) {
+  char buf[256];
+  const ssize_t n = ::recv(a.socket.fd(), buf, sizeof buf, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return hello->magic = 0, true;
+  if (n > 0) a.bytes.append(buf, size_t(n));
+  if (a.bytes.size() < sizeof(Hello)) return false;
+  std::memcpy(hello, a.bytes.data(), sizeof(Hello));
+  if (hello->magic != kMagic || hello->token_len > kMaxToken) return hello->magic = 0, true;
+  if (a.bytes.size() < sizeof(Hello) + hello->token_len) return false;
+  *tok = a.bytes.substr(sizeof(Hello), hello->token_len);
+  return true;
 }
 }  // namespace
 
@@ -113,28 +150,58 @@ void ProcessGroupTCP::connect_mesh() {
     ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");
     peers_[r] = std::move(s);
   }
+  accept_peers(listener, d);
+}
+
+// Accepts each higher rank. Connections are introduced side by side (poll), each with a few
+// seconds to send its hello, so a stray, idle or slow connection (a port scan, a flood)
+// holds up no one; at most kMaxArriving wait at once, the oldest dropped first.
+void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
+  constexpr size_t kMaxArriving = 256;
+  constexpr auto kHelloTime = std::chrono::seconds(5);
+  std::vector<Arriving> arriving;
   for (int accepted = 0; accepted < size_ - 1 - rank_;) {
-    Socket s;
-    try {
-      s = listener.accept(d);
-    } catch (const Error&) {
+    const Deadline now = Clock::now();
+    if (now >= d) {
       std::string missing;
       for (int r = rank_ + 1; r < size_; ++r)
         if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for rank(s) " + missing +
                   " to connect: they have not started, failed, or were refused");
     }
-    int r = -1;
-    try {
-      r = recv_hello(s, options_.token, size_, d, "a connecting process");
-    } catch (const Error&) {
-      continue;  // not one of ours: drop it and keep waiting for the real peers
+    Deadline wake = d;
+    std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
+    for (const Arriving& a : arriving) fds.push_back({a.socket.fd(), POLLIN, 0}), wake = std::min(wake, a.until);
+    ::poll(fds.data(), nfds_t(fds.size()), std::max(1, ms_until(wake)));
+    for (size_t i = arriving.size(); i-- > 0;) {  // newest first, so erasing keeps the indices of the rest
+      Arriving& a = arriving[i];
+      Hello h{};
+      std::string tok;
+      const bool done = (fds[i + 1].revents != 0 && read_arriving(a, &h, &tok)) || Clock::now() >= a.until;
+      if (!done) continue;
+      int r = -1;
+      try {
+        if (h.magic == kMagic && tok.size() == h.token_len)
+          r = check_hello(h, tok, a.socket, options_.token, size_, "a connecting process");
+      } catch (const Error&) {  // not one of ours: drop it and keep waiting for the real peers
+      }
+      if (r >= 0) {
+        ENGINE_REQUIRE(r > rank_ && !peers_[r].valid(), "[init_process_group] two processes claim rank ", r,
+                       ": check that every process has a different RANK");
+        send_hello(a.socket, rank_, options_.token, d, peer_name(r));
+        peers_[r] = std::move(a.socket);
+        ++accepted;
+      }
+      arriving.erase(arriving.begin() + long(i));
     }
-    ENGINE_REQUIRE(r > rank_ && !peers_[r].valid(), "[init_process_group] two processes claim rank ", r,
-                   ": check that every process has a different RANK");
-    send_hello(s, rank_, options_.token, d, peer_name(r));
-    peers_[r] = std::move(s);
-    ++accepted;
+    if (fds[0].revents != 0) {
+      try {
+        Socket s = listener.accept(Clock::now());
+        if (arriving.size() == kMaxArriving) arriving.erase(arriving.begin());
+        arriving.push_back({std::move(s), std::min(d, Clock::now() + kHelloTime), {}});
+      } catch (const Error&) {  // gone before it was accepted
+      }
+    }
   }
 }
 

@@ -3,9 +3,11 @@
 // naming the problem, within a bounded time, and never hang.
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "catch2/catch.hpp"
 #include "dist/shm_allreduce.h"
+#include "dist/tcp_wire.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
@@ -228,6 +230,51 @@ TEST_CASE("a process with another job's token cannot join the mesh") {
     named = named || r.output.find("another job's token") != std::string::npos;
   }
   RANK_REQUIRE(named);
+}
+
+TEST_CASE("idle, slow and garbage connections to a rank's listener during the rendezvous hold up no one") {
+  // Strangers reach rank 0's listener before rank 1 does: 20 that connect and say nothing,
+  // one that sends half a hello, one that sends an HTTP request, one with a huge token
+  // length. Each used to hold rank 0 until the group's timeout, one after another.
+  int port = 0;
+  auto server = serve_store(&port, 10s);
+  StoreOptions so;
+  so.timeout = 10s;
+  TCPGroupOptions go;
+  go.timeout = 10s;
+  std::vector<double> sums(2, 0);
+  std::vector<std::string> errors(2);
+  auto rank = [&](int r, std::shared_ptr<TCPStore> store) {
+    try {
+      ProcessGroupTCP g(store, r, 2, go);
+      Tensor t = ones({1});
+      g.all_reduce(t).wait();
+      sums[size_t(r)] = t.item();
+    } catch (const Error& e) {
+      errors[size_t(r)] = e.what();
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread rank0(rank, 0, server);
+  auto client = std::make_shared<TCPStore>("127.0.0.1", port, false, so);
+  const std::string addr = client->get("tcp/addr/0");
+  const std::string host = addr.substr(0, addr.rfind(':'));
+  const int listen_port = std::stoi(addr.substr(addr.rfind(':') + 1));
+  std::vector<Socket> strangers;
+  for (int i = 0; i < 23; ++i) strangers.push_back(Socket::connect(host, listen_port, deadline_in(2s), "rank 0"));
+  const uint32_t half = 0x12345678u;
+  strangers[20].send_all(&half, 2, deadline_in(1s), "rank 0");
+  const std::string http = "GET / HTTP/1.0\r\n\r\n";
+  strangers[21].send_all(http.data(), http.size(), deadline_in(1s), "rank 0");
+  const uint32_t huge[3] = {wire::kMagic, 1, 1u << 30};  // a hello announcing a 1 GiB token
+  strangers[22].send_all(huge, sizeof huge, deadline_in(1s), "rank 0");
+  std::this_thread::sleep_for(200ms);  // let rank 0 take them all in before rank 1 comes
+  std::thread rank1(rank, 1, client);
+  rank0.join(), rank1.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
+  REQUIRE(sums == std::vector<double>{2, 2});
+  REQUIRE(seconds < 5);  // the timeout is 10 s
 }
 
 namespace {
