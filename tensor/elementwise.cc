@@ -315,6 +315,7 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   return out;
 }
 Tensor clamp(const Tensor& a, double lo, double hi) {
+  ENGINE_REQUIRE(!std::isnan(lo) && !std::isnan(hi), "[clamp] a bound is NaN (lower ", lo, ", upper ", hi, ")");
   ENGINE_REQUIRE(lo <= hi, "[clamp] lower bound ", lo, " exceeds upper bound ", hi);
   return unary_any(
       "clamp", UnaryOp::Clamp, a,

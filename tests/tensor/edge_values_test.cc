@@ -21,7 +21,9 @@ TEST_CASE("relu and clamp keep NaN, as PyTorch does") {
   require_same(relu(x), {kNaN, 0, 2, kInf, 0});                     // torch.relu
   require_same(relu(x.narrow(0, 0, 4)), {kNaN, 0, 2, kInf});        // the strided path too
   require_same(clamp(x, -0.5, 0.5), {kNaN, -0.5, 0.5, 0.5, -0.5});  // torch.clamp
-  require_same(maximum(x, zeros({5})), {kNaN, 0, 2, kInf, 0});      // torch.maximum
+  REQUIRE_THROWS_WITH(clamp(x, kNaN, 0.5), Catch::Contains("[clamp] a bound is NaN (lower nan, upper 0.5)"));
+  REQUIRE_THROWS_WITH(clamp(x, 1, 0), Catch::Contains("[clamp] lower bound 1 exceeds upper bound 0"));
+  require_same(maximum(x, zeros({5})), {kNaN, 0, 2, kInf, 0});  // torch.maximum
   require_same(minimum(x, zeros({5})), {kNaN, -1, 0, 0, -kInf});
 }
 
