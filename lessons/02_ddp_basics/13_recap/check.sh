@@ -30,3 +30,17 @@ grep -q "curves drawn by rank 0: .*curves.png, DDP x2 beside 1 process" "$TEST_T
 "$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" \
   "1 process=$LESSON_OUT/curves_1_process.csv" || fail "the picture does not show both runs"
 echo "ok: one picture shows DDP x2 and 1 process, every point of each"
+# Ranks started with different flags (here rank 1 with another learning rate, as a second
+# machine's launcher might be) are refused at the start, each naming its own settings.
+cat >"$TEST_TMPDIR/other_lr.sh" <<'WRAP'
+#!/usr/bin/env bash
+if [[ $RANK == 1 ]]; then exec "$@" --lr 0.2; else exec "$@"; fi
+WRAP
+chmod +x "$TEST_TMPDIR/other_lr.sh"
+if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/other_lr.sh" "$recap" --epochs 1 --train-limit 500 \
+  >"$TEST_TMPDIR/other_lr.txt" 2>&1; then
+  fail "ranks with different learning rates should be refused"
+fi
+grep -q "^\[rank 1\] 13_recap: \[recap\] the ranks were started with different settings; rank 1 has .*, lr 0.2," \
+  "$TEST_TMPDIR/other_lr.txt" || fail "rank 1 should name its settings: $(cat "$TEST_TMPDIR/other_lr.txt")"
+echo "ok: ranks started with different flags are refused, each naming its settings"

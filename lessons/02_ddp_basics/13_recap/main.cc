@@ -127,6 +127,7 @@ int main(int argc, char** argv) try {
   const std::string dir = lessons::output_dir("02_ddp_basics");
   const std::string state_path = args.state.empty() ? dir + "/state_" + args.model + ".safetensors" : args.state;
   const recap::Settings settings{args.model, args.epochs, args.batch, args.train_limit, args.lr, args.warmup_epochs};
+  recap::require_same_settings(settings);  // one machine's launcher may have been given other flags
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool restarted = restarts && std::string(restarts) != "0";
   recap::TrainingState state;

@@ -59,6 +59,22 @@ std::vector<double> gather_loss_sums(double mine) {
   return sums;
 }
 
+void require_same_settings(const Settings& s) {
+  std::ostringstream shown;  // for people; the hash takes every digit
+  shown << "model " << s.model << ", epochs " << s.epochs << ", batch " << s.batch << ", train-limit " << s.train_limit
+        << ", lr " << s.lr << ", warmup-epochs " << s.warmup_epochs;
+  const std::string text = shown.str();
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text + exact(s.lr) + exact(s.warmup_epochs)) hash = (hash ^ c) * 1099511628211ull;
+  int64_t mine;
+  std::memcpy(&mine, &hash, sizeof mine);
+  engine::Tensor lo = engine::from_vector(std::vector<int64_t>{mine}), hi = lo.clone();
+  engine::dist::all_reduce(lo, engine::dist::ReduceOp::Min);
+  engine::dist::all_reduce(hi, engine::dist::ReduceOp::Max);
+  ENGINE_REQUIRE(lo.item() == hi.item(), "[recap] the ranks were started with different settings; rank ",
+                 engine::dist::get_rank(), " has ", text, ". Start every rank (every machine) with the same flags");
+}
+
 void save_training_state(const std::string& path, const TrainingState& s, const std::vector<double>& loss_sums,
                          const StateDict& model, const StateDict& optimizer, const Settings& settings) {
   const int world_size = int(loss_sums.size());

@@ -28,6 +28,12 @@ struct Settings {
   double warmup_epochs = 0;  // the learning rate rises linearly from 0 over these first epochs
 };
 
+// Every rank must train with the same settings: ranks started by hand, or one launcher per
+// machine, can be given different flags, and a different learning rate on one rank would
+// let the replicas drift apart without any error. Collective: compares a hash of the
+// settings across the ranks and throws, naming this rank's, when they differ.
+void require_same_settings(const Settings& settings);
+
 struct TrainingState {
   int epoch = 0;                              // the epoch in progress (0-based)
   int64_t batch = 0;                          // batches of it already done
