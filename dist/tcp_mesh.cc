@@ -78,17 +78,25 @@ struct Arriving {
   std::string bytes;
 };
 
-// Reads what `a` has sent so far without waiting. Returns true when it is finished with: its
-// hello is whole (then *hello and *tok hold it) or it must be dropped (then *hello.magic is 0).
+// Reads what `a` has sent so far without waiting, never past its hello (what a peer sends
+// next belongs to the collectives). Returns true when it is finished with: its hello is
+// whole (then *hello and *tok hold it) or it must be dropped (then hello->magic is 0).
 bool read_arriving(Arriving& a, Hello* hello, std::string* tok) {
-  char buf[256];
-  const ssize_t n = ::recv(a.socket.fd(), buf, sizeof buf, MSG_DONTWAIT);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return hello->magic = 0, true;
-  if (n > 0) a.bytes.append(buf, size_t(n));
-  if (a.bytes.size() < sizeof(Hello)) return false;
-  std::memcpy(hello, a.bytes.data(), sizeof(Hello));
-  if (hello->magic != kMagic || hello->token_len > kMaxToken) return hello->magic = 0, true;
-  if (a.bytes.size() < sizeof(Hello) + hello->token_len) return false;
+  size_t want = sizeof(Hello);  // the header first, then the token it announces
+  const bool had_header = a.bytes.size() >= sizeof(Hello);
+  if (had_header) {
+    std::memcpy(hello, a.bytes.data(), sizeof(Hello));
+    if (hello->magic != kMagic || hello->token_len > kMaxToken) return hello->magic = 0, true;
+    want += hello->token_len;
+  }
+  if (a.bytes.size() < want) {
+    char buf[sizeof(Hello) + kMaxToken];
+    const ssize_t n = ::recv(a.socket.fd(), buf, want - a.bytes.size(), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return hello->magic = 0, true;
+    if (n > 0) a.bytes.append(buf, size_t(n));
+    if (!had_header && a.bytes.size() == sizeof(Hello)) return read_arriving(a, hello, tok);  // now the token
+  }
+  if (a.bytes.size() < want) return false;
   *tok = a.bytes.substr(sizeof(Hello), hello->token_len);
   return true;
 }
