@@ -182,9 +182,10 @@ void FullyShardedDataParallel::build_units() {
   for (auto& [cname, child] : model_->children()) {
     auto params = child->named_parameters();
     if (params.empty()) continue;
-    for (auto& [pname, p] : params)
-      own.erase(std::remove_if(own.begin(), own.end(), [&](auto& e) { return e.second.impl() == p.impl(); }),
-                own.end());
+    for (auto& named : params) {
+      const auto& impl = named.second.impl();  // (a lambda may not capture a structured binding in C++17)
+      own.erase(std::remove_if(own.begin(), own.end(), [&](auto& e) { return e.second.impl() == impl; }), own.end());
+    }
     const size_t k = add_unit(cname, params);
     wrapped.push_back({cname, std::make_shared<UnitModule>(this, k, child)});
   }

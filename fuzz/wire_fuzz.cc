@@ -36,7 +36,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const engine::Error&) {}
   });
   try {
-    // Rank 1's side: find rank 0 through the store, say hello with the job's token.
+    // Rank 1's side: its host name for rank 0's topology discovery (another machine: the
+    // ring, the path whose messages the input imitates), then find rank 0 through the
+    // store and say hello with the job's token.
+    store->set("topo/host/1", "fuzz-peer");
     const std::string addr = store->get("tcp/addr/0");
     const size_t colon = addr.rfind(':');
     Socket s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)),
@@ -56,5 +59,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const engine::Error&) {}
   rank0.join();
   store->delete_key("tcp/addr/0");
+  store->delete_key("topo/host/0");
   return 0;
 }

@@ -33,9 +33,10 @@ __attribute__((target("avx512f,avx512vl"))) inline void window_maxima(__m512 top
   __m256 cand[4];
   for (int r = 0; r < 2; ++r) {
     const __m512 sides = _mm512_mask_permutexvar_ps(_mm512_setzero_ps(), 0xFFFF, split, r == 0 ? top : bottom);
-    for (int h = 0; h < 2; ++h)
-      cand[2 * r + h] =
-          _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xFF, _mm512_castps_pd(sides), h));
+    // (Two lines, not a loop: the half's index must be a constant to every compiler.)
+    cand[2 * r] = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xFF, _mm512_castps_pd(sides), 0));
+    cand[2 * r + 1] =
+        _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xFF, _mm512_castps_pd(sides), 1));
   }
   best = cand[0];
   at[0] = 0xFF;
