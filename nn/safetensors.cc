@@ -146,6 +146,8 @@ json parse_header(const std::string& header, const std::string& path) {
   } catch (const json::parse_error& e) {
     throw Error("[load_safetensors] " + path + ": malformed header at byte " + std::to_string(e.byte) + ": " +
                 e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for any type (1e999)
+    throw Error("[load_safetensors] " + path + ": malformed header: " + e.what());
   }
 }
 
