@@ -6,15 +6,20 @@ namespace engine {
 
 int64_t numel(const Shape& shape) {
   // A shape read from a file or built by expand() can name more elements than int64 holds;
-  // the wrapped product would make every loop over the tensor silently wrong.
+  // the wrapped product would make every loop over the tensor silently wrong. The sizes
+  // other than 0 must multiply within int64 even when a 0 makes the tensor empty, so that
+  // strides and the products other code forms from the sizes stay in range too (PyTorch
+  // allows such empty shapes; they have no use).
   int64_t n = 1;
-  bool overflow = false;
+  bool overflow = false, empty = false;
   for (int64_t d : shape) {
-    if (d == 0) return 0;  // empty, however large the other dims
-    overflow |= __builtin_mul_overflow(n, d, &n);
+    if (d == 0)
+      empty = true;
+    else
+      overflow |= __builtin_mul_overflow(n, d, &n);
   }
   ENGINE_REQUIRE(!overflow, "[numel] shape ", shape_str(shape), " has more elements than int64 can count");
-  return n;
+  return empty ? 0 : n;
 }
 
 Strides contiguous_strides(const Shape& shape) {

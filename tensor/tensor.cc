@@ -18,6 +18,7 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
       offset_(offset),
       dtype_(dtype) {
   ENGINE_CHECK(shape_.size() == strides_.size());
+  (void)engine::numel(shape_);  // every tensor's element count fits int64 (or this throws), so no loop over it wraps
 }
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
@@ -82,19 +83,22 @@ template std::vector<float16> Tensor::to_vector<float16>() const;
 namespace {
 // Resolves one -1 in `shape` from the element count, and checks the count matches.
 Shape infer_shape(Shape shape, int64_t count, const Shape& from, const char* op) {
-  int64_t known = 1, infer = -1;
-  const bool has_zero = std::find(shape.begin(), shape.end(), 0) != shape.end();
+  int64_t infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       ENGINE_REQUIRE(infer < 0, "[", op, "] only one dim can be -1, got ", shape_str(shape));
       infer = int64_t(i);
     } else {
       ENGINE_REQUIRE(shape[i] >= 0, "[", op, "] negative size in ", shape_str(shape));
-      // A 0 anywhere makes the count 0, however large the rest; otherwise it must fit int64.
-      const bool wraps = __builtin_mul_overflow(known, shape[i], &known);
-      ENGINE_REQUIRE(!wraps || has_zero, "[", op, "] shape ", shape_str(shape),
-                     " has more elements than int64 can count");
     }
+  }
+  Shape given = shape;
+  if (infer >= 0) given.erase(given.begin() + infer);
+  int64_t known = 0;
+  try {
+    known = numel(given);  // the sizes must multiply within int64
+  } catch (const Error&) {
+    throw Error("[" + std::string(op) + "] shape " + shape_str(shape) + " has more elements than int64 can count");
   }
   if (infer >= 0) {
     ENGINE_REQUIRE(known != 0 && count % known == 0, "[", op, "] cannot infer -1 in ", shape_str(shape), " for ", count,

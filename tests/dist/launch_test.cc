@@ -238,7 +238,7 @@ TEST_CASE("ranks end when their launcher is killed with kill -9, instead of runn
   REQUIRE(launcher >= 0);
   if (launcher == 0) {  // ranks that hold for 60 s after the rendezvous, printing nothing
     setenv("PROBE_HOLD_MS", "60000", 1);
-    freopen(log.c_str(), "w", stdout);
+    if (!freopen(log.c_str(), "w", stdout)) _exit(126);
     execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", kProbe.c_str(), nullptr);
     _exit(127);
   }
