@@ -204,7 +204,7 @@ TEST_CASE("parameters that differ between ranks are named before anything is sha
   run_threads(2, [&](ProcessGroupTCP& g) {  // (3,2) and (2,3): 6 elements each
     nn::Variable w(zeros({g.rank() ? 3 : 2, g.rank() ? 2 : 3}), true);
     try {
-      ZeroRedundancyOptimizer opt({w}, ZeroOptimizer::SGD, {.group = &g});
+      ZeroRedundancyOptimizer opt({w}, ZeroOptimizer::SGD, {.sgd = {}, .adam = {}, .group = &g});
     } catch (const Error& e) {
       errors[size_t(g.rank())] = e.what();
     }
