@@ -6,17 +6,16 @@
 
 namespace engine::dist {
 
-namespace {
-// Element-wise min and max over the ranks: the values agree everywhere iff min == max.
-bool agree(ProcessGroup& group, const std::vector<int64_t>& mine, std::vector<int64_t>* low,
-           std::vector<int64_t>* high) {
+bool same_on_every_rank(ProcessGroup& group, const std::vector<int64_t>& mine, std::vector<int64_t>* low,
+                        std::vector<int64_t>* high) {
   Tensor lo = from_vector(mine), hi = from_vector(mine);
   group.all_reduce(lo, ReduceOp::Min).wait();
   group.all_reduce(hi, ReduceOp::Max).wait();
-  *low = lo.to_vector<int64_t>(), *high = hi.to_vector<int64_t>();
-  return *low == *high;
+  const std::vector<int64_t> l = lo.to_vector<int64_t>(), h = hi.to_vector<int64_t>();
+  if (low) *low = l;
+  if (high) *high = h;
+  return l == h;
 }
-}  // namespace
 
 void check_same_parameters(ProcessGroup& group, const std::vector<nn::Variable>& params,
                            const std::vector<std::string>& names, const std::string& who) {
@@ -24,7 +23,7 @@ void check_same_parameters(ProcessGroup& group, const std::vector<nn::Variable>&
   int64_t total = 0, dims = 0;
   for (auto& p : params) total += p.numel(), dims = std::max<int64_t>(dims, p.dim());
   std::vector<int64_t> low, high;
-  ENGINE_REQUIRE(agree(group, {int64_t(params.size()), total, dims}, &low, &high), who,
+  ENGINE_REQUIRE(same_on_every_rank(group, {int64_t(params.size()), total, dims}, &low, &high), who,
                  " the model differs between ranks: parameter counts range over ", low[0], "..", high[0],
                  " and sizes over ", low[1], "..", high[1], " elements; every rank must build the same model");
   // ...then, those equal, each parameter's number of dims and its sizes, padded with -1.
@@ -34,7 +33,7 @@ void check_same_parameters(ProcessGroup& group, const std::vector<nn::Variable>&
     shapes[i * row] = params[i].dim();
     for (int64_t d = 0; d < params[i].dim(); ++d) shapes[i * row + 1 + size_t(d)] = params[i].size(d);
   }
-  if (agree(group, shapes, &low, &high)) return;
+  if (same_on_every_rank(group, shapes, &low, &high)) return;
   const size_t first = size_t(std::mismatch(low.begin(), low.end(), high.begin()).first - low.begin());
   const size_t i = first / row, field = first % row;
   const std::string name = i < names.size() ? names[i] : "#" + std::to_string(i);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "dist/dist.h"
+#include "dist/same_model.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
@@ -68,11 +69,9 @@ void require_same_settings(const Settings& s) {
   for (unsigned char c : text + exact(s.lr) + exact(s.warmup_epochs)) hash = (hash ^ c) * 1099511628211ull;
   int64_t mine;
   std::memcpy(&mine, &hash, sizeof mine);
-  engine::Tensor lo = engine::from_vector(std::vector<int64_t>{mine}), hi = lo.clone();
-  engine::dist::all_reduce(lo, engine::dist::ReduceOp::Min);
-  engine::dist::all_reduce(hi, engine::dist::ReduceOp::Max);
-  ENGINE_REQUIRE(lo.item() == hi.item(), "[recap] the ranks were started with different settings; rank ",
-                 engine::dist::get_rank(), " has ", text, ". Start every rank (every machine) with the same flags");
+  ENGINE_REQUIRE(engine::dist::same_on_every_rank(engine::dist::default_group(), {mine}),
+                 "[recap] the ranks were started with different settings; rank ", engine::dist::get_rank(), " has ",
+                 text, ". Start every rank (every machine) with the same flags");
 }
 
 void save_training_state(const std::string& path, const TrainingState& s, const std::vector<double>& loss_sums,
