@@ -1,4 +1,5 @@
-// The "nccl" backend (see nccl_group.h). Kernels first, then the process group.
+// The "nccl" backend (see nccl_group.h). Kernels first, then the process group; the NCCL
+// library itself is reached through nccl_api.h.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -11,12 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "dist/nccl_api.h"
 #include "dist/nccl_group.h"
 #include "dist/ring_schedule.h"
 #include "dist/watchdog.h"
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
-#include "tensor/cuda/shared_library.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
 
@@ -42,61 +43,6 @@ __global__ void scale_kernel(float* x, int64_t n, float s) {
 // The process group
 
 namespace {
-
-// The NCCL functions the backend calls, looked up when the first nccl group is made (each
-// member is named as the C function without its "nccl" prefix).
-struct Nccl {
-  cuda::SharedLibrary lib{"libnccl.so." + std::to_string(NCCL_MAJOR), "NCCL, for the \"nccl\" backend"};
-  decltype(&ncclGetErrorString) GetErrorString = lib.function("ncclGetErrorString");
-  decltype(&ncclGetUniqueId) GetUniqueId = lib.function("ncclGetUniqueId");
-  decltype(&ncclCommInitRankConfig) CommInitRankConfig = lib.function("ncclCommInitRankConfig");
-  decltype(&ncclCommGetAsyncError) CommGetAsyncError = lib.function("ncclCommGetAsyncError");
-  decltype(&ncclCommAbort) CommAbort = lib.function("ncclCommAbort");
-  decltype(&ncclCommDestroy) CommDestroy = lib.function("ncclCommDestroy");
-  decltype(&ncclAllReduce) AllReduce = lib.function("ncclAllReduce");
-  decltype(&ncclBroadcast) Broadcast = lib.function("ncclBroadcast");
-  decltype(&ncclAllGather) AllGather = lib.function("ncclAllGather");
-  decltype(&ncclReduceScatter) ReduceScatter = lib.function("ncclReduceScatter");
-  decltype(&ncclReduce) Reduce = lib.function("ncclReduce");
-  decltype(&ncclSend) Send = lib.function("ncclSend");
-  decltype(&ncclRecv) Recv = lib.function("ncclRecv");
-  decltype(&ncclGroupStart) GroupStart = lib.function("ncclGroupStart");
-  decltype(&ncclGroupEnd) GroupEnd = lib.function("ncclGroupEnd");
-};
-
-const Nccl& nccl() {
-  static const Nccl api;  // a failed load throws and is retried by the next call
-  return api;
-}
-
-// ncclInProgress is not a failure: a non-blocking communicator is still taking the call
-// (ProcessGroupNCCL::wait_ready waits for it before the next one).
-void nccl_check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess && r != ncclInProgress)
-    throw Error(std::string("[nccl] ") + what + " failed: " + nccl().GetErrorString(r));
-}
-void cuda_check(cudaError_t r, const char* what) {
-  if (r != cudaSuccess) throw Error(std::string("[nccl] ") + what + " failed: " + cudaGetErrorString(r));
-}
-
-ncclDataType_t nccl_type(DType t) {
-  switch (t) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Int64: return ncclInt64;
-    case DType::BFloat16: return ncclBfloat16;
-    default: return ncclFloat16;
-  }
-}
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Avg: return ncclAvg;
-    case ReduceOp::Min: return ncclMin;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Product: return ncclProd;
-  }
-  return ncclSum;
-}
 
 const char* op_name(ReduceOp op) { return reduce_op_name(op); }
 
