@@ -75,7 +75,7 @@ Variable min(const Variable& a, const std::vector<int64_t>& dims, bool keepdim) 
 Variable var(const Variable& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
   const Tensor x = a.data();
   const Shape kept = kept_shape(x.shape(), dims);
-  const double denom = double(reduced_count(x.shape(), dims) - correction);
+  const double denom = engine::var_denominator(reduced_count(x.shape(), dims), correction);
   return record("var", engine::var(x, dims, keepdim, correction), {a},
                 [x, kept, dims, denom](const Tensor& g, const Needs&) {
                   // var = sum (x - m)^2 / denom  =>  d var / dx_i = 2 (x_i - m) / denom

@@ -9,6 +9,10 @@ namespace engine::nn {
 BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, double momentum)
     : features(features), eps(eps), momentum(momentum), dims_lo_(lo), dims_hi_(hi) {
   ENGINE_REQUIRE(features > 0, "[BatchNorm] features must be positive, got ", features);
+  // eps keeps the divisor sqrt(var + eps) above 0; momentum mixes batch statistics into the
+  // running ones, so outside [0, 1] (or NaN) it would poison them silently.
+  ENGINE_REQUIRE(eps >= 0 && eps <= 1, "[BatchNorm] eps must be in [0, 1], got ", eps);
+  ENGINE_REQUIRE(momentum >= 0 && momentum <= 1, "[BatchNorm] momentum must be in [0, 1], got ", momentum);
   weight = register_parameter("weight", ones({features}));
   bias = register_parameter("bias", zeros({features}));
   running_mean = zeros({features});

@@ -78,6 +78,8 @@ Tensor max(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim 
 Tensor min(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 // Variance with Bessel's correction by default (divides by n - correction), as PyTorch.
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false, int64_t correction = 1);
+// var's divisor: max(0, count - correction), as PyTorch's; var divides by 0 when it is 0.
+double var_denominator(int64_t count, int64_t correction);
 // Index (int64) of the largest value along `dim`, first one on ties; over all elements
 // (of the flattened tensor) when called without a dim.
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);

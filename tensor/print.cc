@@ -19,6 +19,7 @@ constexpr int64_t kEdgeItems = 3;
 
 std::string format_value(double v, DType dtype, bool sci) {
   char buf[64];
+  if (std::isnan(v)) return "nan";  // as PyTorch prints it, whatever the NaN's sign bit (0/0 sets it)
   if (dtype == DType::Int64)
     std::snprintf(buf, sizeof buf, "%lld", (long long)v);
   else if (sci)

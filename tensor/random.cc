@@ -45,14 +45,15 @@ float Generator::normal() {
 
 int64_t Generator::randint(int64_t low, int64_t high) {
   ENGINE_REQUIRE(high > low, "[randint] empty range [", low, ", ", high, ")");
-  const uint64_t range = uint64_t(high - low);
+  // In unsigned arithmetic: high - low passes int64 for a range wider than 2^63.
+  const uint64_t range = uint64_t(high) - uint64_t(low);
   // Rejection sampling on 64 random bits removes the modulo bias.
   const uint64_t limit = UINT64_MAX - UINT64_MAX % range;
   uint64_t x;
   do {
     x = (uint64_t(next_u32()) << 32) | next_u32();
   } while (x >= limit);
-  return low + int64_t(x % range);
+  return int64_t(uint64_t(low) + x % range);  // lands in [low, high), so it fits
 }
 
 void Generator::set_state(const State& s) {

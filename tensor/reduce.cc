@@ -214,14 +214,19 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
       s, [&](int64_t i) { return s.count == 0 ? std::numeric_limits<double>::quiet_NaN() : acc[i] / double(s.count); });
 }
 
+double var_denominator(int64_t count, int64_t correction) {
+  // PyTorch's degrees of freedom, max(0, N - correction), in double so that no correction
+  // overflows: with none left the variance is inf (or NaN where every deviation is 0).
+  return std::max(0.0, double(count) - double(correction));
+}
+
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t correction) {
   require_float("var", a);
   if (half(a)) return var(f32(a), dims, keepdim, correction).to(a.dtype());
   if (cuda_ops::on_cuda(a)) {  // two passes, as below: the mean, then the squared deviations
     const Slots s = plan_slots("var", a, dims, keepdim);
     const Tensor d = a - mean(a, dims, true);
-    const double denom = double(s.count - correction);
-    return sum(d * d, dims, keepdim) * (denom <= 0 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / denom);
+    return sum(d * d, dims, keepdim) / var_denominator(s.count, correction);
   }
   Slots s = plan_slots("var", a, dims, keepdim);
   // Two passes (mean, then squared deviations) in double: stable where E[x^2] - E[x]^2
@@ -232,9 +237,8 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int6
     const double d = double(x) - m[slot];
     return d * d;
   });
-  return to_tensor(s, [&](int64_t i) {
-    return s.count - correction <= 0 ? std::numeric_limits<double>::quiet_NaN() : ss[i] / double(s.count - correction);
-  });
+  const double denom = var_denominator(s.count, correction);
+  return to_tensor(s, [&](int64_t i) { return ss[i] / denom; });
 }
 
 Tensor max(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {

@@ -55,6 +55,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+bool repeats_elements(const Shape& shape, const Strides& strides) {
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] > 1 && strides[i] == 0) return true;
+  return false;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   const int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   ENGINE_REQUIRE(dim >= lo && dim <= hi, "[", op, "] dim ", dim, " is out of range for a ", ndim,

@@ -24,6 +24,10 @@ std::string shape_str(const Shape& shape);
 // Throws engine::Error naming `op` and both shapes when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast");
 
+// True when two different indices of a view name one element: a dim of size > 1 with
+// stride 0, as expand() makes. Writing through such a view would keep one value of several.
+bool repeats_elements(const Shape& shape, const Strides& strides);
+
 // Maps a possibly negative dim (-1 = last) into [0, ndim); throws naming `op` if out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 

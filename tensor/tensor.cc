@@ -11,6 +11,26 @@
 
 namespace engine {
 
+namespace {
+// Every element a view can name lies inside its storage: the first at `offset`, the last at
+// offset + sum((size - 1) * stride), all in elements. A view built with a wrong offset (an
+// index past the end, a start + length that wrapped) would read or write other memory.
+void check_inside_storage(const Storage& storage, const Shape& shape, const Strides& strides, int64_t offset,
+                          DType dtype) {
+  if (engine::numel(shape) == 0) return;
+  int64_t last = offset;
+  bool overflow = offset < 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t reach = 0;
+    overflow |= strides[i] < 0 || __builtin_mul_overflow(shape[i] - 1, strides[i], &reach) ||
+                __builtin_add_overflow(last, reach, &last);
+  }
+  const int64_t elements = int64_t(storage.nbytes() / dtype_size(dtype));
+  ENGINE_REQUIRE(!overflow && last < elements, "[view] shape ", shape_str(shape), " with strides ", shape_str(strides),
+                 " at offset ", offset, " reaches past its storage of ", elements, " ", dtype_name(dtype), " elements");
+}
+}  // namespace
+
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, int64_t offset, DType dtype)
     : storage_(std::move(storage)),
       shape_(std::move(shape)),
@@ -18,7 +38,8 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
       offset_(offset),
       dtype_(dtype) {
   ENGINE_CHECK(shape_.size() == strides_.size());
-  (void)engine::numel(shape_);  // every tensor's element count fits int64 (or this throws), so no loop over it wraps
+  // Every tensor's element count fits int64 (numel throws otherwise), so no loop over it wraps.
+  if (storage_) check_inside_storage(*storage_, shape_, strides_, offset_, dtype_);
 }
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
@@ -203,8 +224,10 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
-  ENGINE_REQUIRE(start >= 0 && length >= 0 && start + length <= shape_[d], "[narrow] range [", start, ", ",
-                 start + length, ") is outside dim ", d, " of size ", shape_[d], " in shape ", shape_str(shape_));
+  // Compared without forming start + length, which can pass int64.
+  ENGINE_REQUIRE(start >= 0 && start <= shape_[d] && length >= 0 && length <= shape_[d] - start, "[narrow] start ",
+                 start, " and length ", length, " do not fit in dim ", d, " of size ", shape_[d], " in shape ",
+                 shape_str(shape_));
   Shape s = shape_;
   s[d] = length;
   return Tensor(storage_, s, strides_, offset_ + start * strides_[d], dtype_);
@@ -221,8 +244,9 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   end = std::clamp<int64_t>(end, start, n);
   Shape s = shape_;
   Strides st = strides_;
-  s[d] = (end - start + step - 1) / step;
-  st[d] = strides_[d] * step;
+  // ceil((end - start) / step) without forming end - start + step, which a huge step overflows.
+  s[d] = end == start ? 0 : 1 + (end - start - 1) / step;
+  if (s[d] > 1) st[d] = strides_[d] * step;  // then step < n: the product stays inside the storage
   return Tensor(storage_, s, st, offset_ + start * strides_[d], dtype_);
 }
 
@@ -340,11 +364,20 @@ bool convert_dense(const Tensor& src, const Tensor& dst) {
 }
 }  // namespace
 
+void require_distinct_elements(const Tensor& t, const char* op) {
+  ENGINE_REQUIRE(!repeats_elements(t.shape(), t.strides()), "[", op, "] cannot write in place into shape ",
+                 shape_str(t.shape()), " with strides ", shape_str(t.strides()),
+                 ": several of its elements are one element in memory (an expanded view); clone() it first");
+}
+
 Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(defined() && src.defined(), "[copy_] tensor is undefined");
   Shape bs = broadcast_shapes(src.shape(), shape_, "copy_");
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
+  require_distinct_elements(*this, "copy_");
+  if (src.storage_ == storage_ && src.defined() && !(src.shape() == shape_ && src.is_contiguous() && is_contiguous()))
+    return copy_(src.clone());  // the source may overlap what this copy writes: read it whole first
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda_ops::copy_(*this, src);
     return *this;

@@ -97,6 +97,10 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
 
+// Throws, naming `op`, when several of t's elements are one element in memory (an expand()ed
+// view): an in-place write there would keep one value of several. fill_ needs no such check.
+void require_distinct_elements(const Tensor& t, const char* op);
+
 // ---- creation. `device` defaults to the CPU; random ones draw from `gen` or the default.
 Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());

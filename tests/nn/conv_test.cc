@@ -205,6 +205,11 @@ TEST_CASE("BatchNorm gradients match finite differences; shapes are checked") {
   REQUIRE_THROWS_WITH(BatchNorm2d(3)(Variable(zeros({2, 4, 2, 2}))),
                       Catch::Contains("[BatchNorm] expects input with 4 dims and 3 channels"));
   REQUIRE_THROWS_WITH(BatchNorm1d(3)(Variable(zeros({1, 3}))), Catch::Contains("more than 1 value per channel"));
+  // eps and momentum out of range (or NaN) would poison the normalisation or the running statistics.
+  REQUIRE_THROWS_WITH(BatchNorm2d(3, -1e-5), Catch::Contains("[BatchNorm] eps must be in [0, 1], got -1e-05"));
+  REQUIRE_THROWS_WITH(BatchNorm2d(3, NAN), Catch::Contains("[BatchNorm] eps must be in [0, 1], got nan"));
+  REQUIRE_THROWS_WITH(BatchNorm2d(3, 1e-5, 2), Catch::Contains("[BatchNorm] momentum must be in [0, 1], got 2"));
+  REQUIRE_THROWS_WITH(BatchNorm1d(3, 1e-5, NAN), Catch::Contains("momentum must be in [0, 1], got nan"));
 }
 
 TEST_CASE("Sequential runs BatchNorm then ReLU as one fused step: the values and gradients of the two layers") {

@@ -87,3 +87,18 @@ TEST_CASE("int64 fills and arange: NaN, infinities and counts past int64 are err
   REQUIRE_THROWS_WITH(arange(-1e308, 1e308, 1), Catch::Contains("more than a tensor can hold"));
   REQUIRE(arange(5, 0).numel() == 0);  // an empty range stays empty
 }
+
+TEST_CASE("var with no degrees of freedom left divides by 0, as PyTorch's: inf, or NaN where all agree") {
+  // torch.var(torch.arange(4.), dim=0, correction=4) -> inf; correction=5 -> inf (max(0, N - c));
+  // torch.var(torch.ones(4), dim=0, correction=4) -> nan; correction=-1 -> 1 (5 / 5).
+  const Tensor x = arange(0, 4);
+  REQUIRE(std::isinf(var(x, {0}, false, 4).item()));
+  REQUIRE(std::isinf(var(x, {0}, false, 5).item()));
+  REQUIRE(std::isnan(var(ones({4}), {0}, false, 4).item()));
+  REQUIRE(std::isnan(var(ones({1})).item()));
+  REQUIRE(var(x, {0}, false, -1).item() == 1);
+  // Corrections at int64's ends form no overflowing N - correction (UBSan checks, in the
+  // sanitizer build): the divisor is taken in double.
+  REQUIRE(std::isinf(var(x, {0}, false, std::numeric_limits<int64_t>::max()).item()));
+  REQUIRE(var(x, {0}, false, std::numeric_limits<int64_t>::min()).item() >= 0);
+}

@@ -1,4 +1,6 @@
 // Tensor basics: creation, views sharing storage, copies, element access, printing, errors.
+#include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "catch2/catch.hpp"
@@ -40,6 +42,15 @@ TEST_CASE("random creation is seedable and in range") {
   REQUIRE(k.dtype() == DType::Int64);
   REQUIRE(min(k).item() == -2);
   REQUIRE(max(k).item() == 2);
+  // The widest range: high - low passes int64, and is taken in unsigned arithmetic (UBSan,
+  // in the sanitizer build, stops on a signed overflow here). Both signs turn up.
+  Generator wide(11);
+  const auto all = randint(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), {64}, &wide)
+                       .to_vector<int64_t>();
+  REQUIRE(std::count_if(all.begin(), all.end(), [](int64_t v) { return v < 0; }) > 8);
+  REQUIRE(std::count_if(all.begin(), all.end(), [](int64_t v) { return v > 0; }) > 8);
+  REQUIRE(Generator(3).randint(std::numeric_limits<int64_t>::max() - 1, std::numeric_limits<int64_t>::max()) ==
+          std::numeric_limits<int64_t>::max() - 1);
   manual_seed(3);
   const auto a = randn({4}).to_vector<float>();
   manual_seed(3);
@@ -119,7 +130,8 @@ TEST_CASE("contiguous, clone, copy_ and dtype conversion") {
 
 TEST_CASE("bad input names the op and the shapes") {
   REQUIRE_THROWS_WITH(zeros({2, 3}).transpose(0, 2), Catch::Contains("[transpose] dim 2 is out of range"));
-  REQUIRE_THROWS_WITH(zeros({2, 3}).narrow(1, 2, 2), Catch::Contains("[narrow] range [2, 4) is outside dim 1"));
+  REQUIRE_THROWS_WITH(zeros({2, 3}).narrow(1, 2, 2),
+                      Catch::Contains("[narrow] start 2 and length 2 do not fit in dim 1 of size 3"));
   REQUIRE_THROWS_WITH(zeros({2, 3}).expand({4, 3, 2}), Catch::Contains("[expand] cannot expand shape (2,3)"));
   REQUIRE_THROWS_WITH(zeros({2}).permute({0, 0}), Catch::Contains("[permute]"));
   REQUIRE_THROWS_WITH(zeros({2, 2}).item(), Catch::Contains("[item] needs a tensor with one element, got shape (2,2)"));
@@ -150,6 +162,48 @@ TEST_CASE("a shape with more elements than int64 counts is an error, never a wra
   REQUIRE_THROWS_WITH(numel({3037000500, 3037000500}), Catch::Contains("[numel]"));
 }
 
+TEST_CASE("views stay inside their storage: no index arithmetic wraps past int64") {
+  const int64_t big = std::numeric_limits<int64_t>::max(), small = std::numeric_limits<int64_t>::min();
+  // start + length would wrap to a negative number and pass a naive bound.
+  REQUIRE_THROWS_WITH(zeros({4}).narrow(0, big, 2), Catch::Contains("[narrow] start 9223372036854775807"));
+  REQUIRE_THROWS_WITH(zeros({4}).narrow(0, 3, big), Catch::Contains("[narrow]"));
+  REQUIRE(arange(0, 4).narrow(0, 4, 0).numel() == 0);  // an empty view at the end is fine
+  // A step past the dim's size takes the first element only (ceil(4 / step) = 1).
+  REQUIRE(arange(0, 4).slice(0, 0, big, big).to_vector<float>() == V{0});
+  REQUIRE(arange(0, 4).slice(0, 1, big, 3).to_vector<float>() == V{1});
+  REQUIRE(arange(0, 4).slice(0, small, big, 2).to_vector<float>() == V{0, 2});
+  REQUIRE(arange(0, 4).slice(0, 3, 1).numel() == 0);
+  // Whatever builds a view, the constructor checks the elements it can reach.
+  const Tensor base = arange(0, 4);
+  REQUIRE(Tensor(base.storage(), {2}, {1}, 2, DType::Float32).to_vector<float>() == V{2, 3});
+  REQUIRE_THROWS_WITH(Tensor(base.storage(), {2}, {1}, 3, DType::Float32),
+                      Catch::Contains("[view] shape (2,) with strides (1,) at offset 3 reaches past its storage of 4"));
+  REQUIRE_THROWS_WITH(Tensor(base.storage(), {3}, {big}, 0, DType::Float32), Catch::Contains("[view]"));
+  REQUIRE_THROWS_WITH(Tensor(base.storage(), {1}, {1}, -1, DType::Float32), Catch::Contains("[view]"));
+  REQUIRE_THROWS_WITH(Tensor(base.storage(), {2}, {1}, 1, DType::Int64), Catch::Contains("of 2 int64 elements"));
+  REQUIRE(Tensor(base.storage(), {0, 5}, {9, 9}, 7, DType::Float32).numel() == 0);  // reaches nothing
+}
+
+TEST_CASE("in-place writes: never into an expanded view; a source overlapping its destination is read first") {
+  Tensor expanded = zeros({1, 3}).expand({2, 3});
+  REQUIRE_THROWS_WITH(expanded.copy_(arange(0, 6).reshape({2, 3})),
+                      Catch::Contains("[copy_] cannot write in place into shape (2,3) with strides (0,1)"));
+  REQUIRE_THROWS_WITH(add_(expanded, ones({2, 3})), Catch::Contains("[add_] cannot write in place"));
+  REQUIRE_THROWS_WITH(mul_(expanded, 2), Catch::Contains("[mul_] cannot write in place"));
+  REQUIRE(expanded.fill_(5).to_vector<float>() == V{5, 5, 5, 5, 5, 5});  // one value: well defined, as in PyTorch
+  // Shift each row right by one through strided views of one storage: the result is the
+  // one a copy through a temporary gives, whichever order the loop runs in.
+  Tensor t = arange(0, 8).reshape({2, 4});
+  t.slice(1, 1, 4).copy_(t.slice(1, 0, 3));
+  REQUIRE(t.to_vector<float>() == V{0, 0, 1, 2, 4, 4, 5, 6});
+  Tensor u = arange(0, 8).reshape({2, 4});
+  u.slice(1, 0, 3).copy_(u.slice(1, 1, 4));
+  REQUIRE(u.to_vector<float>() == V{1, 2, 3, 3, 5, 6, 7, 7});
+  Tensor w = arange(0, 4).reshape({2, 2});
+  w.copy_(w.transpose(0, 1));  // a transpose in place
+  REQUIRE(w.to_vector<float>() == V{0, 2, 1, 3});
+}
+
 TEST_CASE("printing shows values, shape, dtype and device, elided when large") {
   std::ostringstream s;
   s << arange(0, 6).reshape({2, 3});
@@ -167,6 +221,9 @@ TEST_CASE("printing shows values, shape, dtype and device, elided when large") {
   std::ostringstream sc;
   sc << scalar_tensor(2);
   REQUIRE(sc.str() == "tensor(2.0000, shape=(), dtype=float32, device=cpu)");
+  std::ostringstream n;  // 0/0 sets the NaN's sign bit on x86; PyTorch prints "nan" either way
+  n << zeros({1}) / zeros({1});
+  REQUIRE(n.str() == "tensor([nan], shape=(1,), dtype=float32, device=cpu)");
   std::ostringstream e;
   e << zeros({0, 2});
   REQUIRE(e.str() == "tensor([], shape=(0,2), dtype=float32, device=cpu)");
