@@ -24,10 +24,25 @@ void Module::collect(const std::string& prefix, std::vector<std::pair<std::strin
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers);
 }
 
-std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
-  std::vector<std::pair<std::string, Variable>> out;
-  collect("", &out, nullptr);
+namespace {
+// A module used twice (a tied layer: the same child in two places) reaches its parameters
+// by two names. As PyTorch's named_parameters(), keep each one once, under its first name,
+// so that an optimizer or DDP steps and reduces it once; state_dict keeps every name.
+template <class T, class Key>
+std::vector<std::pair<std::string, T>> first_names(std::vector<std::pair<std::string, T>> all, Key key) {
+  std::vector<std::pair<std::string, T>> out;
+  std::set<std::pair<const void*, int64_t>> seen;
+  for (auto& entry : all)
+    if (seen.insert(key(entry.second)).second) out.push_back(std::move(entry));
   return out;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Variable>> all;
+  collect("", &all, nullptr);
+  return first_names(std::move(all),
+                     [](const Variable& p) { return std::pair<const void*, int64_t>(p.impl().get(), 0); });
 }
 
 std::vector<Variable> Module::parameters() const {
@@ -37,9 +52,11 @@ std::vector<Variable> Module::parameters() const {
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  collect("", nullptr, &out);
-  return out;
+  std::vector<std::pair<std::string, Tensor>> all;
+  collect("", nullptr, &all);
+  // A buffer is one tensor's storage and offset; the same module twice gives the same ones.
+  return first_names(std::move(all),
+                     [](const Tensor& b) { return std::pair<const void*, int64_t>(b.storage().get(), b.offset()); });
 }
 
 void Module::set_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -68,8 +85,11 @@ void Module::zero_grad() {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [name, p] : named_parameters()) out[name] = p.data();
-  for (auto& [name, b] : named_buffers()) out[name] = b;
+  std::vector<std::pair<std::string, Variable>> params;
+  std::vector<std::pair<std::string, Tensor>> buffers;
+  collect("", &params, &buffers);  // every name, a tied layer's under each of its names (as PyTorch)
+  for (auto& [name, p] : params) out[name] = p.data();
+  for (auto& [name, b] : buffers) out[name] = b;
   return out;
 }
 

@@ -34,7 +34,9 @@ class Module {
   virtual Variable forward(const Variable& x) = 0;
   Variable operator()(const Variable& x) { return forward(x); }
 
-  // All parameters of this module and its children, depth first, in registration order.
+  // All parameters of this module and its children, depth first, in registration order,
+  // each once: a module used in two places (tied weights) gives its parameters under the
+  // first name only, as PyTorch's. state_dict() lists them under every name.
   std::vector<Variable> parameters() const;
   std::vector<std::pair<std::string, Variable>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;

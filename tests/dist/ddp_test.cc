@@ -102,6 +102,43 @@ TEST_CASE("DDP over N ranks with batch b equals one process with batch N*b") {
   }
 }
 
+TEST_CASE("a layer used twice (tied weights) is one parameter: reduced once, equal to one process") {
+  // The same Linear at positions 0 and 2: its weight's gradient sums both uses, and it must be
+  // all-reduced once, after both have arrived (as PyTorch's DDP does for shared parameters).
+  const auto tied = [](uint64_t seed) {
+    Generator g(seed);
+    auto shared = std::make_shared<Linear>(6, 6, true, &g);
+    return std::make_shared<Sequential>(
+        std::vector<ModulePtr>{shared, std::make_shared<ReLU>(), shared, std::make_shared<Linear>(6, 4, true, &g)});
+  };
+  REQUIRE(tied(1)->parameters().size() == 4);
+  REQUIRE(tied(1)->state_dict().size() == 6);  // "0.weight" and "2.weight" both, as PyTorch's
+  const auto train = [&](Module& model, std::vector<Variable> params, int world, int rank) {
+    Data d;
+    SGD opt(std::move(params), {.lr = 0.1, .momentum = 0.9});
+    const int64_t b = 24 / world;
+    for (int s = 0; s < 3; ++s) {
+      opt.zero_grad();
+      const int64_t start = (s * 24) % 48 + rank * b;
+      cross_entropy(model(Variable(d.x.narrow(0, start, b))), d.y.narrow(0, start, b)).backward();
+      opt.step();
+    }
+  };
+  auto alone = tied(1);
+  train(*alone, alone->parameters(), 1, 0);
+  const std::vector<float> reference = flat(*alone);
+  std::vector<std::vector<float>> replicas(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(tied(g.rank() == 0 ? 1 : 9), {.bucket_cap_mb = 0.0001, .group = &g});
+    train(ddp, ddp.parameters(), 2, g.rank());
+    replicas[size_t(g.rank())] = flat(ddp.module());
+  });
+  RANK_REQUIRE(replicas[1] == replicas[0]);
+  REQUIRE(replicas[0].size() == reference.size());
+  for (size_t i = 0; i < reference.size(); ++i)
+    RANK_REQUIRE(replicas[0][i] == Approx(reference[i]).epsilon(1e-5).margin(1e-6));
+}
+
 TEST_CASE("buckets follow reverse registration order with a small first bucket") {
   run_threads(1, [](ProcessGroupTCP& g) {
     Generator gen(0);

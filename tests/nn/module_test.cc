@@ -28,6 +28,31 @@ TEST_CASE("parameters are named with PyTorch's dotted names, in registration ord
   REQUIRE(model->children().size() == 3);
 }
 
+TEST_CASE("a module used twice (tied weights): its parameters and buffers once, under the first name") {
+  // PyTorch: named_parameters() and named_buffers() skip repeats; state_dict() keeps every name.
+  Generator g(0);
+  auto shared = std::make_shared<Linear>(3, 3, true, &g);
+  auto bn = std::make_shared<BatchNorm1d>(3);
+  Sequential model({shared, bn, std::make_shared<ReLU>(), shared, bn});
+  std::vector<std::string> names, buffers;
+  for (auto& [name, p] : model.named_parameters()) names.push_back(name);
+  for (auto& [name, b] : model.named_buffers()) buffers.push_back(name);
+  REQUIRE(names == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
+  REQUIRE(buffers == std::vector<std::string>{"1.running_mean", "1.running_var", "1.num_batches_tracked"});
+  const StateDict sd = model.state_dict();
+  REQUIRE(sd.size() == 14);  // 2 + 2 + 3 under each of two names
+  REQUIRE(sd.at("3.weight").storage() == sd.at("0.weight").storage());
+  model.load_state_dict(sd);  // every name present: strict loading accepts it
+  // One optimizer over the tied model steps the shared weight once, by the sum of both uses.
+  SGD opt(model.parameters(), {.lr = 0.1});
+  const V w0 = shared->weight.data().to_vector<float>();
+  sum(model(Variable(randn({4, 3}, &g)))).backward();
+  const V grad = shared->weight.grad().to_vector<float>();
+  opt.step();
+  const V w1 = shared->weight.data().to_vector<float>();
+  for (size_t i = 0; i < w0.size(); ++i) REQUIRE(w1[i] == Approx(w0[i] - 0.1f * grad[i]));
+}
+
 TEST_CASE("state_dict round trip; strict loading names the key") {
   Generator g1(1), g2(2);
   auto a = mlp(&g1), b = mlp(&g2);
