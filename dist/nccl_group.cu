@@ -181,7 +181,8 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work gather(std::vector<Tensor>* outputs, Tensor input, int dst) override {
     check(input, "gather");
     ENGINE_REQUIRE(dst >= 0 && dst < size_, "[gather] root ", dst, " is outside 0..", size_ - 1);
-    outputs->clear();
+    ENGINE_REQUIRE(outputs != nullptr || rank_ != dst, "[gather] outputs is null on the destination rank ", dst);
+    if (outputs) outputs->clear();
     begin();
     nccl_check(nccl().GroupStart(), "ncclGroupStart");
     if (rank_ == dst) {

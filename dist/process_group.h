@@ -90,9 +90,9 @@ class ProcessGroup {
   virtual Work recv(Tensor tensor, int src) = 0;
 
   // Rooted collectives. gather: on dst, outputs[r] receives rank r's input (elsewhere
-  // outputs is left empty). scatter: rank r's output receives src's inputs[r] (inputs is
-  // read on src only). reduce: dst's tensor ends with op over every rank's tensor; the
-  // others' are left as they were.
+  // outputs is left empty, and may be null, as PyTorch's gather_list=None). scatter: rank r's output receives src's
+  // inputs[r] (inputs is read on src only). reduce: dst's tensor ends with op over every rank's tensor; the others' are
+  // left as they were.
   virtual Work gather(std::vector<Tensor>* outputs, Tensor input, int dst);
   virtual Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src);
   virtual Work reduce(Tensor tensor, int dst, ReduceOp op = ReduceOp::Sum);

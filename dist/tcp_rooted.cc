@@ -35,8 +35,8 @@ std::vector<size_t> byte_offsets(const std::vector<int64_t>& rows, size_t row_by
 Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst) {
   require_cpu_tensor("gather", input);
   require_root("gather", dst, size_);
-  ENGINE_REQUIRE(outputs != nullptr, "[gather] outputs is null");
-  outputs->clear();
+  ENGINE_REQUIRE(outputs != nullptr || rank_ != dst, "[gather] outputs is null on the destination rank ", dst);
+  if (outputs) outputs->clear();
   if (rank_ == dst)
     for (int r = 0; r < size_; ++r) outputs->push_back(empty(input.shape(), input.dtype()));
   return enqueue(make_desc(kGather, &input, ReduceOp::Sum, dst),

@@ -42,6 +42,17 @@ TEST_CASE("gather: dst holds every rank's input, in rank order") {
       });
       for (auto& p : problems) CHECK(p == "");
     }
+  // Ranks other than dst may pass no list at all (PyTorch's gather_list=None); dst may not.
+  std::vector<std::string> got(3);
+  run_threads(3, [&](ProcessGroupTCP& g) {
+    std::vector<Tensor> out;
+    g.gather(g.rank() == 1 ? &out : nullptr, labelled(g.rank(), 2), 1).wait();
+    for (const Tensor& t : out) got[size_t(g.rank())] += std::to_string(int(t.at({0}))) + " ";
+    if (g.rank() == 0)
+      RANK_REQUIRE_THROWS_WITH(g.gather(nullptr, zeros({2}), 0),
+                               Catch::Contains("outputs is null on the destination rank 0"));
+  });
+  CHECK(got == std::vector<std::string>{"", "0 100 200 ", ""});
 }
 
 TEST_CASE("scatter: rank r gets src's inputs[r]") {
