@@ -115,6 +115,24 @@ std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const Variable& root
   return out;
 }
 
+namespace {
+// A parameter written in place between the forward that used it and this backward (an
+// optimizer step or load_state_dict before backward()) would give a gradient that mixes
+// its old and new values: the node saved some tensors and reads the parameter for others.
+// PyTorch refuses it through its version counter; so do we, for parameters.
+void check_leaves_unchanged(const Node& node) {
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const LeafVersion& saved = node.leaf_versions[i];
+    if (!saved.storage || !node.inputs[i] || node.inputs[i]->data.storage() != saved.storage) continue;
+    ENGINE_REQUIRE(saved.storage->version() == saved.version, "[backward] a parameter of shape ",
+                   shape_str(node.inputs[i]->data.shape()), " used by '", node.name,
+                   "' was modified in place after the forward that used it (an optimizer step(), "
+                   "load_state_dict or copy_ before backward()?): its gradient would mix old and new values. "
+                   "Call backward() before changing parameters, or run the forward again");
+  }
+}
+}  // namespace
+
 void Variable::backward(const Tensor& grad_in, bool retain_graph) const {
   CallbackScope callbacks;
   backward_pass(grad_in, retain_graph);
@@ -191,6 +209,7 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
             !grads.count(in))
           needs.into[i] = in->grad_destination;
       }
+      check_leaves_unchanged(node);
       in_grads = node.backward(g, needs);
       ENGINE_CHECK(in_grads.size() == node.inputs.size());
       grads.erase(found);  // no longer needed: free it early

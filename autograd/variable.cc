@@ -130,7 +130,12 @@ Variable record(const char* name, Tensor output, const std::vector<Variable>& in
   if (!any || !grad_enabled) return Variable(std::move(output));
   auto node = std::make_shared<Node>();
   node->name = name;
-  for (const Variable& v : inputs) node->inputs.push_back(v.requires_grad() ? v.impl() : nullptr);
+  for (const Variable& v : inputs) {
+    node->inputs.push_back(v.requires_grad() ? v.impl() : nullptr);
+    const bool parameter = v.requires_grad() && v.is_leaf() && v.data().storage();
+    node->leaf_versions.push_back(parameter ? LeafVersion{v.data().storage(), v.data().storage()->version()}
+                                            : LeafVersion{});
+  }
   node->backward = std::move(backward);
   auto impl = std::make_shared<VariableImpl>();
   impl->data = std::move(output);

@@ -131,9 +131,16 @@ struct Needs {
 // Gradients of one node's inputs given its output's gradient.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const Needs& needs)>;
 
+// A parameter's storage and its version when a node used it (see Storage::version).
+struct LeafVersion {
+  std::shared_ptr<Storage> storage;
+  uint64_t version = 0;
+};
+
 struct Node {
   std::string name;
   std::vector<std::shared_ptr<VariableImpl>> inputs;  // null where the input needs no grad
+  std::vector<LeafVersion> leaf_versions;             // per input; set for leaves that require grad
   BackwardFn backward;                                // emptied when the graph is freed
   bool freed = false;
 };

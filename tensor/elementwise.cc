@@ -370,6 +370,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
                  shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
   require_distinct_elements(a, "add_");
+  a.storage()->bump_version();
   if (is_half(a.dtype())) {
     Tensor wide = f32(a);
     a.copy_(add_(wide, f32(b), alpha));
@@ -402,6 +403,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 Tensor& mul_(Tensor& a, double s) {
   ENGINE_REQUIRE(a.defined(), "[mul_] got an undefined tensor");
   require_distinct_elements(a, "mul_");
+  a.storage()->bump_version();
   if (is_half(a.dtype())) {
     Tensor wide = f32(a);
     a.copy_(mul_(wide, s));

@@ -380,6 +380,7 @@ Tensor cross_entropy_backward(const CrossEntropy& saved, const Tensor& targets, 
 
 void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const SgdArgs& a) {
   require_same_device("SGD", param, "a parameter", grad, "its gradient");
+  param.storage()->bump_version();
   const Tensor g_dense = grad.contiguous();
   float* buf = a.momentum != 0 ? momentum_buffer->data<float>() : nullptr;
   if (param.device().is_cuda()) {
@@ -420,6 +421,7 @@ void sgd_step_(Tensor& param, const Tensor& grad, Tensor* momentum_buffer, const
 
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamArgs& a) {
   require_same_device("Adam", param, "a parameter", grad, "its gradient");
+  param.storage()->bump_version();
   const Tensor g_dense = grad.contiguous();
   float* pp = param.data<float>();
   float* m = exp_avg.data<float>();

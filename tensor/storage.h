@@ -5,7 +5,9 @@
 //   float* p = static_cast<float*>(s->data());
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/device.h"
@@ -36,12 +38,20 @@ class Storage {
   void reallocate();
   bool released() const { return released_; }
 
+  // Counts in-place writes through the tensor API (copy_, fill_, add_, mul_, optimizer
+  // steps), as PyTorch's version counter: autograd compares it to tell that a parameter was
+  // overwritten between the forward that used it and the backward. Collectives and kernels
+  // writing their own outputs do not count.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   std::shared_ptr<void> owner_;  // set for wrapped memory
   bool released_ = false;
+  std::atomic<uint64_t> version_{0};  // atomic: DDP's worker thread writes gradients beside the caller
 };
 
 }  // namespace engine

@@ -376,6 +376,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
   require_distinct_elements(*this, "copy_");
+  storage_->bump_version();
   if (src.storage_ == storage_ && src.defined() && !(src.shape() == shape_ && src.is_contiguous() && is_contiguous()))
     return copy_(src.clone());  // the source may overlap what this copy writes: read it whole first
   if (device().is_cuda() || src.device().is_cuda()) {
@@ -404,6 +405,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   ENGINE_REQUIRE(defined(), "[fill_] tensor is undefined");
+  storage_->bump_version();
   // double -> int64 of a NaN or of a value past +-2^63 is undefined (x86 gives INT64_MIN);
   // PyTorch refuses it too. Fractions truncate, as in PyTorch.
   ENGINE_REQUIRE(dtype_ != DType::Int64 || (value >= -0x1p63 && value < 0x1p63), "[fill_] ", value,

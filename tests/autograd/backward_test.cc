@@ -1,4 +1,5 @@
 // The backward pass itself: accumulation, hooks, retain_graph, no-grad, detach, errors.
+#include <functional>
 #include <map>
 #include <string>
 
@@ -244,4 +245,40 @@ TEST_CASE("a grad destination is offered when one op makes the leaf's whole grad
   REQUIRE_THROWS_WITH(w.set_grad_destination(zeros({3})), Catch::Contains("of the leaf's shape"));
   REQUIRE_THROWS_WITH(w.set_grad_destination(zeros({2, 2}).select(1, 0)), Catch::Contains("contiguous"));
   REQUIRE_THROWS_WITH(scale(x, w).set_grad_destination(zeros({2})), Catch::Contains("needs a leaf"));
+}
+
+TEST_CASE("a parameter written in place between forward and backward is refused, as PyTorch's version counter") {
+  // y = sum(w * x): its backward reads x for dw and w for dx. Writing w after the forward
+  // would mix values; each in-place write of the tensor API counts.
+  const std::vector<std::pair<const char*, std::function<void(Tensor&)>>> writes = {
+      {"copy_",
+       [](Tensor& t) {
+         t.copy_(tensor({5, 6}));
+       }},
+      {"fill_", [](Tensor& t) { t.fill_(0); }},
+      {"add_",
+       [](Tensor& t) {
+         add_(t, tensor({1, 1}));
+       }},
+      {"mul_", [](Tensor& t) { mul_(t, 2); }},
+      {"a view's copy_", [](Tensor& t) { t.narrow(0, 1, 1).copy_(tensor({9})); }},
+  };
+  for (const auto& [name, write] : writes) {
+    INFO(name);
+    Variable w(tensor({1, 2}), true), x(tensor({3, 4}), true);
+    Variable y = sum(w * x);
+    Tensor data = w.data();
+    write(data);
+    REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("[backward] a parameter of shape (2,) used by 'mul' was modified "
+                                                      "in place after the forward that used it"));
+    // A forward after the write is a new graph: nothing to refuse.
+    sum(w * x).backward();
+    REQUIRE(w.grad().to_vector<float>() == V{3, 4});
+  }
+  // Giving a parameter new data (set_data) leaves the graph's tensors as they were: allowed.
+  Variable w(tensor({1, 2}), true);
+  Variable y = sum(w * w);
+  w.set_data(tensor({7, 7}));
+  y.backward();
+  REQUIRE(w.grad().to_vector<float>() == V{2, 4});
 }

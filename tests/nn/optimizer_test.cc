@@ -2,6 +2,7 @@
 // torch.optim (1.13) on the same problem, minimising sum((p - 3)^2) from p = [1, -2].
 // Also: state_dict round trips that make a resumed optimizer continue exactly.
 #include <cmath>
+#include <memory>
 
 #include "autograd/ops.h"
 #include "catch2/catch.hpp"
@@ -138,4 +139,26 @@ TEST_CASE("a checkpoint's hyperparameters and step counts are range-checked, and
   REQUIRE(other.state_dict().count("state.0.step") == 0);
   other.load_state_dict(good);
   REQUIRE(other.lr() == Approx(0.01));
+}
+
+TEST_CASE("a step between the forward and its backward is named, not turned into a wrong gradient") {
+  // for batch: loss = f(w); opt.step(); loss.backward()   (PyTorch: "one of the variables
+  // needed for gradient computation has been modified by an inplace operation")
+  for (bool adam : {false, true}) {
+    Variable w(tensor({1, 2}), true);
+    std::unique_ptr<engine::nn::Optimizer> opt;
+    if (adam)
+      opt = std::make_unique<engine::nn::Adam>(std::vector<Variable>{w}, engine::nn::AdamOptions{});
+    else
+      opt = std::make_unique<engine::nn::SGD>(std::vector<Variable>{w}, engine::nn::SGDOptions{.lr = 0.1});
+    sum(w * w).backward();
+    Variable loss = sum(w * w);
+    opt->step();
+    REQUIRE_THROWS_WITH(loss.backward(),
+                        Catch::Contains("modified in place after the forward that used it (an "
+                                        "optimizer step(), load_state_dict or copy_ before backward()?)"));
+    opt->zero_grad();
+    sum(w * w).backward();  // the usual order works
+    opt->step();
+  }
 }
