@@ -44,3 +44,20 @@ fi
 grep -q "^\[rank 1\] 13_recap: \[recap\] the ranks were started with different settings; rank 1 has .*, lr 0.2," \
   "$TEST_TMPDIR/other_lr.txt" || fail "rank 1 should name its settings: $(cat "$TEST_TMPDIR/other_lr.txt")"
 echo "ok: ranks started with different flags are refused, each naming its settings"
+# A training state that only some ranks can read (on one machine's disk, not the other's)
+# would resume those ranks and start the rest afresh with other weights: every rank stops
+# at the start instead, naming what it found. Here rank 1 is pointed at a missing file.
+cat >"$TEST_TMPDIR/no_state.sh" <<'WRAP'
+#!/usr/bin/env bash
+if [[ $RANK == 1 ]]; then exec "$@" --state "$TEST_TMPDIR/missing.safetensors"; else exec "$@"; fi
+WRAP
+chmod +x "$TEST_TMPDIR/no_state.sh"
+if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/no_state.sh" "$recap" "${small[@]}" --resume \
+  >"$TEST_TMPDIR/no_state.txt" 2>&1; then
+  fail "ranks that find different training states should be refused"
+fi
+grep -q "^\[rank 1\] 13_recap: \[resume\] the ranks do not start from the same point: rank 1 found no training state" \
+  "$TEST_TMPDIR/no_state.txt" || fail "rank 1 should say it found no state: $(cat "$TEST_TMPDIR/no_state.txt")"
+grep -q "^\[rank 0\] 13_recap: \[resume\] .*rank 0 resumed from $LESSON_OUT/state_mlp.safetensors at epoch 3" \
+  "$TEST_TMPDIR/no_state.txt" || fail "rank 0 should say where it resumed: $(cat "$TEST_TMPDIR/no_state.txt")"
+echo "ok: a training state that only some ranks can read is refused at the start, on every rank"

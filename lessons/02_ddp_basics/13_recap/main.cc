@@ -131,14 +131,18 @@ int main(int argc, char** argv) try {
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool restarted = restarts && std::string(restarts) != "0";
   recap::TrainingState state;
-  if ((args.resume || restarted) && std::ifstream(state_path).good()) {
+  const bool resuming = (args.resume || restarted) && std::ifstream(state_path).good();
+  if (resuming) {
     state = recap::load_training_state(state_path, settings, world, rank);
     ddp.module().load_state_dict(state.model);
     opt.load_state_dict(state.optimizer);
     if (rank == 0)
       std::printf("resumed from %s: epoch %d, after batch %lld (step %lld)%s\n", state_path.c_str(), state.epoch + 1,
                   (long long)state.batch, (long long)state.step, restarted ? ", after a restart by the launcher" : "");
+  } else if (args.resume && rank == 0) {
+    std::printf("--resume: no training state at %s yet; starting from the beginning\n", state_path.c_str());
   }
+  recap::require_same_start(state, resuming, state_path);
   // Every rank calls it (the loss sums are gathered); rank 0 writes, and times the writes.
   std::vector<double> save_ms;
   auto save_state = [&] {

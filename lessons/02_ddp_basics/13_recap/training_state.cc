@@ -74,6 +74,21 @@ void require_same_settings(const Settings& s) {
                  text, ". Start every rank (every machine) with the same flags");
 }
 
+void require_same_start(const TrainingState& state, bool resumed, const std::string& path) {
+  const int rank = engine::dist::get_rank();
+  std::ostringstream mine;
+  if (resumed)
+    mine << "resumed from " << path << " at epoch " << state.epoch + 1 << ", after batch " << state.batch << " (step "
+         << state.step << ")";
+  else
+    mine << "found no training state at " << path << " and starts afresh";
+  ENGINE_REQUIRE(engine::dist::same_on_every_rank(engine::dist::default_group(),
+                                                  {resumed ? 1 : 0, state.epoch, state.batch, state.step}),
+                 "[resume] the ranks do not start from the same point: rank ", rank, " ", mine.str(),
+                 ", another does not. Every rank must read the same training state: on several machines, keep it "
+                 "on a filesystem they share (--state) or copy it to each before restarting");
+}
+
 void save_training_state(const std::string& path, const TrainingState& s, const std::vector<double>& loss_sums,
                          const StateDict& model, const StateDict& optimizer, const Settings& settings) {
   const int world_size = int(loss_sums.size());

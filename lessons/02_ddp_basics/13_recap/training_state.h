@@ -43,6 +43,12 @@ struct TrainingState {
   engine::nn::StateDict model, optimizer;
 };
 
+// Every rank must start where the others start: a state file that only some ranks can read
+// (on another machine's disk) would resume them while the rest started afresh, with other
+// weights. Collective: compares (resumed, epoch, batch, step) across the ranks and throws,
+// on every rank, naming what this one found at `path`, when they differ.
+void require_same_start(const TrainingState& state, bool resumed, const std::string& path);
+
 // Writes the state; call on rank 0 only (every rank holds the same replica). The ranks'
 // loss sums differ (each saw its own data): `loss_sums` holds every rank's, gathered.
 void save_training_state(const std::string& path, const TrainingState& s, const std::vector<double>& loss_sums,
