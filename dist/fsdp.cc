@@ -362,21 +362,50 @@ nn::StateDict FullyShardedDataParallel::full_state_dict(bool rank0_only) {
   return out;
 }
 
+namespace {
+constexpr const char* kShardRank = "_shard.rank";
+constexpr const char* kShardCount = "_shard.count";
+}  // namespace
+
+// Which shard this rank holds, and of how many: with NO_SHARD every rank holds the one whole
+// copy; with HYBRID_SHARD ranks of different nodes at one position hold the same shard.
+std::pair<int64_t, int64_t> FullyShardedDataParallel::shard_position() const {
+  if (options_.sharding_strategy == ShardingStrategy::NO_SHARD) return {0, 1};
+  return {shard_group_->rank(), shard_group_->size()};
+}
+
 nn::StateDict FullyShardedDataParallel::sharded_state_dict() const {
   nn::StateDict out;
   for (auto& [name, p] : named_parameters()) out[name] = p.data().clone();
+  // Shards of one size but another rank would load without a shape error and train
+  // nonsense; the state says whose it is.
+  const auto [rank, count] = shard_position();
+  out[kShardRank] = scalar_tensor(double(rank), DType::Int64);
+  out[kShardCount] = scalar_tensor(double(count), DType::Int64);
   return out;
 }
 
 void FullyShardedDataParallel::load_sharded_state_dict(const nn::StateDict& state) {
+  const auto [rank, count] = shard_position();
+  const auto position = [&](const char* key) -> int64_t {
+    auto it = state.find(key);
+    ENGINE_REQUIRE(it != state.end() && it->second.numel() == 1 && it->second.dtype() == DType::Int64,
+                   "[FSDP] the sharded state has no int64 \"", key, "\": it does not say which shard it holds");
+    return int64_t(it->second.item());
+  };
+  const int64_t saved_rank = position(kShardRank), saved_count = position(kShardCount);
+  ENGINE_REQUIRE(saved_rank == rank && saved_count == count, "[FSDP] this sharded state holds shard ", saved_rank,
+                 " of ", saved_count, ", but this rank holds shard ", rank, " of ", count,
+                 ": load each rank's own file, saved with the same world size");
+  // Every check before any copy, so a refused state changes nothing.
   for (auto& [name, p] : named_parameters()) {
     auto it = state.find(name);
     ENGINE_REQUIRE(it != state.end(), "[FSDP] the sharded state has no \"", name, "\"");
     ENGINE_REQUIRE(it->second.shape() == p.shape(), "[FSDP] \"", name, "\" has shape ", shape_str(it->second.shape()),
                    " in the sharded state but ", shape_str(p.shape()),
                    " here: it was saved with another world size or model");
-    Tensor(p.data()).copy_(it->second);
   }
+  for (auto& [name, p] : named_parameters()) Tensor(p.data()).copy_(state.at(name));
   for (auto& u : units_) u->fresh = options_.sharding_strategy == ShardingStrategy::NO_SHARD;
 }
 

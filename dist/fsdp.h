@@ -30,6 +30,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/process_group.h"
@@ -70,7 +71,8 @@ class FullyShardedDataParallel : public nn::Module {
   // Collective: every parameter unsharded, by the model's names, plus the buffers, on rank
   // 0 (every rank when rank0_only is false; empty elsewhere). Copies, not views.
   nn::StateDict full_state_dict(bool rank0_only = true);
-  // This rank's shards ("<unit>.flat_param"), and loading them back (same world size).
+  // This rank's shards ("<unit>.flat_param", with "_shard.rank" and "_shard.count" saying
+  // whose), and loading them back on the same rank of the same world size.
   nn::StateDict sharded_state_dict() const;
   void load_sharded_state_dict(const nn::StateDict& state);
 
@@ -78,6 +80,7 @@ class FullyShardedDataParallel : public nn::Module {
   // The group the shards live in (the whole group, or HYBRID_SHARD's machine) and, for
   // HYBRID_SHARD, the group of the same shard on every machine (nullptr otherwise).
   ProcessGroup* shard_group() const { return shard_group_; }
+  std::pair<int64_t, int64_t> shard_position() const;  // (this rank's shard, shards in all)
   ProcessGroup* replicate_group() const { return replica_.get(); }
   void reset_peak_memory();
 

@@ -201,9 +201,38 @@ TEST_CASE("a sharded state saved and loaded continues exactly; evaluation works 
     const StateDict fa = a.full_state_dict(false), fb = b.full_state_dict(false);
     for (auto& [k, t] : fa)
       if (max(abs(t - fb.at(k))).item() != 0) problems[size_t(g.rank())] = "differs at " + k;
+    // Another rank's shards (same shapes, other values) are refused, and change nothing.
+    StateDict other = params;
+    other["_shard.rank"] = scalar_tensor(double(1 - g.rank()), DType::Int64);
+    const StateDict before = b.sharded_state_dict();
+    try {
+      b.load_sharded_state_dict(other);
+      problems[size_t(g.rank())] += " / another rank's shards were accepted";
+    } catch (const Error& e) {
+      const std::string want = "holds shard " + std::to_string(1 - g.rank()) + " of 2, but this rank holds shard " +
+                               std::to_string(g.rank()) + " of 2";
+      if (std::string(e.what()).find(want) == std::string::npos)
+        problems[size_t(g.rank())] += std::string(" / ") + e.what();
+    }
+    for (auto& [k, t] : b.sharded_state_dict())
+      if (max(abs(t.to(DType::Float32) - before.at(k).to(DType::Float32))).item() != 0)
+        problems[size_t(g.rank())] += " / a refused state changed " + k;
+    StateDict unnamed = params;
+    unnamed.erase("_shard.count");
+    try {
+      b.load_sharded_state_dict(unnamed);
+      problems[size_t(g.rank())] += " / a state without its shard count was accepted";
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("does not say which shard") == std::string::npos)
+        problems[size_t(g.rank())] += std::string(" / ") + e.what();
+    }
     // A shard of another size is refused, naming it.
     StateDict wrong = params;
-    wrong.begin()->second = zeros({3});
+    for (auto& [k, t] : wrong)
+      if (k[0] != '_') {
+        t = zeros({3});
+        break;
+      }
     try {
       b.load_sharded_state_dict(wrong);
       problems[size_t(g.rank())] += " / a wrong shape was accepted";
