@@ -29,6 +29,7 @@ struct DefaultGroup {
   std::string file_to_remove;  // file:// rendezvous: rank 0 removes its file at the end
 };
 std::unique_ptr<DefaultGroup> g_default;
+uint32_t g_destroyed = 0;  // process groups destroyed so far: the store's generation (StoreOptions)
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -311,6 +312,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   StoreOptions so;
   so.timeout = resolve_timeout(options.timeout);
   so.token = !options.token.empty() ? options.token : (env("ENGINE_JOB_TOKEN") ? env("ENGINE_JOB_TOKEN") : "");
+  so.generation = g_destroyed;  // a rank quick to initialise again must not join the store rank 0 is closing
 
   const std::string& m = options.init_method;
   g->info = parse_launch_env();
@@ -360,6 +362,7 @@ void destroy_process_group() {
   if (!g_default->file_to_remove.empty()) std::remove(g_default->file_to_remove.c_str());
   g_default->store.reset();
   g_default.reset();
+  ++g_destroyed;
 }
 
 bool is_initialized() { return g_default != nullptr; }

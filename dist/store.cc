@@ -26,22 +26,47 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
   if (is_server) {
     Listener l = Listener::bind(options_.listen_host.empty() ? host : options_.listen_host, port);
     port_ = l.port();
-    server_ = std::make_unique<Server>(std::move(l), options_.token);
+    server_ = std::make_unique<Server>(std::move(l), options_.token, options_.generation);
   }
   const Deadline d = deadline_in(options_.timeout);
-  const std::string peer = "the rendezvous store (rank 0)";
+  const std::string peer = "the rendezvous store (rank 0)", where = host_ + ":" + std::to_string(port_);
+  // The store may ask to be tried again (kBusy: at its connection limit; kOtherGeneration:
+  // still serving a process group this process has destroyed, which rank 0 is closing). At
+  // the deadline, that is the error to report, whatever the last attempt met.
+  uint8_t asked_to_retry = kAccepted;
+  const auto retried_too_long = [&] {
+    return Error("[store] the store at " + where +
+                 (asked_to_retry == kOtherGeneration
+                      ? " kept serving another process group of this job than this process's (it has destroyed " +
+                            std::to_string(options_.generation) +
+                            " before): every rank must call destroy_process_group() and init_process_group() alike"
+                      : std::string(" stayed at its connection limit")));
+  };
   while (true) {
-    sock_ = Socket::connect(host_, port_, d, peer);
+    try {
+      sock_ = Socket::connect(host_, port_, d, peer);
+    } catch (const Error&) {
+      if (asked_to_retry != kAccepted) throw retried_too_long();
+      throw;
+    }
     std::string hello;
     put_u32(hello, kMagic);
-    put_u32(hello, uint32_t(options_.token.size()));
+    put_u32(hello, uint32_t(options_.token.size() + 4));
     hello += options_.token;
-    sock_.send_all(hello.data(), hello.size(), d, peer);
+    put_u32(hello, options_.generation);
     uint8_t answer = 0;
     try {
+      sock_.send_all(hello.data(), hello.size(), d, peer);
       sock_.recv_all(&answer, 1, d, peer);
     } catch (const Error& e) {
-      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) +
+      if (asked_to_retry != kAccepted && Clock::now() >= d) throw retried_too_long();
+      // After a destroy_process_group, the store this reached may be the previous group's,
+      // closing as rank 0 tears it down: retry, as for a store not yet listening.
+      if (options_.generation > 0 && Clock::now() < d) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      throw Error("[store] the store at " + where +
                   " closed the connection during the "
                   "handshake: rank 0 has probably failed or is stopping (look for its error), or another "
                   "job that held this port has just ended; " +
@@ -49,11 +74,10 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
     }
     if (answer == kAccepted) return;
     if (answer == kRefused)
-      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) +
+      throw Error("[store] the store at " + where +
                   " refused this process: its job token differs (is another job using this MASTER_PORT?)");
-    // kBusy: the store is at its connection limit; try again until the deadline.
-    if (Clock::now() > d)
-      throw Error("[store] the store at " + host_ + ":" + std::to_string(port_) + " stayed at its connection limit");
+    asked_to_retry = answer;
+    if (Clock::now() >= d) throw retried_too_long();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

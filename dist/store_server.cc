@@ -30,8 +30,8 @@ struct TCPStore::Server::Pending {
   Deadline until;
 };
 
-TCPStore::Server::Server(Listener listener, std::string token)
-    : listener_(std::move(listener)), token_(std::move(token)) {
+TCPStore::Server::Server(Listener listener, std::string token, uint32_t generation)
+    : listener_(std::move(listener)), token_(std::move(token)), generation_(generation) {
   accept_thread_ = std::thread([this] { accept_loop(); });
 }
 
@@ -113,17 +113,19 @@ bool TCPStore::Server::advance(Pending& p) {
   if (p.got.size() < 8) return true;
   std::memcpy(&magic, p.got.data(), 4);
   std::memcpy(&len, p.got.data() + 4, 4);
-  if (magic != kMagic || len > kMaxKey) {
+  if (magic != kMagic || len > kMaxKey + 4) {
     log("refused a connection: not a store client (bad magic or length)");
     return false;
   }
   if (p.got.size() < 8 + len) return true;
-  const bool token_ok = p.got.compare(8, len, token_) == 0;
-  uint8_t answer = token_ok ? kAccepted : kRefused;
+  const bool token_ok = len == token_.size() + 4 && p.got.compare(8, token_.size(), token_) == 0;
+  uint32_t generation = 0;
+  if (token_ok) std::memcpy(&generation, p.got.data() + 8 + token_.size(), 4);
+  uint8_t answer = !token_ok ? kRefused : generation != generation_ ? kOtherGeneration : kAccepted;
   {
     std::lock_guard<std::mutex> lock(mu_);
     reap_finished_clients();
-    if (token_ok && clients_.size() >= kMaxClients) answer = kBusy;
+    if (answer == kAccepted && clients_.size() >= kMaxClients) answer = kBusy;
   }
   try {
     p.socket.send_all(&answer, 1, deadline_in(std::chrono::seconds(1)), "a store client");

@@ -27,8 +27,11 @@ namespace engine::dist::store_wire {
 
 enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCompareSet = 4, kDelete = 5, kNumKeys = 6 };
 constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
-// The handshake's answer: the token matched; it did not; or the store is at its limit.
-enum Hello : uint8_t { kRefused = 0, kAccepted = 1, kBusy = 2 };
+// The handshake's answer: the token matched; it did not; the store is at its limit; or the
+// token matched but the client comes from another init_process_group of the job (a rank
+// that destroyed its group and initialised again reached the store of the previous one,
+// which rank 0 is about to close): the client tries again.
+enum Hello : uint8_t { kRefused = 0, kAccepted = 1, kBusy = 2, kOtherGeneration = 3 };
 
 constexpr uint32_t kMaxKey = 4096;
 constexpr uint32_t kMaxValue = 16u << 20;              // one value: addresses and names are bytes, not megabytes
@@ -37,6 +40,8 @@ constexpr uint32_t kSmallValue = 64u << 10;            // values this small are 
 constexpr size_t kMaxHandshaking = 256;                // connections that have not yet shown the token
 constexpr size_t kMaxClients = 4096;                   // connections with the token (each has a thread)
 constexpr std::chrono::seconds kHandshakeTime{5};      // to send magic and token
+// The handshake: magic (u32), n (u32), then n bytes: the job's token followed by the
+// generation (u32, how many process groups this process has destroyed before).
 
 // Reads a u32 length and then that many bytes, refusing anything over `limit` before
 // allocating (both sides read keys and replies this way).
@@ -48,7 +53,7 @@ namespace engine::dist {
 
 class TCPStore::Server {
  public:
-  Server(Listener listener, std::string token);
+  Server(Listener listener, std::string token, uint32_t generation);
   ~Server();
 
  private:
@@ -72,6 +77,7 @@ class TCPStore::Server {
 
   Listener listener_;
   std::string token_;
+  uint32_t generation_ = 0;
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
   std::mutex mu_;  // guards clients_, data_, the byte counts and the log's clock

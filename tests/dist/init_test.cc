@@ -317,3 +317,36 @@ TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective 
     REQUIRE_THAT(r.output, Catch::Contains("not initialized"));
   }
 }
+
+TEST_CASE("init, destroy and init again at once: no rank joins the store rank 0 is closing") {
+  // Rank 1 leaves destroy_process_group's barrier first and initialises again while rank 0
+  // may still serve the old store on the same port: it must be told to retry, not served by
+  // a store about to close (before: rank 1 failed, rank 0 waited out the whole timeout).
+  const int port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  auto res = run_processes(2, [port](int rank, int fd) {
+    clear_launch_env();
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("ENGINE_DIST_TIMEOUT", "20", 1);
+    std::string sums;
+    for (int round = 0; round < 5; ++round) {
+      dist::init_process_group("gloo");
+      Tensor t = full({2}, double(round + rank));
+      dist::all_reduce(t);
+      sums += std::to_string(int(t.at({0}))) + " ";
+      dist::destroy_process_group();
+    }
+    report(fd, sums);
+    return 0;
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& r : res) {
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.output == "1 3 5 7 9 ");  // round + 0 and round + 1, summed
+  }
+  REQUIRE(seconds < 10);  // a bound far above the ~1 s it takes, far below the 20 s timeout
+}

@@ -101,10 +101,11 @@ TEST_CASE("oversized lengths from the network are refused before allocating") {
   TCPStore server("127.0.0.1", 0, true, opts());
   // A raw client that passes the handshake, then claims a 4 GiB key.
   Socket raw = Socket::connect("127.0.0.1", server.port(), deadline_in(2s), "store");
-  const uint32_t hello[2] = {0x44445053, 0};
+  const uint32_t hello[3] = {0x44445053, 4, 0};  // magic, 4 bytes: no token, generation 0
   raw.send_all(hello, sizeof hello, deadline_in(2s), "store");
   uint8_t ok = 0;
   raw.recv_all(&ok, 1, deadline_in(2s), "store");
+  RANK_REQUIRE(ok == 1);  // accepted: what follows reaches the command reader
   const uint8_t cmd = 1;
   const uint32_t huge = 0xFFFFFFFFu;
   raw.send_all(&cmd, 1, deadline_in(2s), "store");
@@ -136,11 +137,13 @@ long rss_kb() {
 // A raw connection that has passed the handshake with `token`.
 Socket handshaken(int port, const std::string& token) {
   Socket raw = Socket::connect("127.0.0.1", port, deadline_in(2s), "store");
-  const uint32_t hello[2] = {0x44445053, uint32_t(token.size())};
+  const uint32_t hello[2] = {0x44445053, uint32_t(token.size() + 4)}, generation = 0;
   raw.send_all(hello, sizeof hello, deadline_in(2s), "store");
   raw.send_all(token.data(), token.size(), deadline_in(2s), "store");
+  raw.send_all(&generation, 4, deadline_in(2s), "store");
   uint8_t ok = 0;
   raw.recv_all(&ok, 1, deadline_in(2s), "store");
+  RANK_REQUIRE(ok == 1);
   return raw;
 }
 }  // namespace
@@ -223,4 +226,20 @@ TEST_CASE("a store that closes during the handshake is reported as such, not as 
       TCPStore("127.0.0.1", l.port(), false, opts(5s)),
       Catch::Contains("closed the connection during the handshake") && !Catch::Contains("token differs"));
   closer.join();
+}
+
+TEST_CASE("a client from another init_process_group of the job is told to retry, then named at the deadline") {
+  StoreOptions later = opts();
+  later.generation = 1;  // the server of this process's second group...
+  TCPStore server("127.0.0.1", 0, true, later);
+  StoreOptions earlier = opts();
+  earlier.timeout = 300ms;  // ...reached by a client that has destroyed none
+  const auto t0 = std::chrono::steady_clock::now();
+  RANK_REQUIRE_THROWS_WITH(
+      TCPStore("127.0.0.1", server.port(), false, earlier),
+      Catch::Contains("kept serving another process group of this job") && Catch::Contains("has destroyed 0 before"));
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 >= 250ms);  // it retried until its deadline
+  TCPStore same("127.0.0.1", server.port(), false, later);       // the same generation is served
+  same.set("k", "v");
+  RANK_REQUIRE(server.get("k") == "v");
 }
