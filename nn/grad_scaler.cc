@@ -12,7 +12,8 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
                  "[GradScaler] init_scale must be "
                  "positive and finite, got ",
                  options_.init_scale);
-  ENGINE_REQUIRE(options_.growth_factor > 1, "[GradScaler] growth_factor must exceed 1, got ", options_.growth_factor);
+  ENGINE_REQUIRE(options_.growth_factor > 1 && std::isfinite(options_.growth_factor),
+                 "[GradScaler] growth_factor must exceed 1 and be finite, got ", options_.growth_factor);
   ENGINE_REQUIRE(options_.backoff_factor > 0 && options_.backoff_factor < 1,
                  "[GradScaler] backoff_factor must be in (0, 1), got ", options_.backoff_factor);
   ENGINE_REQUIRE(options_.growth_interval >= 1, "[GradScaler] growth_interval must be at least 1, got ",

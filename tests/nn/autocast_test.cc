@@ -208,4 +208,7 @@ TEST_CASE("GradScaler: an overflowed step is skipped and the scale backs off; go
   REQUIRE(scaler.get_scale() == fit * 2);
   REQUIRE(scaler.skipped_steps() == skipped);
   REQUIRE_THROWS_WITH(GradScaler({.backoff_factor = 1}), Catch::Contains("backoff_factor must be in (0, 1)"));
+  REQUIRE_THROWS_WITH(GradScaler({.growth_factor = INFINITY}),
+                      Catch::Contains("growth_factor must exceed 1 and be finite"));
+  REQUIRE_THROWS_WITH(GradScaler({.init_scale = NAN}), Catch::Contains("init_scale must be positive and finite"));
 }
