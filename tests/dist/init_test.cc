@@ -38,6 +38,15 @@ void clear_launch_env() {
     unsetenv(v);
 }
 
+// torchrun's variables for `rank` of `world` with rank 0's store on 127.0.0.1:port.
+void env_for_rank(int rank, int world, int port) {
+  clear_launch_env();
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+}
+
 // Each child: init with the environment `setup` gives it, sum its rank, report, destroy.
 std::vector<ChildResult> run_job(int world, const std::function<void(int rank)>& setup,
                                  const dist::InitOptions& options = {}) {
@@ -278,11 +287,7 @@ TEST_CASE("two processes with the same RANK: the second claimant is refused with
 TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {
   const int port = free_port();
   auto res = run_processes(2, [port](int rank, int fd) {
-    clear_launch_env();
-    setenv("RANK", std::to_string(rank).c_str(), 1);
-    setenv("WORLD_SIZE", "2", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    env_for_rank(rank, 2, port);
     const int threads0 = count_entries("/proc/self/task"), fds0 = count_entries("/proc/self/fd");
     dist::init_process_group("gloo");
     const int threads1 = count_entries("/proc/self/task");
@@ -325,11 +330,7 @@ TEST_CASE("init, destroy and init again at once: no rank joins the store rank 0 
   const int port = free_port();
   const auto start = std::chrono::steady_clock::now();
   auto res = run_processes(2, [port](int rank, int fd) {
-    clear_launch_env();
-    setenv("RANK", std::to_string(rank).c_str(), 1);
-    setenv("WORLD_SIZE", "2", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    env_for_rank(rank, 2, port);
     setenv("ENGINE_DIST_TIMEOUT", "20", 1);
     std::string sums;
     for (int round = 0; round < 5; ++round) {
