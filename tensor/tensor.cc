@@ -377,7 +377,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
                  " does not broadcast to destination shape ", shape_str(shape_));
   require_distinct_elements(*this, "copy_");
   storage_->bump_version();
-  if (src.storage_ == storage_ && src.defined() && !(src.shape() == shape_ && src.is_contiguous() && is_contiguous()))
+  if (src.storage_ == storage_ && !(src.shape() == shape_ && src.is_contiguous() && is_contiguous()))
     return copy_(src.clone());  // the source may overlap what this copy writes: read it whole first
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda_ops::copy_(*this, src);
