@@ -140,7 +140,8 @@ void FullyShardedDataParallel::reset_peak_memory() {
 // Units: each child holding parameters, in order, then the model's own parameters.
 void FullyShardedDataParallel::build_units() {
   const bool no_shard = options_.sharding_strategy == ShardingStrategy::NO_SHARD;
-  const int n = no_shard ? 1 : shard_group_->size(), r = no_shard ? 0 : shard_group_->rank();
+  const std::pair<int64_t, int64_t> position = shard_position();  // (not a structured binding: the lambda uses it)
+  const int64_t r = position.first, n = position.second;
   std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> wrapped;
   auto add_unit = [&](const std::string& name, const std::vector<std::pair<std::string, Variable>>& params) {
     auto u = std::make_unique<Unit>();

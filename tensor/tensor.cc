@@ -376,9 +376,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
   require_distinct_elements(*this, "copy_");
-  storage_->bump_version();
   if (src.storage_ == storage_ && !(src.shape() == shape_ && src.is_contiguous() && is_contiguous()))
     return copy_(src.clone());  // the source may overlap what this copy writes: read it whole first
+  storage_->bump_version();
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda_ops::copy_(*this, src);
     return *this;

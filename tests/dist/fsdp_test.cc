@@ -201,31 +201,30 @@ TEST_CASE("a sharded state saved and loaded continues exactly; evaluation works 
     const StateDict fa = a.full_state_dict(false), fb = b.full_state_dict(false);
     for (auto& [k, t] : fa)
       if (max(abs(t - fb.at(k))).item() != 0) problems[size_t(g.rank())] = "differs at " + k;
+    // Each bad state is refused with its words; `what` says what was wrongly accepted.
+    const auto refused = [&](const StateDict& state, const std::string& words, const std::string& what) {
+      try {
+        b.load_sharded_state_dict(state);
+        problems[size_t(g.rank())] += " / " + what + " was accepted";
+      } catch (const Error& e) {
+        if (std::string(e.what()).find(words) == std::string::npos)
+          problems[size_t(g.rank())] += std::string(" / ") + e.what();
+      }
+    };
     // Another rank's shards (same shapes, other values) are refused, and change nothing.
     StateDict other = params;
     other["_shard.rank"] = scalar_tensor(double(1 - g.rank()), DType::Int64);
     const StateDict before = b.sharded_state_dict();
-    try {
-      b.load_sharded_state_dict(other);
-      problems[size_t(g.rank())] += " / another rank's shards were accepted";
-    } catch (const Error& e) {
-      const std::string want = "holds shard " + std::to_string(1 - g.rank()) + " of 2, but this rank holds shard " +
-                               std::to_string(g.rank()) + " of 2";
-      if (std::string(e.what()).find(want) == std::string::npos)
-        problems[size_t(g.rank())] += std::string(" / ") + e.what();
-    }
+    refused(other,
+            "holds shard " + std::to_string(1 - g.rank()) + " of 2, but this rank holds shard " +
+                std::to_string(g.rank()) + " of 2",
+            "another rank's shards");
     for (auto& [k, t] : b.sharded_state_dict())
       if (max(abs(t.to(DType::Float32) - before.at(k).to(DType::Float32))).item() != 0)
         problems[size_t(g.rank())] += " / a refused state changed " + k;
     StateDict unnamed = params;
     unnamed.erase("_shard.count");
-    try {
-      b.load_sharded_state_dict(unnamed);
-      problems[size_t(g.rank())] += " / a state without its shard count was accepted";
-    } catch (const Error& e) {
-      if (std::string(e.what()).find("does not say which shard") == std::string::npos)
-        problems[size_t(g.rank())] += std::string(" / ") + e.what();
-    }
+    refused(unnamed, "does not say which shard", "a state without its shard count");
     // A shard of another size is refused, naming it.
     StateDict wrong = params;
     for (auto& [k, t] : wrong)
@@ -233,13 +232,7 @@ TEST_CASE("a sharded state saved and loaded continues exactly; evaluation works 
         t = zeros({3});
         break;
       }
-    try {
-      b.load_sharded_state_dict(wrong);
-      problems[size_t(g.rank())] += " / a wrong shape was accepted";
-    } catch (const Error& e) {
-      if (std::string(e.what()).find("in the sharded state but") == std::string::npos)
-        problems[size_t(g.rank())] += std::string(" / ") + e.what();
-    }
+    refused(wrong, "in the sharded state but", "a wrong shape");
   });
   for (auto& p : problems) CHECK(p == "");
 }
