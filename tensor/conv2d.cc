@@ -13,90 +13,24 @@
 // Every element of out_n and of dcols_n is the same sum, in the same order, as in the
 // whole-batch product, so forward and dx equal im2col + one GEMM bit for bit; dW adds one
 // image's positions at a time, or two images' (see conv2d_backward).
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
-#include "tensor/batch_norm_cpu.h"
 #include "tensor/columns_cpu.h"
+#include "tensor/conv2d_cpu.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_nt.h"
-#include "tensor/lane_sum.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 
 namespace engine {
 
-namespace {
-
-struct Geometry {
-  int64_t N, C, H, W, O, kh, kw, stride, padding, OH, OW, L, rows;  // L = OH OW, rows = C kh kw
-  Shape image() const { return {1, C, H, W}; }
-};
-
-Geometry geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padding) {
-  const Shape& xs = x.shape();
-  const Shape& ws = w.shape();
-  ENGINE_REQUIRE(ws.size() == 4 && xs.size() == 4 && xs[1] == ws[1], "[conv2d] input ", shape_str(xs),
-                 " does not fit weight ", shape_str(ws));
-  check_window("conv2d", xs, ws[2], ws[3], stride, padding);
-  for (const Tensor* t : {&x, &w})
-    ENGINE_REQUIRE(t->dtype() == DType::Float32 && t->is_contiguous() && !t->device().is_cuda(),
-                   "[conv2d] the per-image path needs contiguous float32 CPU tensors, got ", dtype_name(t->dtype()),
-                   " on ", t->device().str());
-  const int64_t OH = window_out_size(xs[2], ws[2], stride, padding),
-                OW = window_out_size(xs[3], ws[3], stride, padding);
-  return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, OH, OW, OH * OW, ws[1] * ws[2] * ws[3]};
-}
-
-// Rows of `len` floats, each starting on a 64-byte line and padded with zeros to a whole
-// number of 16 floats (a segment); with `segments` > 1, each row holds that many segments
-// side by side, one per image. The products read these rows where they lie (gemm_nt
-// always, gemm() for whole panels of B), and a vector load that straddles two cache lines
-// costs two: a third of gemm_nt's time when the rows were 196 floats apart. The padding
-// adds 0 * 0 to gemm_nt's sums, as its masked last step would.
-struct PaddedRows {
-  int64_t seg, ld;
-  std::vector<float> buf;
-  float* rows;
-  PaddedRows(int64_t count, int64_t len, int64_t segments = 1)
-      : seg((len + 15) / 16 * 16), ld(seg * segments), buf(static_cast<size_t>(count * ld + 16), 0.0f) {
-    rows = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
-  }
-  float* segment(int64_t t) { return rows + t * seg; }
-};
-
-// One image's columns into segment t of padded rows.
-void columns_of(const Geometry& g, const float* image, PaddedRows& cols, int64_t t = 0) {
-  detail::im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols.segment(t),
-                     cols.ld);
-}
-
-// row += v, 16 floats at a time where the CPU has AVX-512 (this file is built for the
-// baseline x86-64, where the compiler's own loop moves 4).
-__attribute__((target("avx512f"))) void add_to_row_avx512(float* row, int64_t n, float v) {
-  const __m512 vv = _mm512_set1_ps(v);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 live = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(row + i, live, _mm512_maskz_add_ps(live, _mm512_maskz_loadu_ps(live, row + i), vv));
-  }
-}
-
-void add_to_row(float* __restrict row, int64_t n, float v) {
-  if (detail::columns_avx512()) return add_to_row_avx512(row, n, v);
-  for (int64_t i = 0; i < n; ++i) row[i] += v;
-}
-
-// The sum of a row of n floats in lane_sum's order (sum_avx512 keeps it, with AVX-512).
-double row_sum(const float* row, int64_t n) {
-  if (detail::batch_norm_avx512()) return detail::sum_avx512(n, row);
-  return detail::lane_sum(n, [row](int64_t l) { return row[l]; });
-}
-
-}  // namespace
+using detail::add_to_row;
+using detail::columns_of;
+using detail::PaddedRows;
+using detail::row_sum;
 
 bool conv2d_per_image_applies(const Tensor& x, const Tensor& w, const Tensor& bias) {
   for (const Tensor* t : {&x, &w, &bias})
@@ -106,7 +40,7 @@ bool conv2d_per_image_applies(const Tensor& x, const Tensor& w, const Tensor& bi
 
 Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, int64_t stride, int64_t padding) {
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
-  const Geometry g = geometry(x, w, stride, padding);
+  const detail::ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
   if (bias.defined())
     ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
                    "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
@@ -128,7 +62,7 @@ Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias
 Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor& w_in, int64_t stride, int64_t padding,
                             bool need_dx, bool need_dw, bool need_dbias) {
   const Tensor x = x_in.contiguous(), w = w_in.contiguous(), gy = grad.contiguous();
-  const Geometry g = geometry(x, w, stride, padding);
+  const detail::ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
   ENGINE_REQUIRE(gy.dtype() == DType::Float32 && gy.numel() == g.N * g.O * g.L, "[conv2d] gradient of shape ",
                  shape_str(gy.shape()), " does not fit the output of ", g.N, " images x ", g.O, " channels x ", g.L,
                  " positions");
