@@ -23,10 +23,14 @@ BatchNorm::BatchNorm(int64_t features, int64_t lo, int64_t hi, double eps, doubl
   register_buffer("num_batches_tracked", &num_batches_tracked);
 }
 
+namespace {
+// 16-bit input (a convolution under autocast) is normalised in float32: the statistics are
+// sums over the whole batch, and the parameters are float32.
+Variable float32_input(const Variable& x) { return is_half(x.data().dtype()) ? autograd::to(x, DType::Float32) : x; }
+}  // namespace
+
 Variable BatchNorm::forward(const Variable& x0) {
-  // 16-bit input (a convolution under autocast) is normalised in float32: the statistics
-  // are sums over the whole batch, and the parameters are float32.
-  const Variable x = is_half(x0.data().dtype()) ? autograd::to(x0, DType::Float32) : x0;
+  const Variable x = float32_input(x0);
   ENGINE_REQUIRE(
       x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features, "[BatchNorm] expects input with ",
       dims_lo_ == dims_hi_ ? std::to_string(dims_lo_) : std::to_string(dims_lo_) + " or " + std::to_string(dims_hi_),
@@ -66,12 +70,14 @@ bool BatchNorm::fits(const Variable& x) const {
   return x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features && x.numel() / features >= 2;
 }
 
-Variable BatchNorm::forward_relu(const Variable& x) {
+Variable BatchNorm::forward_relu(const Variable& x0) {
+  const Variable x = float32_input(x0);                               // so that 16-bit input takes the fused loops too
   if (!runs_fused(x) || !fits(x)) return autograd::relu(forward(x));  // forward() names what is wrong
   return train_fused(x, /*relu=*/true);
 }
 
-Variable BatchNorm::forward_relu_pool2(const Variable& x) {
+Variable BatchNorm::forward_relu_pool2(const Variable& x0) {
+  const Variable x = float32_input(x0);
   if (!runs_fused(x) || !fits(x) || !batch_norm_relu_pool2_applies(x.data()))
     return max_pool2d(forward_relu(x), 2, 2, 0);
   const Tensor xc = x.data().contiguous();

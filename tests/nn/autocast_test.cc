@@ -65,29 +65,49 @@ TEST_CASE("autocast: linear multiplies in bfloat16; gradients come back float32"
   REQUIRE(unrounded > 0);  // the check could tell a rounded gradient apart
 }
 
-TEST_CASE("autocast: conv2d's weight gradient is the float32 sums of the 16-bit operands") {
+TEST_CASE("autocast: conv2d's input and weight gradients are the float32 sums of the 16-bit operands") {
   Generator g(2);
   const auto r = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
-  Variable x(randn({2, 3, 9, 9}, &g)), w(randn({4, 3, 3, 3}, &g), true), b(randn({4}, &g), true);
-  {
-    Autocast ac(DType::BFloat16);
-    Variable y = conv2d(x, w, b, 1, 1);
-    REQUIRE(y.data().dtype() == DType::BFloat16);
-    sum(y).backward();  // the output's gradient is 1: exact in bfloat16
+  // float32 input (bfloat16: the per-image path), a bfloat16 input (the whole-batch path
+  // with a recorded cast) and float16 autocast (the whole-batch path too).
+  for (const auto [input, scope] : {std::pair{DType::Float32, DType::BFloat16},
+                                    {DType::BFloat16, DType::BFloat16},
+                                    {DType::Float32, DType::Float16}}) {
+    INFO("input " << dtype_name(input) << ", autocast " << dtype_name(scope));
+    const auto r16 = [scope](const Tensor& t) { return t.to(scope).to(DType::Float32); };
+    const bool per_image = input == DType::Float32 && scope == DType::BFloat16;
+    // (only float32 tensors take gradients: a 16-bit input is an activation, not checked)
+    Variable x(r(randn({2, 3, 9, 9}, &g)).to(input), input == DType::Float32), w(randn({4, 3, 3, 3}, &g), true),
+        b(randn({4}, &g), true);
+    {
+      Autocast ac(scope);
+      Variable y = conv2d(x, w, b, 1, 1);
+      REQUIRE(y.data().dtype() == scope);
+      sum(y).backward();  // the output's gradient is 1: exact in 16 bits
+    }
+    REQUIRE(w.grad().dtype() == DType::Float32);
+    REQUIRE(b.grad().dtype() == DType::Float32);
+    // The same in float32 on the rounded operands: dW[o] = the sum of x16 over every window,
+    // dx = the sum of w16 over the windows that hold each position.
+    Variable x32(r16(x.data().to(DType::Float32)), true), w32(r16(w.data()), true);
+    sum(conv2d(x32, w32, Variable(), 1, 1)).backward();
+    const auto got = w.grad().to_vector<float>(), want = w32.grad().to_vector<float>();
+    int unrounded = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      REQUIRE(std::fabs(got[i] - want[i]) <= std::fabs(want[i]) * 1e-5f + 1e-5f);
+      unrounded += float(bfloat16(want[i])) != want[i];
+    }
+    REQUIRE(unrounded > 0);
+    REQUIRE(b.grad().to_vector<float>()[0] == 2 * 9 * 9);  // sum of the output's gradient, per channel
+    // dx: exact float32 sums on the per-image path; 16-bit sums otherwise.
+    if (input != DType::Float32) continue;
+    REQUIRE(x.grad().dtype() == DType::Float32);
+    const auto gx = x.grad().to(DType::Float32).to_vector<float>(), wx = x32.grad().to_vector<float>();
+    float scale = 0;
+    for (float v : wx) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < gx.size(); ++i)  // 16-bit col2im sums round each of their adds
+      REQUIRE(std::fabs(gx[i] - wx[i]) <= (per_image ? std::fabs(wx[i]) * 1e-5f + 1e-5f : scale * 1e-2f));
   }
-  REQUIRE(w.grad().dtype() == DType::Float32);
-  REQUIRE(b.grad().dtype() == DType::Float32);
-  // The same in float32 on the rounded input: dW[o] = the sum of x16 over every window.
-  Variable w32(r(w.data()), true);
-  sum(conv2d(Variable(r(x.data())), w32, Variable(), 1, 1)).backward();
-  const auto got = w.grad().to_vector<float>(), want = w32.grad().to_vector<float>();
-  int unrounded = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    REQUIRE(std::fabs(got[i] - want[i]) <= std::fabs(want[i]) * 1e-5f + 1e-5f);
-    unrounded += float(bfloat16(want[i])) != want[i];
-  }
-  REQUIRE(unrounded > 0);
-  REQUIRE(b.grad().to_vector<float>()[0] == 2 * 9 * 9);  // sum of the output's gradient, per channel
 }
 
 TEST_CASE("autocast scopes nest and can be disabled") {
