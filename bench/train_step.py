@@ -3,6 +3,7 @@
 
     bash tools/setup.sh --bench && bazel build //bench:train_step
     /usr/bin/python3 bench/train_step.py --rounds 7
+    /usr/bin/python3 bench/train_step.py --model cnn --autocast bf16   # both under bfloat16 autocast
 
 Each round runs bazel-bin/bench/train_step, then ../shared/reference/torch_mlp_step.py,
 for each batch size (order alternating between rounds); each prints its median step time
@@ -41,7 +42,11 @@ def main():
     p.add_argument("--model", choices=["mlp", "cnn"], default="mlp",
                    help="cnn: the lessons' CNN beside bench/torch_cnn_step.py")
     p.add_argument("--reference", default=None, help="the PyTorch script (default: the model's)")
+    p.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                   help="bf16: both steps under bfloat16 autocast (--model cnn: torch.autocast beside ours)")
     a = p.parse_args()
+    if a.autocast != "off" and a.model != "cnn":
+        sys.exit("train_step.py: --autocast needs --model cnn (the MLP's reference script has no autocast)")
     if a.reference is None:
         a.reference = (os.path.join(HERE, "torch_cnn_step.py") if a.model == "cnn" else
                        os.path.join(ROOT, "..", "shared", "reference", "torch_mlp_step.py"))
@@ -57,6 +62,8 @@ def main():
         ours_sps, torch_sps, ratios, ours_rss, torch_rss = [], [], [], [], []
         for r in range(a.rounds):
             steps = ["--steps", "30"] if a.model == "cnn" else []
+            if a.autocast != "off":
+                steps += ["--autocast", a.autocast]
             pair = [("ours", [ours_bin, "--batch", str(batch), "--model", a.model] + steps),
                     ("torch", ["/usr/bin/python3", a.reference, "--batch", str(batch), "--threads", "1"] + steps)]
             if r % 2:
@@ -70,7 +77,7 @@ def main():
             ours_rss.append(got["ours"][0].get("peak_rss_mb"))
             if got["torch"][1]:
                 torch_rss.append(got["torch"][1])
-        row = {"bench": "train_step", "model": a.model, "batch": batch, "ours_samples_per_s": statistics.median(ours_sps),
+        row = {"bench": "train_step", "model": a.model, "autocast": a.autocast, "batch": batch, "ours_samples_per_s": statistics.median(ours_sps),
                "torch_samples_per_s": statistics.median(torch_sps), "ratio": round(statistics.median(ratios), 3),
                "ours_peak_rss_mb": max(ours_rss), "torch_peak_rss_mb": max(torch_rss) if torch_rss else None}
         rows.append(row)
