@@ -70,11 +70,12 @@ TEST_CASE("autocast: conv2d's input and weight gradients are the float32 sums of
   const auto r = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
   // float32 input (bfloat16: the per-image path), a bfloat16 input (the whole-batch path
   // with a recorded cast) and float16 autocast (the whole-batch path too).
-  for (const auto [input, scope] : {std::pair{DType::Float32, DType::BFloat16},
-                                    {DType::BFloat16, DType::BFloat16},
-                                    {DType::Float32, DType::Float16}}) {
+  for (const auto& [input, scope] : {std::pair{DType::Float32, DType::BFloat16},
+                                     {DType::BFloat16, DType::BFloat16},
+                                     {DType::Float32, DType::Float16}}) {
     INFO("input " << dtype_name(input) << ", autocast " << dtype_name(scope));
-    const auto r16 = [scope](const Tensor& t) { return t.to(scope).to(DType::Float32); };
+    const DType half = scope;  // (a lambda may not capture a structured binding)
+    const auto r16 = [half](const Tensor& t) { return t.to(half).to(DType::Float32); };
     const bool per_image = input == DType::Float32 && scope == DType::BFloat16;
     // (only float32 tensors take gradients: a 16-bit input is an activation, not checked)
     Variable x(r(randn({2, 3, 9, 9}, &g)).to(input), input == DType::Float32), w(randn({4, 3, 3, 3}, &g), true),

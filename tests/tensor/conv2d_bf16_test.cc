@@ -46,8 +46,8 @@ TEST_CASE("conv2d under bfloat16: output and gradients equal float32's on the ro
   // lessons' 3x3 at stride 1 with padding (an even number of positions), a strided one with
   // an odd number (the products' slower packing), a 1x1 kernel. Shallower layers (the
   // lessons' first, depth 9) run the float32 convolution on the rounded operands.
-  for (const Case c : {Case{3, 4, 7, 8, 5, 3, 1, 1, true}, Case{2, 4, 9, 9, 4, 3, 2, 0, false},
-                       Case{2, 40, 5, 5, 33, 1, 1, 0, true}, Case{2, 1, 6, 6, 3, 3, 1, 1, true}}) {
+  for (const Case& c : {Case{3, 4, 7, 8, 5, 3, 1, 1, true}, Case{2, 4, 9, 9, 4, 3, 2, 0, false},
+                        Case{2, 40, 5, 5, 33, 1, 1, 0, true}, Case{2, 1, 6, 6, 3, 3, 1, 1, true}}) {
     INFO("N " << c.N << " C " << c.C << " " << c.H << "x" << c.W << " O " << c.O << " k " << c.k << " stride "
               << c.stride << " padding " << c.padding);
     Generator gen(7);
