@@ -55,16 +55,17 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
 }
 
 namespace {
-// Under bfloat16 autocast on the CPU: the per-image convolution with bfloat16 products
-// (conv2d_bf16.cc), x left float32 (it is rounded inside) and every gradient float32.
-Variable conv2d_bf16_per_image(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride,
-                               int64_t padding) {
+// Under autocast on the CPU: the per-image convolution with 16-bit products
+// (conv2d_16bit.cc), x left float32 (it is rounded inside) and every gradient float32.
+Variable conv2d_16bit_per_image(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride,
+                                int64_t padding) {
+  const DType half = autocast_dtype();
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   const Tensor xd = x.data(), wd = weight.data(), bd = bias.defined() ? bias.data() : Tensor();
   return autograd::record(
-      "conv2d", conv2d_bf16_forward(xd, wd, bd, stride, padding), inputs, [=](const Tensor& g, const Needs& n) {
-        Conv2dGrads d = conv2d_bf16_backward(g, xd, wd, stride, padding, n[0], n[1], n.size() > 2 && n[2]);
+      "conv2d", conv2d_16bit_forward(xd, wd, bd, stride, padding, half), inputs, [=](const Tensor& g, const Needs& n) {
+        Conv2dGrads d = conv2d_16bit_backward(g, xd, wd, stride, padding, half, n[0], n[1], n.size() > 2 && n[2]);
         Grads grads{d.dx, d.dw};
         if (n.size() > 2) grads.push_back(d.dbias);
         return grads;
@@ -74,9 +75,8 @@ Variable conv2d_bf16_per_image(const Variable& x, const Variable& weight, const 
 
 Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
   const Tensor bd = bias.defined() ? bias.data() : Tensor();
-  if (autocast_enabled() && autocast_dtype() == DType::BFloat16 &&
-      conv2d_per_image_applies(x_in.data(), weight.data(), bd))
-    return conv2d_bf16_per_image(x_in, weight, bias, stride, padding);
+  if (autocast_enabled() && conv2d_per_image_applies(x_in.data(), weight.data(), bd))
+    return conv2d_16bit_per_image(x_in, weight, bias, stride, padding);
   // Otherwise under autocast, as linear: a 16-bit product, and the weight's gradient in
   // float32 from the GEMM's float32 sums.
   const Variable x = product_input(x_in);

@@ -46,13 +46,14 @@ struct Conv2dGrads {
 Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
                             bool need_dx, bool need_dw, bool need_dbias);
 
-// The same under bfloat16 autocast (conv2d_bf16.cc), where conv2d_per_image_applies: x, w
-// and bias stay float32 and are rounded to bfloat16 inside, the products sum in float32,
-// the output is bfloat16 (rounded once), and its bfloat16 gradient gives float32 dx, dw
-// and dbias, the unrounded sums.
-Tensor conv2d_bf16_forward(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding);
-Conv2dGrads conv2d_bf16_backward(const Tensor& grad, const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
-                                 bool need_dx, bool need_dw, bool need_dbias);
+// The same under 16-bit autocast (conv2d_16bit.cc), where conv2d_per_image_applies: x, w
+// and bias stay float32 and are rounded to `half` (bfloat16 or float16) inside, the
+// products sum in float32, the output is `half` (rounded once), and its `half` gradient
+// gives float32 dx, dw and dbias, the unrounded sums.
+Tensor conv2d_16bit_forward(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride, int64_t padding,
+                            DType half);
+Conv2dGrads conv2d_16bit_backward(const Tensor& grad, const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
+                                  DType half, bool need_dx, bool need_dw, bool need_dbias);
 
 // The forward on a GPU (float32 x, w and bias on one device): an implicit GEMM that
 // gathers each window as it multiplies instead of writing im2col's columns

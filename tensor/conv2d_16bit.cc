@@ -1,16 +1,19 @@
-// 2-d convolution under bfloat16 autocast on the CPU, one image at a time (nn_ops.h).
+// 2-d convolution under 16-bit autocast on the CPU, one image at a time (nn_ops.h).
 //
-// The float32 path's plan (conv2d.cc) with 16-bit operands: image n's columns are built in
-// float32 while they sit in the L2 cache, rounded to bfloat16, and multiplied by the rounded
-// weight with float32 sums (gemm_bf16.h):
+// The float32 path's plan (conv2d.cc) with 16-bit operands. For bfloat16, image n's
+// columns are built in float32 while they sit in the L2 cache, rounded to bfloat16, and
+// multiplied by the rounded weight with float32 sums (gemm_bf16.h):
 //   out_n = bf16( W16 · cols16_n + bias16 )              one rounding, of the final sum
 //   dcols_n = W16^T · g_n,  dx_n = col2im(dcols_n)       float32, never rounded
 //   dW = sum_n g_n · cols16_n^T,  dbias = sum_n sum_l g_n   float32
-// x stays float32: the cast to bfloat16 happens inside, so dx comes back as the float32
-// sums, as the weight's gradient does (PyTorch rounds both to bfloat16 and widens them
+// Where 16-bit products do not pay (below), the float32 convolution runs on the operands
+// rounded to 16 bits instead: the product of two 16-bit values is exact in float32 (8 + 8
+// or 11 + 11 significant bits fit its 24), so it is the same products with float32 sums.
+// x stays float32: the cast to 16 bits happens inside, so dx comes back as the float32
+// sums, as the weight's gradient does (PyTorch rounds both to 16 bits and widens them
 // again; these are the more exact values). The whole-batch alternative (im2col of every
-// image in bfloat16, one GEMM, a permuted copy) spent most of its step converting and
-// copying: 0.6x the float32 step on the lessons' CNN, where this path runs faster than it.
+// image in 16 bits, one GEMM, a permuted copy) spent most of its step converting and
+// copying: 0.6x the float32 step on the lessons' CNN in bfloat16, 0.37x in float16.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -35,17 +38,22 @@ void columns16_of(const ConvGeometry& g, const float* image, PaddedRows& cols, s
   detail::float_to_bf16(cols.rows, cols16.data(), g.rows * cols.ld);
 }
 
-// Where bfloat16 products do not pay: the CPU has no bfloat16 kernel (gemm_bf16 would widen
-// the operands and run the float32 GEMM anyway), or the layer's depth C kh kw is under 32
-// (the kernels pad depths to whole blocks of 32: the lessons' first layer, depth 9, would
-// multiply 3.5x its terms and run at half the float32 layer's speed). There the float32
-// per-image convolution runs on the operands rounded to bfloat16: the same exact products
-// (two 8-bit significands fit float32's 24 bits), summed in float32.
-bool rounded_float32_pays(const ConvGeometry& g) {
-  return g.rows < 32 || !(bf16_kernel_supported(Bf16Kernel::Amx) || bf16_kernel_supported(Bf16Kernel::Avx512Bf16));
+// Where bfloat16 products run on a kernel of their own: the CPU has one (else gemm_bf16
+// would widen the operands and run the float32 GEMM anyway), and the layer's depth C kh kw
+// is 32 or more (the kernels pad depths to whole blocks of 32: the lessons' first layer,
+// depth 9, would multiply 3.5x its terms and run at half the float32 layer's speed).
+// float16 has no CPU kernel here.
+bool bf16_products_pay(const ConvGeometry& g, DType half) {
+  return half == DType::BFloat16 && g.rows >= 32 &&
+         (bf16_kernel_supported(Bf16Kernel::Amx) || bf16_kernel_supported(Bf16Kernel::Avx512Bf16));
 }
 
-Tensor rounded_float32(const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); }
+Tensor rounded_float32(const Tensor& t, DType half) { return t.to(half).to(DType::Float32); }
+
+void require_16bit(DType half) {
+  ENGINE_REQUIRE(half == DType::BFloat16 || half == DType::Float16,
+                 "[conv2d] the 16-bit path multiplies in bfloat16 or float16, got ", dtype_name(half));
+}
 
 std::vector<bfloat16> rounded(const float* v, int64_t n) {
   std::vector<bfloat16> out(static_cast<size_t>(n));
@@ -55,18 +63,20 @@ std::vector<bfloat16> rounded(const float* v, int64_t n) {
 
 }  // namespace
 
-Tensor conv2d_bf16_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, int64_t stride,
-                           int64_t padding) {
+Tensor conv2d_16bit_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, int64_t stride, int64_t padding,
+                            DType half) {
+  require_16bit(half);
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
   const ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
   if (bias.defined())
     ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
                    "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
                    dtype_name(bias.dtype()), " on ", bias.device().str());
-  if (rounded_float32_pays(g))
-    return conv2d_forward(rounded_float32(x), rounded_float32(w), bias.defined() ? rounded_float32(bias) : Tensor(),
-                          stride, padding)
-        .to(DType::BFloat16);
+  if (!bf16_products_pay(g, half))
+    return conv2d_forward(rounded_float32(x, half), rounded_float32(w, half),
+                          bias.defined() ? rounded_float32(bias, half) : Tensor(), stride, padding)
+        .to(half);
+  // bfloat16 products on the bfloat16 kernel from here on.
   Tensor out = empty({g.N, g.O, g.OH, g.OW}, DType::BFloat16);
   const std::vector<bfloat16> w16 = rounded(w.data<float>(), g.O * g.rows);  // (O, rows), once
   std::vector<float> bias16;                                                 // the bias's product copy
@@ -86,16 +96,17 @@ Tensor conv2d_bf16_forward(const Tensor& x_in, const Tensor& w_in, const Tensor&
   return out;
 }
 
-Conv2dGrads conv2d_bf16_backward(const Tensor& grad, const Tensor& x_in, const Tensor& w_in, int64_t stride,
-                                 int64_t padding, bool need_dx, bool need_dw, bool need_dbias) {
+Conv2dGrads conv2d_16bit_backward(const Tensor& grad, const Tensor& x_in, const Tensor& w_in, int64_t stride,
+                                  int64_t padding, DType half, bool need_dx, bool need_dw, bool need_dbias) {
+  require_16bit(half);
   const Tensor x = x_in.contiguous(), w = w_in.contiguous(), gy = grad.contiguous();
   const ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
-  ENGINE_REQUIRE(gy.dtype() == DType::BFloat16 && gy.numel() == g.N * g.O * g.L, "[conv2d] gradient of shape ",
-                 shape_str(gy.shape()), " and dtype ", dtype_name(gy.dtype()), " does not fit the bfloat16 output of ",
-                 g.N, " images x ", g.O, " channels x ", g.L, " positions");
-  if (rounded_float32_pays(g))
-    return conv2d_backward(gy.to(DType::Float32), rounded_float32(x), rounded_float32(w), stride, padding, need_dx,
-                           need_dw, need_dbias);
+  ENGINE_REQUIRE(gy.dtype() == half && gy.numel() == g.N * g.O * g.L, "[conv2d] gradient of shape ",
+                 shape_str(gy.shape()), " and dtype ", dtype_name(gy.dtype()), " does not fit the ", dtype_name(half),
+                 " output of ", g.N, " images x ", g.O, " channels x ", g.L, " positions");
+  if (!bf16_products_pay(g, half))
+    return conv2d_backward(gy.to(DType::Float32), rounded_float32(x, half), rounded_float32(w, half), stride, padding,
+                           need_dx, need_dw, need_dbias);
   Conv2dGrads out;
   if (need_dx) out.dx = empty(x.shape());
   if (need_dw) out.dw = empty(w.shape());
