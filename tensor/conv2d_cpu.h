@@ -1,5 +1,5 @@
 // Internal to tensor/: what the per-image convolutions share, float32 (conv2d.cc) and
-// bfloat16 products under autocast (conv2d_bf16.cc): the layer's geometry, padded rows for
+// 16-bit products under autocast (conv2d_16bit.cc): the layer's geometry, padded rows for
 // one image's columns, and the small row loops around the products.
 //
 //   const detail::ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
