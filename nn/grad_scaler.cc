@@ -32,8 +32,7 @@ void GradScaler::unscale_(Optimizer& opt) {
     if (!p.grad().defined()) continue;
     Tensor g = p.grad();
     mul_(g, inv);
-    // max |g| is finite exactly when every element is (max passes a NaN on, as in PyTorch).
-    if (!std::isfinite(max(abs(g)).item())) found_inf_ = true;
+    if (!all_finite(g)) found_inf_ = true;
   }
   unscaled_ = true;
 }

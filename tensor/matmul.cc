@@ -43,10 +43,21 @@ void each_product(const detail::MatmulPlan& plan, const Tensor& a, const Tensor&
       });
 }
 
+// A float16 operand widened to float32 for the float32 GEMM (exact: the products of two
+// widened float16 values are those of the float16 values). A transposed matrix (a layer's
+// weight as linear uses it) is widened in its memory order and stays a transposed view,
+// which the GEMM reads through its strides: to() alone would gather it element by element
+// into row-major order, a strided copy that took 15% of the MLP's float16 step.
+Tensor widened(const Tensor& t) {
+  if (t.dim() == 2 && !t.is_contiguous() && t.transpose(0, 1).is_contiguous())
+    return t.transpose(0, 1).to(DType::Float32).transpose(0, 1);
+  return t.to(DType::Float32);
+}
+
 // bfloat16 @ bfloat16: products summed in float32 by the bfloat16 GEMM, the result
 // rounded to bfloat16 once (as PyTorch). float16 has no CPU kernel: it is widened.
 Tensor matmul_half(const Tensor& a, const Tensor& b) {
-  if (a.dtype() == DType::Float16) return matmul(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
+  if (a.dtype() == DType::Float16) return matmul(widened(a), widened(b)).to(a.dtype());
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
   Tensor out = empty(plan.out_shape);
   each_product<bfloat16>(plan, a, b, out, [](auto... args) { gemm_bf16(args...); });
@@ -76,7 +87,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
   if (is_half(a.dtype())) {
     if (!into.defined()) return matmul_half(a, b);
     // 16-bit operands into float32: the float32 sums themselves, never rounded to 16 bits.
-    if (a.dtype() == DType::Float16) return matmul(a.to(DType::Float32), b.to(DType::Float32), into);
+    if (a.dtype() == DType::Float16) return matmul(widened(a), widened(b), into);
     Tensor out = into;
     each_product<bfloat16>(plan, a, b, out, [](auto... args) { gemm_bf16(args...); });
     return out;

@@ -84,6 +84,9 @@ double var_denominator(int64_t count, int64_t correction);
 // (of the flattened tensor) when called without a dim.
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& a);
+// Whether every element is finite (no inf, no NaN); true for an empty tensor and for
+// int64. One pass, vectorised for contiguous float32 on the CPU.
+bool all_finite(const Tensor& a);
 
 // Sums `grad` down to `shape`, undoing a broadcast (used by autograd for every
 // broadcasting op): summed over leading extra dims and over dims where shape has 1.

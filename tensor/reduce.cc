@@ -241,6 +241,19 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int6
   return to_tensor(s, [&](int64_t i) { return ss[i] / denom; });
 }
 
+bool all_finite(const Tensor& a) {
+  ENGINE_REQUIRE(a.defined(), "[all_finite] tensor is undefined");
+  if (!is_floating(a.dtype()) || a.numel() == 0) return true;
+  if (a.dtype() != DType::Float32 || cuda_ops::on_cuda(a) || !a.is_contiguous())
+    return std::isfinite(max(abs(a.to(DType::Float32))).item());  // max passes a NaN on
+  // A float32 is inf or NaN exactly when its 8 exponent bits are all ones. OR-ing a flag
+  // per element, with no early exit, lets the compiler vectorise the loop.
+  const auto* bits = reinterpret_cast<const uint32_t*>(a.bytes());
+  uint32_t bad = 0;
+  for (int64_t i = 0, n = a.numel(); i < n; ++i) bad |= uint32_t((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
 Tensor max(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   return extreme<true>("max", a, dims, keepdim);
 }

@@ -102,3 +102,24 @@ TEST_CASE("var with no degrees of freedom left divides by 0, as PyTorch's: inf, 
   REQUIRE(std::isinf(var(x, {0}, false, std::numeric_limits<int64_t>::max()).item()));
   REQUIRE(var(x, {0}, false, std::numeric_limits<int64_t>::min()).item() >= 0);
 }
+
+TEST_CASE("all_finite: false for any inf or NaN, on every path (= torch.isfinite(x).all())") {
+  // Long enough for the vectorised loop's whole blocks and its tail; the bad value at each
+  // position in turn, so no block or tail is skipped.
+  for (const float bad : {kInf, -kInf, kNaN}) {
+    Tensor x = arange(0, 37);
+    REQUIRE(all_finite(x));
+    for (int64_t i = 0; i < 37; ++i) {
+      Tensor y = x.clone();
+      y.data<float>()[i] = bad;
+      INFO("value " << bad << " at " << i);
+      REQUIRE_FALSE(all_finite(y));
+      REQUIRE_FALSE(all_finite(y.to(DType::BFloat16)));                               // a 16-bit tensor, widened
+      REQUIRE_FALSE(all_finite(y.reshape({37, 1}).expand({37, 2}).transpose(0, 1)));  // strided
+    }
+  }
+  REQUIRE(all_finite(tensor({std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                             std::numeric_limits<float>::denorm_min()})));
+  REQUIRE(all_finite(zeros({0})));
+  REQUIRE(all_finite(arange(0, 5).to(DType::Int64)));
+}

@@ -147,6 +147,27 @@ TEST_CASE("tensors convert, compute in float32 and round once") {
   REQUIRE(x.to(DType::BFloat16).at({3}) == 70144);
 }
 
+TEST_CASE("16-bit matmul: float32 sums of the exact products, rounded once; a transposed operand read in place") {
+  Generator gen(4);
+  const Tensor a = randn({5, 7}, &gen), b_rows = randn({6, 7}, &gen);
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    CAPTURE(dtype_name(h));
+    const Tensor a16 = a.to(h), b16 = b_rows.to(h).transpose(0, 1);  // (7, 6): a layer's weight as linear uses it
+    REQUIRE_FALSE(b16.is_contiguous());
+    const Tensor want = matmul(a16.to(DType::Float32), b16.to(DType::Float32));  // the float32 GEMM, widened
+    const Tensor got = matmul(a16, b16);
+    REQUIRE(got.dtype() == h);
+    Tensor into = empty({5, 6});
+    matmul(a16, b16, into);  // into float32: the sums themselves
+    const auto g = got.to(DType::Float32).to_vector<float>(), f = into.to_vector<float>(), w = want.to_vector<float>();
+    const float step = h == DType::BFloat16 ? 0x1p-8f : 0x1p-11f;  // half a 16-bit step, and room for the order
+    for (size_t i = 0; i < w.size(); ++i) {
+      REQUIRE(std::fabs(g[i] - w[i]) <= std::fabs(w[i]) * step + 1e-6f);
+      REQUIRE(std::fabs(f[i] - w[i]) <= std::fabs(w[i]) * 1e-6f + 1e-6f);
+    }
+  }
+}
+
 TEST_CASE("sums of 16-bit tensors accumulate in float32") {
   // 4096 ones and then ones: in bfloat16 arithmetic 256 + 1 rounds back to 256 (8 bits of
   // significand), so a 16-bit running sum would stop at 256.
