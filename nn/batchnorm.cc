@@ -54,6 +54,7 @@ Variable BatchNorm::forward(const Variable& x0) {
     running_var.copy_(running_var * (1 - m) + var.data().reshape({features}) * (m * unbias));
     num_batches_tracked.copy_(num_batches_tracked + 1.0);
   } else {
+    if (evals_fused(x)) return eval_fused(x, /*relu=*/false, /*pool2=*/false);
     xhat =
         (x - Variable(running_mean.reshape(channel_shape))) / Variable(sqrt(running_var.reshape(channel_shape) + eps));
   }
@@ -66,18 +67,33 @@ bool BatchNorm::runs_fused(const Variable& x) const {
   return is_training() && !x.data().device().is_cuda() && x.data().dtype() == DType::Float32;
 }
 
+// Evaluation with no gradient recorded (NoGradGuard), on the CPU: one pass per channel
+// with the running statistics (nn_ops.h), ReLU and a 2x2 pool fused as in training.
+bool BatchNorm::evals_fused(const Variable& x) const {
+  return !is_training() && !autograd::is_grad_enabled() && !x.data().device().is_cuda() &&
+         x.data().dtype() == DType::Float32 && running_mean.dtype() == DType::Float32 && x.dim() >= dims_lo_ &&
+         x.dim() <= dims_hi_ && x.size(1) == features;
+}
+
+Variable BatchNorm::eval_fused(const Variable& x, bool relu, bool pool2) const {
+  return Variable(batch_norm_eval_forward(x.data().contiguous(), running_mean, running_var, weight.data(), bias.data(),
+                                          eps, relu, pool2));
+}
+
 bool BatchNorm::fits(const Variable& x) const {
   return x.dim() >= dims_lo_ && x.dim() <= dims_hi_ && x.size(1) == features && x.numel() / features >= 2;
 }
 
 Variable BatchNorm::forward_relu(const Variable& x0) {
-  const Variable x = float32_input(x0);                               // so that 16-bit input takes the fused loops too
+  const Variable x = float32_input(x0);  // so that 16-bit input takes the fused loops too
+  if (evals_fused(x)) return eval_fused(x, /*relu=*/true, /*pool2=*/false);
   if (!runs_fused(x) || !fits(x)) return autograd::relu(forward(x));  // forward() names what is wrong
   return train_fused(x, /*relu=*/true);
 }
 
 Variable BatchNorm::forward_relu_pool2(const Variable& x0) {
   const Variable x = float32_input(x0);
+  if (evals_fused(x) && batch_norm_relu_pool2_applies(x.data())) return eval_fused(x, /*relu=*/true, /*pool2=*/true);
   if (!runs_fused(x) || !fits(x) || !batch_norm_relu_pool2_applies(x.data()))
     return max_pool2d(forward_relu(x), 2, 2, 0);
   const Tensor xc = x.data().contiguous();

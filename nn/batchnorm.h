@@ -38,6 +38,8 @@ class BatchNorm : public Module {
   Variable train_fused(const Variable& x, bool relu);
   void update_running_statistics(const BatchNormTrain& batch, int64_t count);
   bool runs_fused(const Variable& x) const;
+  bool evals_fused(const Variable& x) const;
+  Variable eval_fused(const Variable& x, bool relu, bool pool2) const;
   bool fits(const Variable& x) const;  // the shape forward() accepts in training
   int64_t dims_lo_, dims_hi_;          // accepted input ranks
 };

@@ -50,8 +50,10 @@ void relu_mask(int64_t S, const float* __restrict x, const float* __restrict dy,
   }
 }
 
-// out = relu(x scale + shift), or without relu the affine map alone.
-void normalise_row(int64_t S, const float* __restrict x, float scale, float shift, bool relu, float* __restrict out) {
+}  // namespace
+
+void detail::normalise_row(int64_t S, const float* __restrict x, float scale, float shift, bool relu,
+                           float* __restrict out) {
   if (detail::batch_norm_avx512())
     detail::normalise_row_avx512(S, x, scale, shift, relu, out);
   else if (relu)
@@ -62,6 +64,8 @@ void normalise_row(int64_t S, const float* __restrict x, float scale, float shif
   else
     for (int64_t i = 0; i < S; ++i) out[i] = affine(x[i], scale, shift);
 }
+
+namespace {
 
 void check_params(const Layout& L, const Tensor& weight, const Tensor& bias) {
   ENGINE_REQUIRE(weight.numel() == L.C && bias.numel() == L.C, "[batch_norm] weight and bias need ", L.C,
@@ -200,7 +204,7 @@ BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, c
     const float scale = r.scale.data<float>()[c], shift = r.shift.data<float>()[c];
     for (int64_t n = 0; n < L.N; ++n) {
       const int64_t at = (n * L.C + c) * L.S;
-      normalise_row(L.S, px + at, scale, shift, relu, r.out.data<float>() + at);
+      detail::normalise_row(L.S, px + at, scale, shift, relu, r.out.data<float>() + at);
     }
   }
   return r;

@@ -109,6 +109,15 @@ BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& w
 BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tensor& x, const BatchNormTrain& saved,
                                               const Tensor& weight);
 
+// ---- batch normalisation in evaluation mode, with the running statistics, in one pass
+// (batch_norm_eval.cc): y = x scale + shift per channel, scale = weight / sqrt(running_var
+// + eps) and shift = bias - running_mean scale (the two PyTorch's CPU kernel forms too),
+// then with relu max(y, 0) (NaN passes), then with pool2 a 2x2 max-pool at stride 2 (needs
+// relu and batch_norm_relu_pool2_applies(x)). x (N, C, ...) contiguous float32 on the CPU.
+// Nothing is saved for a backward: nn::BatchNorm uses it where no gradient is recorded.
+Tensor batch_norm_eval_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                               const Tensor& weight, const Tensor& bias, double eps, bool relu, bool pool2);
+
 // ---- softmax cross-entropy of logits (n, c) against int64 targets (n,), mean over rows.
 struct CrossEntropy {
   Tensor loss;   // 0-dim float32

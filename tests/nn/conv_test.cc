@@ -331,3 +331,56 @@ TEST_CASE("BatchNorm, ReLU and a 2x2 max-pool run as one step on 16-bit input to
     testing::require_same(bn_a->bias.grad(), bn_b->bias.grad().to_vector<float>());
   }
 }
+
+TEST_CASE("BatchNorm in eval with no gradient recorded: one pass with the running statistics, the layers' values") {
+  // Trained statistics far from 0 and 1, so that scale and shift matter; the same layers
+  // with gradients recorded take the formula's path, (x - mean) / sqrt(var + eps) w + b.
+  const auto trained = [](int64_t C, int dims) {
+    auto bn = dims == 4 ? std::static_pointer_cast<BatchNorm>(std::make_shared<BatchNorm2d>(C))
+                        : std::static_pointer_cast<BatchNorm>(std::make_shared<BatchNorm1d>(C));
+    bn->running_mean.copy_(randn({C}, &gen) * 3.0);
+    bn->running_var.copy_(rand({C}, &gen) * 4.0 + 0.01);
+    bn->weight = Variable(randn({C}, &gen), true);
+    bn->bias = Variable(randn({C}, &gen), true);
+    bn->eval();
+    return bn;
+  };
+  const auto close = [](const Tensor& got, const Tensor& want) {
+    REQUIRE(got.shape() == want.shape());
+    const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(w[i])) {
+        REQUIRE(std::isnan(g[i]));
+        continue;
+      }
+      REQUIRE(std::fabs(g[i] - w[i]) <= std::fabs(w[i]) * 1e-5f + 1e-5f);  // a few roundings apart
+    }
+  };
+  for (const Shape& shape : {Shape{3, 4, 6, 8}, Shape{2, 3, 5, 7}, Shape{5, 6}, Shape{2, 3, 9}}) {
+    INFO("input " << shape_str(shape));
+    auto bn = trained(shape[1], int(shape.size()));
+    Tensor x = randn(shape, &gen);
+    x.data<float>()[1] = std::nanf("");  // NaN passes BatchNorm and the ReLU
+    std::vector<std::vector<ModulePtr>> stacks{{bn}, {bn, std::make_shared<ReLU>()}};
+    if (shape.size() == 4) stacks.push_back({bn, std::make_shared<ReLU>(), std::make_shared<MaxPool2d>(2)});
+    for (const auto& layers : stacks) {
+      INFO(layers.size() << " layer(s)");
+      Sequential seq(layers);
+      const Tensor formula = seq(Variable(x)).data();  // gradients on: the separate ops
+      Variable fused;
+      {
+        autograd::NoGradGuard no_grad;
+        fused = seq(Variable(x));
+      }
+      REQUIRE(fused.grad_fn_name().empty());  // nothing recorded
+      close(fused.data(), formula);
+    }
+  }
+  // The running statistics are not touched, and errors still name the layer.
+  auto bn = trained(3, 4);
+  const Tensor rm = bn->running_mean.clone();
+  autograd::NoGradGuard no_grad;
+  (*bn)(Variable(randn({2, 3, 4, 4}, &gen)));
+  REQUIRE(max(abs(bn->running_mean - rm)).item() == 0);
+  REQUIRE_THROWS_WITH((*bn)(Variable(zeros({2, 4, 2, 2}))), Catch::Contains("[BatchNorm] expects input with 4 dims"));
+}

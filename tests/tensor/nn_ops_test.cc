@@ -178,3 +178,41 @@ TEST_CASE("cross-entropy: the loss is -mean log_softmax at the target, the gradi
   CHECK_THROWS_WITH(cross_entropy_forward(x, from_vector(std::vector<int64_t>{0, 7, 0, 0}, {4})),
                     Catch::Contains("target 7 at index 1 is out of range"));
 }
+
+TEST_CASE("batch_norm_eval_forward: (x - mean) / sqrt(var + eps) weight + bias per channel, then ReLU and a 2x2 pool") {
+  Generator gen(9);
+  const int64_t N = 3, C = 4, H = 5, W = 6;
+  const Tensor x = randn({N, C, H, W}, &gen), rm = randn({C}, &gen) * 2.0, rv = rand({C}, &gen) * 3.0 + 0.1,
+               w = randn({C}, &gen), b = randn({C}, &gen);
+  const double eps = 1e-3;
+  const auto want = [&](int64_t n, int64_t c, int64_t h, int64_t wi) {  // the layer's formula, in double
+    const double v = x.at({n, c, h, wi});
+    return (v - rm.at({c})) / std::sqrt(rv.at({c}) + eps) * w.at({c}) + b.at({c});
+  };
+  const auto near = [](double got, double exp) { REQUIRE(std::fabs(got - exp) <= std::fabs(exp) * 1e-5 + 1e-6); };
+  for (const bool relu : {false, true}) {
+    const Tensor y = batch_norm_eval_forward(x, rm, rv, w, b, eps, relu, false);
+    REQUIRE(y.shape() == x.shape());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t wi = 0; wi < W; ++wi)
+            near(y.at({n, c, h, wi}), relu ? std::max(0.0, want(n, c, h, wi)) : want(n, c, h, wi));
+  }
+  if (batch_norm_relu_pool2_applies(x)) {  // the pool: each 2x2 window's largest, after the ReLU
+    const Tensor y = batch_norm_eval_forward(x, rm, rv, w, b, eps, true, true);
+    REQUIRE(y.shape() == Shape{N, C, H / 2, W / 2});
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t i = 0; i < H / 2; ++i)
+          for (int64_t j = 0; j < W / 2; ++j) {
+            double m = 0;
+            for (int64_t d = 0; d < 4; ++d) m = std::max(m, want(n, c, 2 * i + d / 2, 2 * j + d % 2));
+            near(y.at({n, c, i, j}), m);
+          }
+  }
+  REQUIRE_THROWS_WITH(batch_norm_eval_forward(x, rm, rv, w.narrow(0, 0, 3), b, eps, false, false),
+                      Catch::Contains("need 4 float32 values"));
+  REQUIRE_THROWS_WITH(batch_norm_eval_forward(x, rm, rv, w, b, eps, false, true),
+                      Catch::Contains("the fused 2x2 pool needs relu"));
+}
