@@ -431,6 +431,10 @@ void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_
     cuda::adam_step(param.device().index, param.numel(), pp, g, m, v, a);
     return;
   }
+  if (cpu_has_avx512()) {
+    detail::adam_avx512(param.numel(), pp, g, m, v, a);
+    return;
+  }
   for (int64_t k = 0, n = param.numel(); k < n; ++k) {
     float gk = g[k];
     if (!a.decoupled && a.weight_decay != 0) gk += a.weight_decay * pp[k];
