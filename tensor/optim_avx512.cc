@@ -38,7 +38,8 @@ __attribute__((target("avx512f"))) void sgd_loop(int64_t n, float* p, const floa
 // Adam's rule as nn_ops.cc's portable loop writes it, operation for operation:
 //   g' = g + wd p (Adam's L2 term, kDecay);  p = p decay;  m = b1 m + (1 - b1) g';
 //   v = b2 v + ((1 - b2) g') g';  p = p - (step m) / (sqrt(v) / bc2 + eps).
-// Square roots and divisions round correctly in both, so the two agree to the bit.
+// Square roots and divisions round correctly in both, so the two agree to the bit. (The
+// masked forms, all lanes on: GCC 12 warns that the plain ones merge an undefined value.)
 template <bool kDecay>
 __attribute__((target("avx512f"))) void adam_loop(int64_t n, float* p, const float* g, float* m, float* v,
                                                   const AdamArgs& a) {
@@ -53,10 +54,10 @@ __attribute__((target("avx512f"))) void adam_loop(int64_t n, float* p, const flo
     pk = mul(pk, decay);
     const __m512 mk = add(mul(b1, _mm512_maskz_loadu_ps(live, m + k)), mul(one_b1, gk));
     const __m512 vk = add(mul(b2, _mm512_maskz_loadu_ps(live, v + k)), mul(mul(one_b2, gk), gk));
-    const __m512 denom = add(_mm512_div_ps(_mm512_sqrt_ps(vk), bc2), eps);
+    const __m512 denom = add(_mm512_maskz_div_ps(0xFFFF, _mm512_maskz_sqrt_ps(0xFFFF, vk), bc2), eps);
     _mm512_mask_storeu_ps(m + k, live, mk);
     _mm512_mask_storeu_ps(v + k, live, vk);
-    _mm512_mask_storeu_ps(p + k, live, sub(pk, _mm512_div_ps(mul(step, mk), denom)));
+    _mm512_mask_storeu_ps(p + k, live, sub(pk, _mm512_maskz_div_ps(0xFFFF, mul(step, mk), denom)));
   }
 }
 
