@@ -74,19 +74,19 @@ Variable conv2d_16bit_per_image(const Variable& x, const Variable& weight, const
 }  // namespace
 
 Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+  const Shape xs = x_in.shape(), ws = weight.shape();
+  ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
+  check_window("conv2d", xs, ws[2], ws[3], stride, padding);
+  ENGINE_REQUIRE(xs[1] == ws[1], "[conv2d] input has ", xs[1], " channels but the weight expects ", ws[1], " (input ",
+                 shape_str(xs), ", weight ", shape_str(ws), ")");
+  ENGINE_REQUIRE(x_in.data().device() == weight.data().device(), "[conv2d] input on ", x_in.data().device().str(),
+                 " but weight on ", weight.data().device().str());
   const Tensor bd = bias.defined() ? bias.data() : Tensor();
   if (autocast_enabled() && conv2d_per_image_applies(x_in.data(), weight.data(), bd))
     return conv2d_16bit_per_image(x_in, weight, bias, stride, padding);
   // Otherwise under autocast, as linear: a 16-bit product, and the weight's gradient in
   // float32 from the GEMM's float32 sums.
   const Variable x = product_input(x_in);
-  const Shape xs = x.shape(), ws = weight.shape();
-  ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
-  check_window("conv2d", xs, ws[2], ws[3], stride, padding);
-  ENGINE_REQUIRE(xs[1] == ws[1], "[conv2d] input has ", xs[1], " channels but the weight expects ", ws[1], " (input ",
-                 shape_str(xs), ", weight ", shape_str(ws), ")");
-  ENGINE_REQUIRE(x.data().device() == weight.data().device(), "[conv2d] input on ", x.data().device().str(),
-                 " but weight on ", weight.data().device().str());
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   if (conv2d_per_image_applies(x.data(), weight.data(), bd)) {  // float32 on the CPU: one image at a time

@@ -107,6 +107,16 @@ TEST_CASE("autocast: conv2d's input and weight gradients are the float32 sums of
   }
 }
 
+TEST_CASE("autocast: conv2d's errors name what is wrong, as without autocast") {
+  Generator g(6);
+  Autocast ac(DType::BFloat16);
+  Variable w(randn({4, 3, 3, 3}, &g), true);
+  REQUIRE_THROWS_WITH(conv2d(Variable(randn({2, 2, 9, 9}, &g)), w, Variable(), 1, 1),
+                      Catch::Contains("[conv2d] input has 2 channels but the weight expects 3"));
+  REQUIRE_THROWS_WITH(conv2d(Variable(randn({2, 3, 9, 9}, &g)), Variable(randn({4, 3, 3}, &g), true), Variable(), 1, 1),
+                      Catch::Contains("[conv2d] weight must be (O, C, kh, kw), got (4,3,3)"));
+}
+
 TEST_CASE("autocast scopes nest and can be disabled") {
   {
     Autocast outer(DType::Float16);
