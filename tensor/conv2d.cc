@@ -104,11 +104,7 @@ Conv2dGrads conv2d_backward(const Tensor& grad, const Tensor& x_in, const Tensor
       gemm_nt(g.O, g.rows, count * cols.seg, g_rows, g_ld, cols.rows, cols.ld, out.dw.data<float>(), g.rows,
               /*accumulate=*/n0 > 0);
   }
-  if (need_dw && g.N == 0) out.dw.fill_(0.0);
-  if (need_dbias) {
-    out.dbias = empty({g.O});
-    for (int64_t c = 0; c < g.O; ++c) out.dbias.data<float>()[c] = float(bias_sums[size_t(c)]);
-  }
+  detail::finish_grads(g, need_dbias, bias_sums, out);
   return out;
 }
 

@@ -139,11 +139,7 @@ Conv2dGrads conv2d_16bit_backward(const Tensor& grad, const Tensor& x_in, const 
       for (size_t c = 0; c < bias_sums.size(); ++c) bias_sums[c] += detail::row_sum(g_wide.data() + c * g.L, g.L);
     }
   }
-  if (need_dw && g.N == 0) out.dw.fill_(0.0);
-  if (need_dbias) {
-    out.dbias = empty({g.O});
-    for (int64_t c = 0; c < g.O; ++c) out.dbias.data<float>()[c] = float(bias_sums[size_t(c)]);
-  }
+  detail::finish_grads(g, need_dbias, bias_sums, out);
   return out;
 }
 

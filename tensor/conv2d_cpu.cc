@@ -34,6 +34,13 @@ void columns_of(const ConvGeometry& g, const float* image, PaddedRows& cols, int
   im2col_cpu(image, g.image(), g.kh, g.kw, g.stride, g.padding, ColumnLayout::PerImage, cols.segment(t), cols.ld);
 }
 
+void finish_grads(const ConvGeometry& g, bool need_dbias, const std::vector<double>& bias_sums, Conv2dGrads& out) {
+  if (out.dw.defined() && g.N == 0) out.dw.fill_(0.0);
+  if (!need_dbias) return;
+  out.dbias = empty({g.O});
+  for (int64_t c = 0; c < g.O; ++c) out.dbias.data<float>()[c] = float(bias_sums[size_t(c)]);
+}
+
 namespace {
 // This file is built for the baseline x86-64, where the compiler's own loop moves 4 floats.
 __attribute__((target("avx512f"))) void add_to_row_avx512(float* row, int64_t n, float v) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/nn_ops.h"
 #include "tensor/tensor.h"
 
 namespace engine::detail {
@@ -38,6 +39,10 @@ struct PaddedRows {
 
 // One image's columns into segment t of padded rows.
 void columns_of(const ConvGeometry& g, const float* image, PaddedRows& cols, int64_t t = 0);
+
+// The backward's last step: dw = 0 for an empty batch (no product wrote it), and dbias
+// from its per-channel sums where asked for.
+void finish_grads(const ConvGeometry& g, bool need_dbias, const std::vector<double>& bias_sums, Conv2dGrads& out);
 
 // row[i] += v for i < n (16 floats at a time where the CPU has AVX-512).
 void add_to_row(float* row, int64_t n, float v);
