@@ -55,21 +55,26 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
 }
 
 namespace {
-// Under autocast on the CPU: the per-image convolution with 16-bit products
-// (conv2d_16bit.cc), x left float32 (it is rounded inside) and every gradient float32.
-Variable conv2d_16bit_per_image(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride,
-                                int64_t padding) {
-  const DType half = autocast_dtype();
+// float32 tensors on the CPU: one image at a time (conv2d.cc); under autocast with 16-bit
+// products (conv2d_16bit.cc), x left float32 (it is rounded inside) and every gradient
+// float32.
+Variable conv2d_per_image(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride,
+                          int64_t padding) {
+  const bool half = autocast_enabled();
+  const DType dtype = autocast_dtype();
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   const Tensor xd = x.data(), wd = weight.data(), bd = bias.defined() ? bias.data() : Tensor();
-  return autograd::record(
-      "conv2d", conv2d_16bit_forward(xd, wd, bd, stride, padding, half), inputs, [=](const Tensor& g, const Needs& n) {
-        Conv2dGrads d = conv2d_16bit_backward(g, xd, wd, stride, padding, half, n[0], n[1], n.size() > 2 && n[2]);
-        Grads grads{d.dx, d.dw};
-        if (n.size() > 2) grads.push_back(d.dbias);
-        return grads;
-      });
+  Tensor out =
+      half ? conv2d_16bit_forward(xd, wd, bd, stride, padding, dtype) : conv2d_forward(xd, wd, bd, stride, padding);
+  return autograd::record("conv2d", std::move(out), inputs, [=](const Tensor& g, const Needs& n) {
+    const bool dbias = n.size() > 2 && n[2];
+    Conv2dGrads d = half ? conv2d_16bit_backward(g, xd, wd, stride, padding, dtype, n[0], n[1], dbias)
+                         : conv2d_backward(g, xd, wd, stride, padding, n[0], n[1], dbias);
+    Grads grads{d.dx, d.dw};
+    if (n.size() > 2) grads.push_back(d.dbias);
+    return grads;
+  });
 }
 }  // namespace
 
@@ -82,24 +87,14 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
   ENGINE_REQUIRE(x_in.data().device() == weight.data().device(), "[conv2d] input on ", x_in.data().device().str(),
                  " but weight on ", weight.data().device().str());
   const Tensor bd = bias.defined() ? bias.data() : Tensor();
-  if (autocast_enabled() && conv2d_per_image_applies(x_in.data(), weight.data(), bd))
-    return conv2d_16bit_per_image(x_in, weight, bias, stride, padding);
-  // Otherwise under autocast, as linear: a 16-bit product, and the weight's gradient in
-  // float32 from the GEMM's float32 sums.
+  if (conv2d_per_image_applies(x_in.data(), weight.data(), bd))
+    return conv2d_per_image(x_in, weight, bias, stride, padding);
+  // Otherwise (a GPU, or 16-bit input) the whole batch in one product. Under autocast, as
+  // linear: a 16-bit product, and the weight's gradient in float32 from the GEMM's float32
+  // sums.
   const Variable x = product_input(x_in);
   std::vector<Variable> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
-  if (conv2d_per_image_applies(x.data(), weight.data(), bd)) {  // float32 on the CPU: one image at a time
-    const Tensor xd = x.data(), wd = weight.data();
-    return autograd::record(
-        "conv2d", conv2d_forward(xd, wd, bd, stride, padding), inputs, [=](const Tensor& g, const Needs& n) {
-          Conv2dGrads d = conv2d_backward(g, xd, wd, stride, padding, n[0], n[1], n.size() > 2 && n[2]);
-          Grads grads{d.dx, d.dw};
-          if (n.size() > 2) grads.push_back(d.dbias);
-          return grads;
-        });
-  }
-  // Otherwise (a GPU, or 16-bit products under autocast) the whole batch in one product:
   // cols (C*kh*kw, N*OH*OW) holds every image's windows side by side, so out = W (O,
   // C*kh*kw) @ cols is one (O, N*OH*OW) GEMM, then one permuted copy to (N, O, OH, OW).
   // A float32 forward on a GPU forms the same product without writing cols (an implicit
