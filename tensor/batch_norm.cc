@@ -50,10 +50,8 @@ void relu_mask(int64_t S, const float* __restrict x, const float* __restrict dy,
   }
 }
 
-}  // namespace
-
-void detail::normalise_row(int64_t S, const float* __restrict x, float scale, float shift, bool relu,
-                           float* __restrict out) {
+// out = relu(x scale + shift), or without relu the affine map alone.
+void normalise_row(int64_t S, const float* __restrict x, float scale, float shift, bool relu, float* __restrict out) {
   if (detail::batch_norm_avx512())
     detail::normalise_row_avx512(S, x, scale, shift, relu, out);
   else if (relu)
@@ -64,8 +62,6 @@ void detail::normalise_row(int64_t S, const float* __restrict x, float scale, fl
   else
     for (int64_t i = 0; i < S; ++i) out[i] = affine(x[i], scale, shift);
 }
-
-namespace {
 
 void check_params(const Layout& L, const Tensor& weight, const Tensor& bias) {
   ENGINE_REQUIRE(weight.numel() == L.C && bias.numel() == L.C, "[batch_norm] weight and bias need ", L.C,
@@ -83,6 +79,17 @@ void prefetch(const void* p, int64_t bytes) {
 // load would.
 void prefetch_for_write(void* p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<char*>(p) + o, /*rw=*/1);
+}
+
+// A channel's y = (x - mean) / sqrt(var + eps) weight + bias as y = x scale + shift (the
+// inverse square root in double), in training from the batch's statistics, in evaluation
+// from the running ones.
+struct ChannelMap {
+  float invstd, scale, shift;
+};
+ChannelMap channel_map(float mean, double var, float weight, float bias, double eps) {
+  const float invstd = float(1 / std::sqrt(var + eps)), scale = invstd * weight;
+  return {invstd, scale, bias - mean * scale};
 }
 
 // Channel c's statistics (mean, then the variance around it: two passes, no cancellation)
@@ -106,13 +113,12 @@ void channel_statistics(const Layout& L, const float* px, int64_t c, float weigh
               : detail::lane_sum(L.S, [row, mean](int64_t i) { return (row[i] - mean) * (row[i] - mean); });
   }
   const double var = sq / M;
-  const float invstd = float(1 / std::sqrt(var + eps));
-  const float scale = invstd * weight;  // y = x scale + shift
+  const ChannelMap map = channel_map(mean, var, weight, bias, eps);
   r.mean.data<float>()[c] = mean;
   r.var.data<float>()[c] = float(var);
-  r.invstd.data<float>()[c] = invstd;
-  r.scale.data<float>()[c] = scale;
-  r.shift.data<float>()[c] = bias - mean * scale;
+  r.invstd.data<float>()[c] = map.invstd;
+  r.scale.data<float>()[c] = map.scale;
+  r.shift.data<float>()[c] = map.shift;
 }
 
 BatchNormTrain saved_for(const Layout& L, bool relu) {
@@ -204,7 +210,7 @@ BatchNormTrain batch_norm_train_forward(const Tensor& x, const Tensor& weight, c
     const float scale = r.scale.data<float>()[c], shift = r.shift.data<float>()[c];
     for (int64_t n = 0; n < L.N; ++n) {
       const int64_t at = (n * L.C + c) * L.S;
-      detail::normalise_row(L.S, px + at, scale, shift, relu, r.out.data<float>() + at);
+      normalise_row(L.S, px + at, scale, shift, relu, r.out.data<float>() + at);
     }
   }
   return r;
@@ -247,6 +253,41 @@ BatchNormReluPool batch_norm_relu_pool2_forward(const Tensor& x, const Tensor& w
                                       r.out.data<float>() + (n * L.C + c) * OH * OW);
   }
   return r;
+}
+
+// Evaluation: with the running statistics fixed, each channel is one affine map, so the
+// layer (and a ReLU, and a 2x2 pool after it) is one pass. Written as the layer's formula
+// it was four broadcast passes, each writing a temporary as large as x, then a ReLU and a
+// pool: at the trainer's evaluation batch of 1000 images the CNN's first ones are 100 MB.
+Tensor batch_norm_eval_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                               const Tensor& weight, const Tensor& bias, double eps, bool relu, bool pool2) {
+  const Layout L = layout_of(x);
+  check_params(L, weight, bias);
+  ENGINE_REQUIRE(running_mean.numel() == L.C && running_var.numel() == L.C && running_mean.dtype() == DType::Float32 &&
+                     running_var.dtype() == DType::Float32,
+                 "[batch_norm] the running statistics need ", L.C, " float32 values, got ", running_mean.numel(),
+                 " and ", running_var.numel());
+  ENGINE_REQUIRE(!pool2 || (relu && batch_norm_relu_pool2_applies(x)), "[batch_norm eval] the fused 2x2 pool needs ",
+                 "relu, a (N, C, H, W) input with H, W >= 2 and AVX-512VL, got ", shape_str(x.shape()));
+  const Tensor rm = running_mean.contiguous(), rv = running_var.contiguous(), w = weight.contiguous(),
+               b = bias.contiguous();
+  const int64_t H = pool2 ? x.size(2) : 0, W = pool2 ? x.size(3) : 0, OS = pool2 ? (H / 2) * (W / 2) : L.S;
+  Shape out_shape = x.shape();
+  if (pool2) out_shape[2] = H / 2, out_shape[3] = W / 2;
+  Tensor out = empty(out_shape);
+  for (int64_t c = 0; c < L.C; ++c) {
+    const ChannelMap map =
+        channel_map(rm.data<float>()[c], rv.data<float>()[c], w.data<float>()[c], b.data<float>()[c], eps);
+    for (int64_t n = 0; n < L.N; ++n) {
+      const float* row = x.data<float>() + (n * L.C + c) * L.S;
+      float* dst = out.data<float>() + (n * L.C + c) * OS;
+      if (pool2)
+        detail::relu_pool2_plane_avx512(H, W, row, map.scale, map.shift, dst);
+      else
+        normalise_row(L.S, row, map.scale, map.shift, relu, dst);
+    }
+  }
+  return out;
 }
 
 namespace {

@@ -25,8 +25,6 @@ double squared_deviations_avx512(int64_t S, const float* x, float mean);
 
 // out = x scale + shift, then with relu: out where !(out <= 0), else 0 (NaN passes).
 void normalise_row_avx512(int64_t S, const float* x, float scale, float shift, bool relu, float* out);
-// The same on any CPU (batch_norm.cc: the AVX-512 loop where the CPU has it).
-void normalise_row(int64_t S, const float* x, float scale, float shift, bool relu, float* out);
 
 // out = k (d - mean_dy - (x - mean) slope); d may be out.
 void batch_norm_dx_avx512(int64_t S, const float* d, const float* x, float mean, float k, float mean_dy, float slope,

@@ -110,7 +110,7 @@ BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tens
                                               const Tensor& weight);
 
 // ---- batch normalisation in evaluation mode, with the running statistics, in one pass
-// (batch_norm_eval.cc): y = x scale + shift per channel, scale = weight / sqrt(running_var
+// (batch_norm.cc): y = x scale + shift per channel, scale = weight / sqrt(running_var
 // + eps) and shift = bias - running_mean scale (the two PyTorch's CPU kernel forms too),
 // then with relu max(y, 0) (NaN passes), then with pool2 a 2x2 max-pool at stride 2 (needs
 // relu and batch_norm_relu_pool2_applies(x)). x (N, C, ...) contiguous float32 on the CPU.

@@ -212,7 +212,9 @@ TEST_CASE("batch_norm_eval_forward: (x - mean) / sqrt(var + eps) weight + bias p
           }
   }
   REQUIRE_THROWS_WITH(batch_norm_eval_forward(x, rm, rv, w.narrow(0, 0, 3), b, eps, false, false),
-                      Catch::Contains("need 4 float32 values"));
+                      Catch::Contains("weight and bias need 4 values, got 3 and 4"));
+  REQUIRE_THROWS_WITH(batch_norm_eval_forward(x, rm, rv.narrow(0, 0, 2), w, b, eps, false, false),
+                      Catch::Contains("the running statistics need 4 float32 values, got 4 and 2"));
   REQUIRE_THROWS_WITH(batch_norm_eval_forward(x, rm, rv, w, b, eps, false, true),
                       Catch::Contains("the fused 2x2 pool needs relu"));
 }
