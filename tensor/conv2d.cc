@@ -40,11 +40,7 @@ bool conv2d_per_image_applies(const Tensor& x, const Tensor& w, const Tensor& bi
 
 Tensor conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, int64_t stride, int64_t padding) {
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
-  const detail::ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
-  if (bias.defined())
-    ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
-                   "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
-                   dtype_name(bias.dtype()), " on ", bias.device().str());
+  const detail::ConvGeometry g = detail::conv_geometry(x, w, stride, padding, bias);
   Tensor out = empty({g.N, g.O, g.OH, g.OW});
   PaddedRows cols(g.rows, g.L);
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();

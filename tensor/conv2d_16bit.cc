@@ -67,11 +67,7 @@ Tensor conv2d_16bit_forward(const Tensor& x_in, const Tensor& w_in, const Tensor
                             DType half) {
   require_16bit(half);
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
-  const ConvGeometry g = detail::conv_geometry(x, w, stride, padding);
-  if (bias.defined())
-    ENGINE_REQUIRE(bias.shape() == Shape{g.O} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
-                   "[conv2d] bias must be (", g.O, ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
-                   dtype_name(bias.dtype()), " on ", bias.device().str());
+  const ConvGeometry g = detail::conv_geometry(x, w, stride, padding, bias);
   if (!bf16_products_pay(g, half))
     return conv2d_forward(rounded_float32(x, half), rounded_float32(w, half),
                           bias.defined() ? rounded_float32(bias, half) : Tensor(), stride, padding)

@@ -10,7 +10,7 @@
 
 namespace engine::detail {
 
-ConvGeometry conv_geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padding) {
+ConvGeometry conv_geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padding, const Tensor& bias) {
   const Shape& xs = x.shape();
   const Shape& ws = w.shape();
   ENGINE_REQUIRE(ws.size() == 4 && xs.size() == 4 && xs[1] == ws[1], "[conv2d] input ", shape_str(xs),
@@ -22,6 +22,10 @@ ConvGeometry conv_geometry(const Tensor& x, const Tensor& w, int64_t stride, int
                    " on ", t->device().str());
   const int64_t OH = window_out_size(xs[2], ws[2], stride, padding),
                 OW = window_out_size(xs[3], ws[3], stride, padding);
+  if (bias.defined())
+    ENGINE_REQUIRE(bias.shape() == Shape{ws[0]} && bias.dtype() == DType::Float32 && !bias.device().is_cuda(),
+                   "[conv2d] bias must be (", ws[0], ",) float32 on the CPU, got ", shape_str(bias.shape()), " ",
+                   dtype_name(bias.dtype()), " on ", bias.device().str());
   return {xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride, padding, OH, OW, OH * OW, ws[1] * ws[2] * ws[3]};
 }
 

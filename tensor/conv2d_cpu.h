@@ -20,8 +20,10 @@ struct ConvGeometry {
   Shape image() const { return {1, C, H, W}; }
 };
 
-// Checks that x (N, C, H, W) and w (O, C, kh, kw) fit and are contiguous float32 on the CPU.
-ConvGeometry conv_geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padding);
+// Checks that x (N, C, H, W) and w (O, C, kh, kw) fit and are contiguous float32 on the CPU,
+// and a defined bias is (O,) float32 on the CPU.
+ConvGeometry conv_geometry(const Tensor& x, const Tensor& w, int64_t stride, int64_t padding,
+                           const Tensor& bias = Tensor());
 
 // Rows of `len` floats, each starting on a 64-byte line and padded with zeros to a whole
 // number of 16 floats (a segment); with `segments` > 1, each row holds that many segments
