@@ -32,6 +32,39 @@ void require_float(const char* op, const Tensor& t) {
 // element by element.
 Tensor f32(const Tensor& t) { return t.to(DType::Float32); }
 
+// int64 arithmetic wraps modulo 2^64, as PyTorch's does (two's complement). It is done in
+// uint64, where wrapping is defined C++; a signed overflow would be undefined behaviour.
+template <class T>
+T wrapping_add(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return T(uint64_t(x) + uint64_t(y));
+  else
+    return x + y;
+}
+template <class T>
+T wrapping_sub(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return T(uint64_t(x) - uint64_t(y));
+  else
+    return x - y;
+}
+template <class T>
+T wrapping_mul(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return T(uint64_t(x) * uint64_t(y));
+  else
+    return x * y;
+}
+
+// A scalar that multiplies or bounds an int64 tensor must be a whole number in int64's
+// range: converting 1.5 would truncate it without a word, and one past the range is
+// undefined behaviour.
+void require_int64_scalar(const char* op, const Tensor& a, double s, const char* what) {
+  ENGINE_REQUIRE(a.dtype() != DType::Int64 || (s == std::trunc(s) && s >= -0x1p63 && s < 0x1p63), "[", op, "] ", what,
+                 " ", s, " is not a whole number in int64's range, as an int64 tensor ", shape_str(a.shape()),
+                 " needs; convert the tensor first: t.to(DType::Float32)");
+}
+
 void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[", op, "] got an undefined tensor");
   ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()),
@@ -65,7 +98,7 @@ template <class T>
 void add_into(int64_t n, T* x, const T* y, T s) {
   if constexpr (std::is_same_v<T, float>)
     if (s == 1 && cpu_has_avx512()) return add_into_avx512(n, x, y);
-  for (int64_t i = 0; i < n; ++i) x[i] += s * y[i];
+  for (int64_t i = 0; i < n; ++i) x[i] = wrapping_add(x[i], wrapping_mul(s, y[i]));
 }
 
 // out[i] = f(a[i]) for T in a's dtype, R the output type.
@@ -206,13 +239,13 @@ void require_int64_divisible(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return arith("add", BinaryOp::Add, a, b, [](auto x, auto y) { return x + y; });
+  return arith("add", BinaryOp::Add, a, b, [](auto x, auto y) { return wrapping_add(x, y); });
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return arith("sub", BinaryOp::Sub, a, b, [](auto x, auto y) { return x - y; });
+  return arith("sub", BinaryOp::Sub, a, b, [](auto x, auto y) { return wrapping_sub(x, y); });
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return arith("mul", BinaryOp::Mul, a, b, [](auto x, auto y) { return x * y; });
+  return arith("mul", BinaryOp::Mul, a, b, [](auto x, auto y) { return wrapping_mul(x, y); });
 }
 Tensor div(const Tensor& a, const Tensor& b) {
   if (a.dtype() == DType::Int64 && b.dtype() == DType::Int64 && cuda_ops::on_cuda(a, b)) require_int64_divisible(a, b);
@@ -285,11 +318,26 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor neg(const Tensor& a) {
-  return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return -x; });
+// int64 negates modulo 2^64, so -INT64_MIN is INT64_MIN as in PyTorch (a plain -x would be
+// undefined behaviour there).
+template <class T>
+T negate(T x) {
+  if constexpr (std::is_integral_v<T>)
+    return T(uint64_t(0) - uint64_t(x));
+  else
+    return -x;
 }
+Tensor neg(const Tensor& a) {
+  return unary_any("neg", UnaryOp::Neg, a, [](auto x) { return negate(x); });
+}
+// fabs clears the sign bit: abs(-0.0) is +0.0, as in PyTorch.
 Tensor abs(const Tensor& a) {
-  return unary_any("abs", UnaryOp::Abs, a, [](auto x) { return x < 0 ? -x : x; });
+  return unary_any("abs", UnaryOp::Abs, a, [](auto x) {
+    if constexpr (std::is_integral_v<decltype(x)>)
+      return x < 0 ? negate(x) : x;
+    else
+      return std::fabs(x);
+  });
 }
 // !(x <= 0) rather than x > 0: NaN passes through, as in PyTorch.
 Tensor relu(const Tensor& a) {
@@ -317,6 +365,17 @@ Tensor relu_backward(const Tensor& grad, const Tensor& x) {
 Tensor clamp(const Tensor& a, double lo, double hi) {
   ENGINE_REQUIRE(!std::isnan(lo) && !std::isnan(hi), "[clamp] a bound is NaN (lower ", lo, ", upper ", hi, ")");
   ENGINE_REQUIRE(lo <= hi, "[clamp] lower bound ", lo, " exceeds upper bound ", hi);
+  if (a.defined() && a.dtype() == DType::Int64) {
+    // Whole bounds only (PyTorch would return floats for 1.5); past int64's range they
+    // bound nothing, so they are brought to its ends (converting them would be undefined).
+    ENGINE_REQUIRE(lo == std::trunc(lo) && hi == std::trunc(hi), "[clamp] an int64 tensor ", shape_str(a.shape()),
+                   " takes whole bounds, got ", lo, " and ", hi, "; convert the tensor first: t.to(DType::Float32)");
+    lo = std::clamp(lo, -0x1p63, 0x1p63), hi = std::clamp(hi, -0x1p63, 0x1p63);
+    const int64_t ilo = lo < 0x1p63 ? int64_t(lo) : INT64_MAX, ihi = hi < 0x1p63 ? int64_t(hi) : INT64_MAX;
+    return unary_any(
+        "clamp", UnaryOp::Clamp, a, [=](auto x) { return x < ilo ? ilo : (x > ihi ? ihi : x); }, double(ilo),
+        double(ihi));
+  }
   return unary_any(
       "clamp", UnaryOp::Clamp, a,
       [=](auto x) {
@@ -370,6 +429,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
                  shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
   require_distinct_elements(a, "add_");
+  require_int64_scalar("add_", a, alpha, "alpha");
   a.storage()->bump_version();
   if (is_half(a.dtype())) {
     Tensor wide = f32(a);
@@ -394,8 +454,9 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
       return;
     }
     detail::for_each_offset<2>(a.shape(), {a.strides(), detail::broadcast_strides(b.shape(), b.strides(), a.shape())},
-                               {a.offset(), b.offset()},
-                               [&](const std::array<int64_t, 2>& k) { pa[k[0]] += s * pb[k[1]]; });
+                               {a.offset(), b.offset()}, [&](const std::array<int64_t, 2>& k) {
+                                 pa[k[0]] = wrapping_add(pa[k[0]], wrapping_mul(s, pb[k[1]]));
+                               });
   });
   return a;
 }
@@ -403,6 +464,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
 Tensor& mul_(Tensor& a, double s) {
   ENGINE_REQUIRE(a.defined(), "[mul_] got an undefined tensor");
   require_distinct_elements(a, "mul_");
+  require_int64_scalar("mul_", a, s, "the factor");
   a.storage()->bump_version();
   if (is_half(a.dtype())) {
     Tensor wide = f32(a);
@@ -418,7 +480,7 @@ Tensor& mul_(Tensor& a, double s) {
     T* p = static_cast<T*>(a.storage()->data());
     const T k = T(s);
     detail::for_each_offset<1>(a.shape(), {a.strides()}, {a.offset()},
-                               [&](const std::array<int64_t, 1>& o) { p[o[0]] *= k; });
+                               [&](const std::array<int64_t, 1>& o) { p[o[0]] = wrapping_mul(p[o[0]], k); });
   });
   return a;
 }

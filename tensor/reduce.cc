@@ -196,10 +196,11 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
     return to_tensor(s, [&](int64_t i) { return acc[i]; });
   }
   Plan p = plan_reduction("sum", a, dims, keepdim);
+  // int64 sums wrap modulo 2^64, as PyTorch's (adding as uint64 keeps C++ defined).
   return reduce_runs<int64_t, int64_t>(p, [](const int64_t* x, int64_t n) {
-    int64_t s = 0;
-    for (int64_t i = 0; i < n; ++i) s += x[i];
-    return s;
+    uint64_t s = 0;
+    for (int64_t i = 0; i < n; ++i) s += uint64_t(x[i]);
+    return int64_t(s);
   });
 }
 

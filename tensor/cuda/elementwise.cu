@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/cuda/check.cuh"
 #include "tensor/cuda/kernels.h"
@@ -69,11 +70,27 @@ __device__ __forceinline__ float compare_op(BinaryOp op, T x, T y) {
 
 __device__ __forceinline__ float powf_exact(float x, float e) { return e == 2.f ? x * x : powf(x, e); }
 
+// As on the CPU: int64 negates modulo 2^64; a float's abs clears the sign bit (abs(-0) = +0).
+template <class T>
+__device__ __forceinline__ T negate(T x) {
+  if constexpr (std::is_integral_v<T>)
+    return T(0ull - static_cast<unsigned long long>(x));
+  else
+    return -x;
+}
+template <class T>
+__device__ __forceinline__ T absolute(T x) {
+  if constexpr (std::is_integral_v<T>)
+    return x < T(0) ? negate(x) : x;
+  else
+    return fabsf(x);
+}
+
 template <class T>
 __device__ __forceinline__ T unary_op(UnaryOp op, T x, double p0, double p1) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Abs: return x < T(0) ? -x : x;
+    case UnaryOp::Neg: return negate(x);
+    case UnaryOp::Abs: return absolute(x);
     case UnaryOp::Relu: return !(x <= T(0)) ? x : T(0);  // NaN passes, as on the CPU
     case UnaryOp::Clamp: return x < T(p0) ? T(p0) : (x > T(p1) ? T(p1) : x);
     case UnaryOp::Scale: return x * T(p0);

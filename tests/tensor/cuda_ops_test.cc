@@ -4,6 +4,8 @@
 // operations (copies, max, int64), 1e-7 to 1e-6 for one rounding or the GPU's libm,
 // 1e-6 for sums (another order), 1e-5 for variance and for matmul (FP32 cuBLAS).
 // Without a GPU each case says it was skipped and why.
+#include <climits>
+#include <cmath>
 #include <functional>
 #include <random>
 
@@ -93,6 +95,12 @@ TEST_CASE("unary ops, where, copies and fill on the GPU match the CPU") {
     CHECK(rel_error(f(x.to(kGpu)), f(x)) <= std::max(bound, 1e-7));
     CHECK(rel_error(f(x.to(kGpu).transpose(0, 1)), f(x.transpose(0, 1))) <= std::max(bound, 1e-7));
   }
+  // Signed zero and INT64_MIN as on the CPU (and in PyTorch): abs(-0.0) is +0.0, abs and
+  // neg of INT64_MIN wrap to INT64_MIN.
+  CHECK_FALSE(std::signbit(abs(tensor({-0.0f}).to(kGpu)).item()));
+  const Tensor lo = from_vector(std::vector<int64_t>{INT64_MIN, -3, 5});
+  CHECK(abs(lo.to(kGpu)).to_vector<int64_t>() == abs(lo).to_vector<int64_t>());
+  CHECK(neg(lo.to(kGpu)).to_vector<int64_t>() == neg(lo).to_vector<int64_t>());
   const Tensor c = gt(randn({123, 1}, &g), scalar_tensor(0.0));
   CHECK(rel_error(where(c.to(kGpu), x.to(kGpu), pos.to(kGpu)), where(c, x, pos)) == 0);
   CHECK(rel_error(where(c.to(kGpu), x.to(kGpu), scalar_tensor(-7.0)), where(c, x, scalar_tensor(-7.0))) == 0);

@@ -53,6 +53,56 @@ TEST_CASE("comparisons with NaN: only ne is true") {
   require_same(ge(x, x), {0, 1});
 }
 
+TEST_CASE("abs clears the sign of -0.0 and neg/abs wrap INT64_MIN, as PyTorch's") {
+  const std::vector<float> a = abs(tensor({-0.0f, 0.0f, -kInf, -2})).to_vector<float>();
+  REQUIRE(a == std::vector<float>{0, 0, kInf, 2});
+  REQUIRE_FALSE(std::signbit(a[0]));  // torch.abs(torch.tensor(-0.0)) is 0.0, not -0.0
+  REQUIRE(std::signbit(neg(tensor({0.0f})).to_vector<float>()[0]));
+  for (DType half : {DType::BFloat16, DType::Float16})
+    REQUIRE_FALSE(std::signbit(abs(tensor({-0.0f}).to(half)).to_vector<float>()[0]));
+  // torch.tensor([-2**63]).abs() and .neg() are both -2**63 (two's complement wraps).
+  const Tensor lo = from_vector(I{INT64_MIN, -3, 5});
+  REQUIRE(abs(lo).to_vector<int64_t>() == I{INT64_MIN, 3, 5});
+  REQUIRE(neg(lo).to_vector<int64_t>() == I{INT64_MIN, 3, -5});
+}
+
+TEST_CASE("int64 arithmetic wraps modulo 2^64 as PyTorch's (no undefined overflow under UBSan)") {
+  const Tensor a = from_vector(I{INT64_MAX, INT64_MIN, -7, 3}), b = from_vector(I{1, -1, INT64_MIN, INT64_MAX});
+  // Printed by torch: a + b, a - b, a * b, a + 5, a * 3, a.sum(), a.reshape(2, 2).sum(0).
+  REQUIRE(add(a, b).to_vector<int64_t>() == I{INT64_MIN, INT64_MAX, INT64_MAX - 6, INT64_MIN + 2});
+  REQUIRE(sub(a, b).to_vector<int64_t>() == I{INT64_MAX - 1, INT64_MIN + 1, INT64_MAX - 6, INT64_MIN + 4});
+  REQUIRE(mul(a, b).to_vector<int64_t>() == I{INT64_MAX, INT64_MIN, INT64_MIN, INT64_MAX - 2});
+  REQUIRE((a + 5.0).to_vector<int64_t>() == I{INT64_MIN + 4, INT64_MIN + 5, -2, 8});
+  REQUIRE((a * 3.0).to_vector<int64_t>() == I{INT64_MAX - 2, INT64_MIN, -21, 9});
+  REQUIRE(sum(a).item() == -5);
+  REQUIRE(sum(from_vector(I{INT64_MAX, 1, 1})).to_vector<int64_t>() == I{INT64_MIN + 1});  // torch: wraps
+  REQUIRE(sum(a.reshape({2, 2}), {0}).to_vector<int64_t>() == I{INT64_MAX - 7, INT64_MIN + 3});
+  Tensor c = a.clone();
+  add_(c, b, 3);  // torch: c.add_(b, alpha=3)
+  REQUIRE(c.to_vector<int64_t>() == I{INT64_MIN + 2, INT64_MAX - 2, INT64_MAX - 6, INT64_MIN});
+  Tensor strided = a.clone().reshape({2, 2}).transpose(0, 1);
+  add_(strided, b.reshape({2, 2}).transpose(0, 1), 3);  // the strided loop wraps too
+  REQUIRE(strided.transpose(0, 1).reshape({4}).to_vector<int64_t>() == c.to_vector<int64_t>());
+  mul_(c, 3);
+  REQUIRE(c.to_vector<int64_t>() == I{INT64_MIN + 6, INT64_MAX - 8, INT64_MAX - 20, INT64_MIN});
+}
+
+TEST_CASE("an int64 tensor takes whole scalars in add_, mul_ and clamp; bounds past its range saturate") {
+  Tensor a = from_vector(I{5, -5, INT64_MAX});
+  // PyTorch refuses a float alpha for integers and would return floats for mul_(1.5) and
+  // clamp(1.5, 3.7); truncating them silently would be a wrong number, so each is an error.
+  REQUIRE_THROWS_WITH(add_(a, a.clone(), 1.5), Catch::Contains("[add_] alpha 1.5") && Catch::Contains("int64"));
+  REQUIRE_THROWS_WITH(mul_(a, 1.5), Catch::Contains("[mul_] the factor 1.5") && Catch::Contains("int64"));
+  REQUIRE_THROWS_WITH(mul_(a, 1e19), Catch::Contains("[mul_] the factor 1e+19"));
+  REQUIRE_THROWS_WITH(clamp(a, 1.5, 3.7), Catch::Contains("[clamp] an int64 tensor (3,) takes whole bounds"));
+  REQUIRE(a.to_vector<int64_t>() == I{5, -5, INT64_MAX});  // nothing was written
+  const double inf = double(kInf);
+  REQUIRE(clamp(a, -3, 1e30).to_vector<int64_t>() == I{5, -3, INT64_MAX});
+  REQUIRE(clamp(a, -inf, 4).to_vector<int64_t>() == I{4, -5, 4});
+  REQUIRE(clamp(a, -1e30, -1e25).to_vector<int64_t>() == I{INT64_MIN, INT64_MIN, INT64_MIN});
+  REQUIRE(clamp(a, 1e25, inf).to_vector<int64_t>() == I{INT64_MAX, INT64_MAX, INT64_MAX});
+}
+
 TEST_CASE("int64 division: INT64_MIN / -1 and / 0 are errors, not a crash; empty tensors divide") {
   const Tensor lo = from_vector(I{INT64_MIN, 7}), minus1 = from_vector(I{-1, -1});
   REQUIRE_THROWS_WITH(div(lo, minus1), Catch::Contains("[div]") && Catch::Contains("overflows"));
