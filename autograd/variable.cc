@@ -59,6 +59,11 @@ void Variable::set_grad(const Tensor& grad) {
   ENGINE_REQUIRE(impl_, "[set_grad] Variable is undefined");
   ENGINE_REQUIRE(!grad.defined() || grad.shape() == impl_->data.shape(), "[set_grad] gradient of shape ",
                  shape_str(grad.shape()), " does not match data of shape ", shape_str(impl_->data.shape()));
+  // As PyTorch's check on assigning .grad: an optimizer reads the two side by side.
+  ENGINE_REQUIRE(!grad.defined() || (grad.dtype() == impl_->data.dtype() && grad.device() == impl_->data.device()),
+                 "[set_grad] gradient of shape ", shape_str(grad.shape()), " is ", dtype_name(grad.dtype()), " on ",
+                 grad.device().str(), ", the data ", dtype_name(impl_->data.dtype()), " on ",
+                 impl_->data.device().str(), "; they must match");
   impl_->grad = grad;
 }
 

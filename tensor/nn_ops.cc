@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <type_traits>
 
@@ -21,7 +22,13 @@ namespace engine {
 void check_window(const char* op, const Shape& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
   ENGINE_REQUIRE(x.size() == 4, "[", op, "] expects input (N, C, H, W), got shape ", shape_str(x));
   ENGINE_REQUIRE(stride > 0 && padding >= 0 && kh > 0 && kw > 0, "[", op,
-                 "] needs kernel > 0, stride > 0, padding >= 0");
+                 "] needs kernel > 0, stride > 0, padding >= 0, got kernel ", kh, "x", kw, ", stride ", stride,
+                 ", padding ", padding);
+  // Past 2^31 no window fits in memory; the bound keeps H + 2 padding and the output size
+  // from overflowing int64.
+  constexpr int64_t kMax = INT32_MAX;
+  ENGINE_REQUIRE(stride <= kMax && padding <= kMax && kh <= kMax && kw <= kMax, "[", op, "] kernel ", kh, "x", kw,
+                 ", stride ", stride, " and padding ", padding, " must each be at most ", kMax);
   ENGINE_REQUIRE(x[2] + 2 * padding >= kh && x[3] + 2 * padding >= kw, "[", op, "] kernel ", kh, "x", kw,
                  " is larger than the padded input ", x[2] + 2 * padding, "x", x[3] + 2 * padding);
 }

@@ -247,6 +247,19 @@ TEST_CASE("a grad destination is offered when one op makes the leaf's whole grad
   REQUIRE_THROWS_WITH(scale(x, w).set_grad_destination(zeros({2})), Catch::Contains("needs a leaf"));
 }
 
+TEST_CASE("set_grad takes a gradient of the data's shape, dtype and device only, as PyTorch's .grad") {
+  Variable w(tensor({3, 4}), true);
+  REQUIRE_THROWS_WITH(w.set_grad(zeros({3})),
+                      Catch::Contains("gradient of shape (3,) does not match data of shape (2,)"));
+  REQUIRE_THROWS_WITH(w.set_grad(zeros({2}, DType::BFloat16)),
+                      Catch::Contains("[set_grad] gradient of shape (2,) is bfloat16 on cpu, the data float32 on cpu"));
+  REQUIRE_FALSE(w.grad().defined());  // nothing was kept
+  w.set_grad(ones({2}));
+  REQUIRE(w.grad().to_vector<float>() == V{1, 1});
+  w.set_grad(Tensor());  // an undefined gradient clears it
+  REQUIRE_FALSE(w.grad().defined());
+}
+
 TEST_CASE("a parameter written in place between forward and backward is refused, as PyTorch's version counter") {
   // y = sum(w * x): its backward reads x for dw and w for dx. Writing w after the forward
   // would mix values; each in-place write of the tensor API counts.

@@ -1,5 +1,6 @@
 // Conv2d and MaxPool2d against direct loops (stride and padding), their gradients against
 // finite differences; Dropout; BatchNorm in train and eval.
+#include <climits>
 #include <cmath>
 
 #include "nn/batchnorm.h"
@@ -98,6 +99,17 @@ TEST_CASE("conv2d errors name the shapes") {
                       Catch::Contains("[conv2d] expects input (N, C, H, W), got shape (2,5,5)"));
   REQUIRE_THROWS_WITH(conv2d(Variable(zeros({1, 1, 2, 2})), Variable(zeros({1, 1, 3, 3})), Variable(), 1, 0),
                       Catch::Contains("larger than the padded input"));
+  // Window sizes are range-checked before any size is computed from them (H + 2 padding
+  // would overflow int64 here), for conv2d and max_pool2d alike.
+  const Variable x(zeros({1, 1, 4, 4})), w(zeros({1, 1, 3, 3}));
+  REQUIRE_THROWS_WITH(
+      conv2d(x, w, Variable(), 1, INT64_MAX / 2),
+      Catch::Contains("[conv2d] kernel 3x3, stride 1 and padding 4611686018427387903 must each be at most"));
+  REQUIRE_THROWS_WITH(conv2d(x, w, Variable(), INT64_MAX, 0), Catch::Contains("stride 9223372036854775807"));
+  REQUIRE_THROWS_WITH(conv2d(x, w, Variable(), 0, 0),
+                      Catch::Contains("needs kernel > 0, stride > 0, padding >= 0, got kernel 3x3, stride 0"));
+  REQUIRE_THROWS_WITH(max_pool2d(x, INT64_MAX, 1),
+                      Catch::Contains("[max_pool2d] kernel") && Catch::Contains("must each be at most"));
 }
 
 TEST_CASE("max_pool2d matches the direct loops and routes gradients to the maxima") {
