@@ -266,6 +266,12 @@ Tensor Tensor::expand(const Shape& shape) const {
   ENGINE_REQUIRE(shape.size() >= shape_.size(), "[expand] cannot expand shape ", shape_str(shape_), " to ",
                  shape_str(shape), " (fewer dims)");
   const size_t lead = shape.size() - shape_.size();
+  // -1 keeps an existing dim's size; a new leading dim has none to keep (as in PyTorch).
+  for (size_t i = 0; i < shape.size(); ++i)
+    ENGINE_REQUIRE(
+        shape[i] >= 0 || (shape[i] == -1 && i >= lead), "[expand] cannot expand shape ", shape_str(shape_), " to ",
+        shape_str(shape), ": size ", shape[i], " in dim ", i,
+        i < lead ? " (a new leading dim must be given a size >= 0)" : " (only -1, keep the size, is allowed)");
   Shape s = shape;
   Strides st(shape.size(), 0);
   for (size_t i = 0; i < shape_.size(); ++i) {

@@ -133,6 +133,13 @@ TEST_CASE("bad input names the op and the shapes") {
   REQUIRE_THROWS_WITH(zeros({2, 3}).narrow(1, 2, 2),
                       Catch::Contains("[narrow] start 2 and length 2 do not fit in dim 1 of size 3"));
   REQUIRE_THROWS_WITH(zeros({2, 3}).expand({4, 3, 2}), Catch::Contains("[expand] cannot expand shape (2,3)"));
+  // -1 keeps an existing dim's size; a new leading dim has none (PyTorch refuses it too).
+  REQUIRE(zeros({1, 3}).expand({2, -1, -1}).shape() == Shape{2, 1, 3});
+  REQUIRE_THROWS_WITH(
+      zeros({3}).expand({-1, 3}),
+      Catch::Contains("[expand] cannot expand shape (3,) to (-1,3): size -1 in dim 0 (a new leading dim"));
+  REQUIRE_THROWS_WITH(zeros({1}).expand({-2}),
+                      Catch::Contains("size -2 in dim 0 (only -1, keep the size, is allowed)"));
   REQUIRE_THROWS_WITH(zeros({2}).permute({0, 0}), Catch::Contains("[permute]"));
   REQUIRE_THROWS_WITH(zeros({2, 2}).item(), Catch::Contains("[item] needs a tensor with one element, got shape (2,2)"));
   REQUIRE_THROWS_WITH(zeros({2}).data<int64_t>(), Catch::Contains("holds float32, asked for int64"));
