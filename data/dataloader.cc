@@ -26,7 +26,7 @@ int64_t DataLoader::end_position() const {
 
 int64_t DataLoader::size() const {
   const int64_t n = sampler_->size(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return options_.drop_last ? n / b : n / b + (n % b != 0);  // not (n + b - 1) / b: b may be near INT64_MAX
 }
 
 DataLoader::Iterator DataLoader::begin() {
@@ -38,14 +38,21 @@ DataLoader::Iterator DataLoader::begin() {
 DataLoader::Iterator DataLoader::end() const { return Iterator(this, nullptr, end_position()); }
 
 Example DataLoader::Iterator::operator*() const {
-  const int64_t stop = std::min<int64_t>(pos_ + loader_->options_.batch_size, loader_->end_position());
+  const int64_t stop = next_position();
   const std::vector<int64_t> batch(order_->begin() + pos_, order_->begin() + stop);
   return loader_->dataset_->get_batch(batch);
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  pos_ = std::min<int64_t>(pos_ + loader_->options_.batch_size, loader_->end_position());
+  pos_ = next_position();
   return *this;
+}
+
+// Where this batch ends: batch_size on, or the end (compared before adding, so that a
+// batch_size near INT64_MAX cannot overflow).
+int64_t DataLoader::Iterator::next_position() const {
+  const int64_t end = loader_->end_position();
+  return end - pos_ <= loader_->options_.batch_size ? end : pos_ + loader_->options_.batch_size;
 }
 
 }  // namespace engine::data

@@ -43,6 +43,7 @@ class DataLoader {
     bool operator!=(const Iterator& other) const { return pos_ != other.pos_; }
 
    private:
+    int64_t next_position() const;
     const DataLoader* loader_;
     std::shared_ptr<const std::vector<int64_t>> order_;
     int64_t pos_;

@@ -25,7 +25,7 @@ class Sampler {
 
 class SequentialSampler : public Sampler {
  public:
-  explicit SequentialSampler(int64_t n) : n_(n) {}
+  explicit SequentialSampler(int64_t n);
   std::vector<int64_t> indices() override;
   int64_t size() const override { return n_; }
 
@@ -35,7 +35,7 @@ class SequentialSampler : public Sampler {
 
 class RandomSampler : public Sampler {
  public:
-  RandomSampler(int64_t n, uint64_t seed = 0) : n_(n), gen_(seed) {}
+  RandomSampler(int64_t n, uint64_t seed = 0);
   std::vector<int64_t> indices() override;
   int64_t size() const override { return n_; }
   Generator& generator() { return gen_; }  // for checkpointing its state

@@ -8,17 +8,18 @@
 namespace engine::dist {
 
 DistributedSampler::DistributedSampler(int64_t n, DistributedSamplerOptions o) : n_(n), options_(o) {
-  replicas_ = o.num_replicas >= 0 ? o.num_replicas : get_world_size();
-  rank_ = o.rank >= 0 ? o.rank : get_rank();
+  replicas_ = o.num_replicas == -1 ? get_world_size() : o.num_replicas;  // -1 alone means "from dist::"
+  rank_ = o.rank == -1 ? get_rank() : o.rank;
   ENGINE_REQUIRE(replicas_ >= 1, "[DistributedSampler] num_replicas must be >= 1, got ", replicas_);
   ENGINE_REQUIRE(rank_ >= 0 && rank_ < replicas_, "[DistributedSampler] rank ", rank_, " is outside 0..",
                  replicas_ - 1);
   ENGINE_REQUIRE(n >= 0, "[DistributedSampler] dataset size must be >= 0, got ", n);
-  // ceil(N / R), or with drop_last (and N not divisible by R) ceil((N - R) / R) = floor(N / R).
-  num_samples_ =
-      o.drop_last && n % replicas_ != 0 ? (n - replicas_ + replicas_ - 1) / replicas_ : (n + replicas_ - 1) / replicas_;
-  if (num_samples_ < 0) num_samples_ = 0;
-  total_ = num_samples_ * replicas_;
+  // ceil(N / R), or with drop_last floor(N / R) (PyTorch's ceil((N - R) / R) where R does not
+  // divide N), written so that no intermediate sum can overflow.
+  num_samples_ = n / replicas_ + (!o.drop_last && n % replicas_ != 0);
+  ENGINE_REQUIRE(!__builtin_mul_overflow(num_samples_, int64_t(replicas_), &total_),
+                 "[DistributedSampler] dataset size ", n, " padded to a multiple of ", replicas_,
+                 " replicas does not fit int64");
 }
 
 std::vector<int64_t> DistributedSampler::indices() {

@@ -1,6 +1,7 @@
 // Datasets, samplers and the DataLoader: every sample exactly once per epoch, with and
 // without drop_last; the same order for the same seed; a new order each epoch.
 #include <algorithm>
+#include <climits>
 #include <set>
 
 #include "catch2/catch.hpp"
@@ -94,6 +95,19 @@ TEST_CASE("a custom sampler decides the order; shuffle and sampler together is a
   REQUIRE_THROWS_WITH(DataLoader(numbered(5), {.shuffle = true}, std::make_shared<EvensFirst>()),
                       Catch::Contains("either shuffle=true or a sampler"));
   REQUIRE_THROWS_WITH(DataLoader(numbered(5), {.batch_size = 0}), Catch::Contains("batch_size must be positive"));
+  REQUIRE_THROWS_WITH(RandomSampler(-1), Catch::Contains("[RandomSampler] dataset size must be >= 0, got -1"));
+  REQUIRE_THROWS_WITH(SequentialSampler(-3), Catch::Contains("[SequentialSampler] dataset size must be >= 0, got -3"));
+}
+
+TEST_CASE("a batch_size near INT64_MAX is one batch of everything (no overflowing sum)") {
+  DataLoader loader(numbered(5), {.batch_size = INT64_MAX});
+  REQUIRE(loader.size() == 1);
+  std::vector<int64_t> sizes;
+  REQUIRE(epoch_order(loader, &sizes) == std::vector<int64_t>{0, 1, 2, 3, 4});
+  REQUIRE(sizes == std::vector<int64_t>{5});
+  DataLoader dropping(numbered(5), {.batch_size = INT64_MAX - 1, .drop_last = true});
+  REQUIRE(dropping.size() == 0);
+  REQUIRE(epoch_order(dropping).empty());
 }
 
 TEST_CASE("random_permutation is a uniform shuffle") {

@@ -2,6 +2,7 @@
 // combined batch; replicas stay bit-identical; no_sync accumulates; unused parameters are
 // named; communication overlaps backward; DistributedSampler splits and reshuffles as
 // PyTorch's does; only rank 0 writes the checkpoint.
+#include <climits>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -293,6 +294,15 @@ TEST_CASE("DistributedSampler matches PyTorch's padding and interleaving") {
   RANK_REQUIRE(take(2, 2, false) == I{0});  // fewer examples than ranks: padding wraps around
   RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}),
                            Catch::Contains("rank 2 is outside 0..1"));
+  // Only -1 means "ask dist::"; another negative rank is an error naming it.
+  RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = -2}),
+                           Catch::Contains("rank -2 is outside 0..1"));
+  // No intermediate sum overflows: 2^63 - 1 examples over 4 ranks is 2^61 each, padded to a
+  // multiple of 4 past int64 (an error), and floor with drop_last (fits).
+  RANK_REQUIRE_THROWS_WITH(DistributedSampler(INT64_MAX, {.num_replicas = 4, .rank = 1}),
+                           Catch::Contains("dataset size 9223372036854775807 padded to a multiple of 4 replicas"));
+  RANK_REQUIRE(DistributedSampler(INT64_MAX, {.num_replicas = 4, .rank = 1, .drop_last = true}).size() ==
+               INT64_MAX / 4);
 }
 
 TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch reshuffles for everyone") {
