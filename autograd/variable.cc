@@ -149,4 +149,24 @@ Variable record(const char* name, Tensor output, const std::vector<Variable>& in
   return Variable(std::move(impl));
 }
 
+// Dropping the last Variable of a chain y = f(f(...f(w))) releases its node, whose inputs
+// release their nodes, and so on: one nested destructor per op. Instead, each input that
+// this node alone owns hands over its node (if it alone owns that) to a local list, and the
+// list is emptied in a loop; each node released there finds its own inputs already taken.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  auto take_inputs = [&pending](Node& node) {
+    for (std::shared_ptr<VariableImpl>& in : node.inputs)
+      if (in && in.use_count() == 1 && in->grad_fn && in->grad_fn.use_count() == 1)
+        pending.push_back(std::move(in->grad_fn));
+    node.inputs.clear();
+  };
+  take_inputs(*this);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> node = std::move(pending.back());
+    pending.pop_back();
+    take_inputs(*node);
+  }  // `node` is destroyed here with no inputs left: no recursion
+}
+
 }  // namespace engine::autograd

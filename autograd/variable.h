@@ -138,6 +138,9 @@ struct LeafVersion {
 };
 
 struct Node {
+  // Releases a chain of nodes this one alone keeps alive one by one, not recursively: a
+  // graph a million ops deep would otherwise overflow the stack when it is dropped.
+  ~Node();
   std::string name;
   std::vector<std::shared_ptr<VariableImpl>> inputs;  // null where the input needs no grad
   std::vector<LeafVersion> leaf_versions;             // per input; set for leaves that require grad
