@@ -33,3 +33,18 @@ echo "ok: --help lists the flags"
 "$train" --epochs=1 --train-limit=300 --checkpoint="$ckpt" >"$dir/out"
 grep -q "1 epochs" "$dir/out" && [[ -s "$ckpt" ]] || { echo "FAIL: --epochs=1 did not train one epoch"; cat "$dir/out"; exit 1; }
 echo "ok: --epochs=1 --train-limit=300 trained one epoch and saved $(basename "$ckpt")"
+
+# A checkpoint folder that does not exist is named before any training (not after an epoch).
+set +e
+"$train" --epochs 1 --train-limit 300 --checkpoint "$dir/no_such_folder/x.safetensors" >"$dir/out" 2>"$dir/err"
+rc=$?
+set -e
+[[ $rc -eq 1 ]] && grep -qF "the folder $dir/no_such_folder does not exist" "$dir/err" && ! grep -q "^epoch" "$dir/out" ||
+  { echo "FAIL: a missing checkpoint folder was not refused before training (exit $rc)"; cat "$dir/out" "$dir/err"; exit 1; }
+echo "ok: a missing checkpoint folder -> $(head -1 "$dir/err")"
+
+# --resume without a checkpoint says that it starts afresh.
+"$train" --epochs 1 --train-limit 300 --resume --checkpoint "$dir/fresh.safetensors" >"$dir/out"
+grep -qF -- "--resume: no checkpoint at $dir/fresh.safetensors yet, so training starts at epoch 1" "$dir/out" ||
+  { echo "FAIL: --resume without a checkpoint did not say so"; cat "$dir/out"; exit 1; }
+echo "ok: --resume without a checkpoint says it starts at epoch 1"

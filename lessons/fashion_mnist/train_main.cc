@@ -45,6 +45,14 @@ int main(int argc, char** argv) try {
     std::filesystem::create_directories(dir);
     o.checkpoint = dir + "/" + o.model + ".safetensors";
   }
+  if (!o.checkpoint.empty()) {
+    // Found out now, not after the first epoch's training is lost at its save.
+    const std::filesystem::path dir = std::filesystem::absolute(o.checkpoint).parent_path();
+    ENGINE_REQUIRE(std::filesystem::is_directory(dir), "[train] --checkpoint ", o.checkpoint, ": the folder ",
+                   dir.string(), " does not exist; create it or choose another path");
+    if (o.resume && !std::filesystem::exists(o.checkpoint))
+      std::printf("--resume: no checkpoint at %s yet, so training starts at epoch 1\n", o.checkpoint.c_str());
+  }
   std::printf("Fashion-MNIST, %s, %s lr %g, batch %lld, %d epochs, 1 process\n", o.model.c_str(), o.optimizer.c_str(),
               o.lr, (long long)o.batch_size, o.epochs);
   int trained = 0;
