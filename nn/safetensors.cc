@@ -276,4 +276,16 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
   return out;
 }
 
+void check_save_path(const std::string& path) {
+  ENGINE_REQUIRE(!path.empty(), "[save_safetensors] the checkpoint path is empty");
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
+  ENGINE_REQUIRE(!ec && std::filesystem::is_directory(folder, ec), "[save_safetensors] cannot save to ", path,
+                 ": the folder ", folder.string(), " does not exist; create it or choose another path");
+  ENGINE_REQUIRE(::access(folder.c_str(), W_OK) == 0, "[save_safetensors] cannot save to ", path, ": the folder ",
+                 folder.string(), " is not writable (", std::strerror(errno), ")");
+  ENGINE_REQUIRE(!std::filesystem::is_directory(path, ec), "[save_safetensors] cannot save to ", path,
+                 ": it is a folder");
+}
+
 }  // namespace engine::nn

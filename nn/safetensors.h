@@ -30,4 +30,9 @@ using Metadata = std::map<std::string, std::string>;
 void save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
 StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr);
 
+// Checks, before any work is done, that save_safetensors(path) will be able to create its
+// file: the folder exists and this process may write there. A training run calls it at
+// its start, so that a mistyped path is reported before the first epoch, not after it.
+void check_save_path(const std::string& path);
+
 }  // namespace engine::nn

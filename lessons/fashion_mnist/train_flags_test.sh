@@ -39,7 +39,7 @@ set +e
 "$train" --epochs 1 --train-limit 300 --checkpoint "$dir/no_such_folder/x.safetensors" >"$dir/out" 2>"$dir/err"
 rc=$?
 set -e
-[[ $rc -eq 1 ]] && grep -qF "the folder $dir/no_such_folder does not exist" "$dir/err" && ! grep -q "^epoch" "$dir/out" ||
+[[ $rc -eq 1 ]] && grep -qF "cannot save to $dir/no_such_folder/x.safetensors: the folder $dir/no_such_folder does not exist" "$dir/err" && ! grep -q "^epoch" "$dir/out" ||
   { echo "FAIL: a missing checkpoint folder was not refused before training (exit $rc)"; cat "$dir/out" "$dir/err"; exit 1; }
 echo "ok: a missing checkpoint folder -> $(head -1 "$dir/err")"
 

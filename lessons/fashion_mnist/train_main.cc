@@ -14,6 +14,7 @@
 #include <string>
 
 #include "lessons/fashion_mnist/trainer.h"
+#include "nn/safetensors.h"
 #include "tensor/check.h"
 #include "tools/flags/flags.h"
 
@@ -46,10 +47,7 @@ int main(int argc, char** argv) try {
     o.checkpoint = dir + "/" + o.model + ".safetensors";
   }
   if (!o.checkpoint.empty()) {
-    // Found out now, not after the first epoch's training is lost at its save.
-    const std::filesystem::path dir = std::filesystem::absolute(o.checkpoint).parent_path();
-    ENGINE_REQUIRE(std::filesystem::is_directory(dir), "[train] --checkpoint ", o.checkpoint, ": the folder ",
-                   dir.string(), " does not exist; create it or choose another path");
+    engine::nn::check_save_path(o.checkpoint);  // now, not after the first epoch's training is lost at its save
     if (o.resume && !std::filesystem::exists(o.checkpoint))
       std::printf("--resume: no checkpoint at %s yet, so training starts at epoch 1\n", o.checkpoint.c_str());
   }

@@ -201,6 +201,21 @@ TEST_CASE("PyPI's safetensors + numpy read our file with the same values (where 
   REQUIRE(out.find("layer.weight float32 [3, 4] " + reprs + "\n") != std::string::npos);
 }
 
+TEST_CASE("check_save_path names a missing folder or a folder given as the file, before any saving") {
+  const std::string good = tmp_path("check_save.safetensors");
+  check_save_path(good);  // the test's temporary folder: fine, and nothing is created
+  REQUIRE_FALSE(std::ifstream(good).good());
+  const std::string missing = tmp_path("no_such_folder") + "/x.safetensors";
+  REQUIRE_THROWS_WITH(check_save_path(missing),
+                      Catch::Contains("[save_safetensors] cannot save to " + missing + ": the folder") &&
+                          Catch::Contains("no_such_folder does not exist"));
+  const std::string folder = tmp_path("");
+  REQUIRE_THROWS_WITH(check_save_path(folder), Catch::Contains("it is a folder"));
+  REQUIRE_THROWS_WITH(check_save_path(""), Catch::Contains("the checkpoint path is empty"));
+  // What it promises: save_safetensors fails on the same path.
+  REQUIRE_THROWS(save_safetensors(missing, {{"w", zeros({2})}}));
+}
+
 TEST_CASE("corrupt files are errors naming the file and the key, never a crash") {
   const std::string path = tmp_path("bad.safetensors");
   auto fails_with = [&](const std::string& bytes, const std::string& msg) {

@@ -30,6 +30,7 @@
 #include "lessons/common/lesson.h"
 #include "lessons/fashion_mnist/trainer.h"
 #include "nn/loss.h"
+#include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/ops.h"
@@ -128,6 +129,12 @@ int main(int argc, char** argv) try {
   const std::string state_path = args.state.empty() ? dir + "/state_" + args.model + ".safetensors" : args.state;
   const recap::Settings settings{args.model, args.epochs, args.batch, args.train_limit, args.lr, args.warmup_epochs};
   recap::require_same_settings(settings);  // one machine's launcher may have been given other flags
+  const std::string checkpoint_path =
+      args.checkpoint.empty() ? dir + "/ddp_" + args.model + ".safetensors" : args.checkpoint;
+  if (rank == 0) {  // rank 0 saves both: a bad path is named now, not after the training
+    nn::check_save_path(state_path);
+    nn::check_save_path(checkpoint_path);
+  }
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const bool restarted = restarts && std::string(restarts) != "0";
   recap::TrainingState state;
@@ -206,7 +213,7 @@ int main(int argc, char** argv) try {
   }
 
   // ---- Save only on rank 0.               if rank == 0: torch.save(model.module.state_dict(), ...)
-  const std::string path = args.checkpoint.empty() ? dir + "/ddp_" + args.model + ".safetensors" : args.checkpoint;
+  const std::string& path = checkpoint_path;
   dist::save_on_rank0(path, ddp.module().state_dict());
   twin.finish(ddp.module());
   if (rank == 0) {
