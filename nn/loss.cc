@@ -20,6 +20,10 @@ Tensor logsumexp_last(const Tensor& x) {
 
 Variable log_softmax(const Variable& x) {
   ENGINE_REQUIRE(x.dim() >= 1, "[log_softmax] needs at least 1 dim");
+  // bfloat16 and float16 are computed in float32 and rounded once, as PyTorch does:
+  // x - logsumexp in 16 bits would first round logsumexp, an error of several units in
+  // the last place of every output near 0.
+  if (is_half(x.data().dtype())) return autograd::to(log_softmax(autograd::to(x, DType::Float32)), x.data().dtype());
   if (x.size(-1) == 0)  // no classes: nothing to normalise, an empty result (as PyTorch)
     return autograd::record("log_softmax", x.data().clone(), {x},
                             [](const Tensor& g, const Needs&) { return Grads{g}; });
