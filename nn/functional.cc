@@ -33,8 +33,17 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
   const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
   const Tensor x2 = x.data().reshape({-1, in});  // (M, in): batch dims flattened
   const Tensor w = product_copy(weight.data());  // the product's copy
-  Tensor y = matmul(x2, w.transpose(0, 1));      // (M, out); W^T read in place
-  if (bias.defined()) add_(y, product_copy(bias.data()));
+  Tensor y;                                      // (M, out); W^T read in place
+  if (bias.defined() && is_half(w.dtype())) {
+    // 16 bits: the GEMM's float32 sums plus the (16-bit) bias, rounded once, as PyTorch's
+    // addmm. Rounding the product, then the sum with the bias, would round twice.
+    y = matmul(x2, w.transpose(0, 1), empty({x2.size(0), out}, DType::Float32, x2.device()));
+    add_(y, product_copy(bias.data()).to(DType::Float32));
+    y = y.to(w.dtype());
+  } else {
+    y = matmul(x2, w.transpose(0, 1));
+    if (bias.defined()) add_(y, product_copy(bias.data()));
+  }
   Shape ys = xs;
   ys.back() = out;
   std::vector<Variable> inputs{x, weight};

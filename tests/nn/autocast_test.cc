@@ -36,14 +36,19 @@ TEST_CASE("autocast: linear multiplies in bfloat16; gradients come back float32"
   }
   REQUIRE_FALSE(autocast_enabled());
   REQUIRE(y.data().dtype() == DType::BFloat16);
-  // The product of the rounded operands with float32 sums, rounded, plus the rounded bias,
-  // rounded: within one bfloat16 step (2^-7 relative) of the product and of the result.
+  // The product of the rounded operands with float32 sums, plus the rounded bias, rounded
+  // once (as PyTorch's addmm): within one bfloat16 step (2^-7 relative) of that everywhere,
+  // and equal to it but where the GEMM's order of sums tips a rounding (rare). Rounding
+  // the product before adding the bias, then again, missed it at about a quarter of them.
   const auto r = [](const Tensor& t) { return t.to(DType::BFloat16).to(DType::Float32); };
   const Tensor xw = matmul(r(x.data()), r(w.data()).transpose(0, 1));
-  const auto got = y.data().to(DType::Float32).to_vector<float>(), exp = (xw + r(b.data())).to_vector<float>(),
-             prod = xw.to_vector<float>();
-  for (size_t i = 0; i < got.size(); ++i)
-    REQUIRE(std::fabs(got[i] - exp[i]) <= (std::fabs(prod[i]) + std::fabs(exp[i])) * 0x1p-7f + 1e-6f);
+  const auto got = y.data().to(DType::Float32).to_vector<float>(), exp = r(xw + r(b.data())).to_vector<float>();
+  size_t equal = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(std::fabs(got[i] - exp[i]) <= std::fabs(exp[i]) * 0x1p-7f + 1e-6f);
+    equal += got[i] == exp[i];
+  }
+  REQUIRE(equal >= got.size() * 97 / 100);
   sum(y).backward();  // sum's gradient is float32 ones; the cast turns it into bfloat16 for linear
   REQUIRE(w.grad().dtype() == DType::Float32);
   REQUIRE(b.grad().dtype() == DType::Float32);
