@@ -17,6 +17,21 @@ Variable product_input(const Variable& x) { return autocast_enabled() ? autograd
 Tensor product_copy(const Tensor& t) { return autocast_enabled() ? t.to(autocast_dtype()) : t; }
 }  // namespace
 
+namespace {
+// a @ b plus bias (broadcast over the product), as PyTorch's addmm: with 16-bit operands
+// the bias is added to the GEMM's float32 sums and the result rounded once (rounding the
+// product, then its sum with the bias, would round twice: a quarter of outputs one ulp off).
+Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& bias) {
+  if (!bias.defined()) return matmul(a, b);
+  if (!is_half(a.dtype())) {
+    Tensor y = matmul(a, b);
+    return add_(y, bias);
+  }
+  Tensor sums = matmul(a, b, empty({a.size(0), b.size(1)}, DType::Float32, a.device()));
+  return add_(sums, bias.to(DType::Float32)).to(a.dtype());
+}
+}  // namespace
+
 Variable linear(const Variable& x_in, const Variable& weight, const Variable& bias) {
   // Under autocast the product runs in 16 bits: the input is cast (a recorded op), the
   // weight and bias are copied to 16 bits here, and backward writes the weight's gradient
@@ -33,17 +48,8 @@ Variable linear(const Variable& x_in, const Variable& weight, const Variable& bi
   const DType wdtype = weight.data().dtype(), bdtype = bias.defined() ? bias.data().dtype() : wdtype;
   const Tensor x2 = x.data().reshape({-1, in});  // (M, in): batch dims flattened
   const Tensor w = product_copy(weight.data());  // the product's copy
-  Tensor y;                                      // (M, out); W^T read in place
-  if (bias.defined() && is_half(w.dtype())) {
-    // 16 bits: the GEMM's float32 sums plus the (16-bit) bias, rounded once, as PyTorch's
-    // addmm. Rounding the product, then the sum with the bias, would round twice.
-    y = matmul(x2, w.transpose(0, 1), empty({x2.size(0), out}, DType::Float32, x2.device()));
-    add_(y, product_copy(bias.data()).to(DType::Float32));
-    y = y.to(w.dtype());
-  } else {
-    y = matmul(x2, w.transpose(0, 1));
-    if (bias.defined()) add_(y, product_copy(bias.data()));
-  }
+  // (M, out); W^T read in place
+  const Tensor y = matmul_add(x2, w.transpose(0, 1), bias.defined() ? product_copy(bias.data()) : Tensor());
   Shape ys = xs;
   ys.back() = out;
   std::vector<Variable> inputs{x, weight};
@@ -119,8 +125,7 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
     out = conv2d_forward_gpu(x.data(), weight.data(), bd, stride, padding);
   } else {
     cols = im2col(x.data(), kh, kw, stride, padding, kLayout);
-    Tensor out2 = matmul(w2, cols);
-    if (bias.defined()) add_(out2, product_copy(bias.data()).reshape({O, 1}));
+    const Tensor out2 = matmul_add(w2, cols, bias.defined() ? product_copy(bias.data()).reshape({O, 1}) : Tensor());
     out = out2.reshape({O, N, OH, OW}).permute({1, 0, 2, 3}).contiguous();
   }
   const Tensor xd = x.data();
