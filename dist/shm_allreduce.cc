@@ -27,7 +27,7 @@ namespace engine::dist {
 struct ShmAllReduce::Header {
   std::atomic<uint32_t> arrived;     // ranks at the current barrier
   std::atomic<uint32_t> generation;  // bumped by the last rank to arrive; waiters futex-wait on it
-  std::atomic<uint32_t> aborted;     // set by a failing rank
+  std::atomic<uint32_t> aborted;     // a failing rank sets 1, writes abort_text, then sets 2
   uint32_t pad;
   char abort_text[1024];
 };
@@ -261,8 +261,20 @@ char* ShmAllReduce::buffer(int r, int half) const {
          (size_t(r) * 2 + size_t(half)) * chunk_;
 }
 
+// Why a failing rank aborted the group. It claims the text (aborted 0 -> 1) before writing
+// it and publishes it (-> 2) after, so a rank that sees 1 waits for the text (briefly:
+// writing it takes microseconds) rather than reading it half written or empty.
+std::string ShmAllReduce::abort_reason() const {
+  const Header* h = header();
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  while (h->aborted.load(std::memory_order_acquire) == 1 && Clock::now() < until) std::this_thread::yield();
+  if (h->aborted.load(std::memory_order_acquire) != 2)
+    return "[dist] another rank aborted the process group (its reason was not written in time)";
+  return std::string(h->abort_text, strnlen(h->abort_text, sizeof h->abort_text));
+}
+
 void ShmAllReduce::check_peers_alive() {
-  if (header()->aborted.load()) throw Error(std::string(header()->abort_text));
+  if (header()->aborted.load()) throw Error(abort_reason());
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && !alive(control(r)->pid))
       throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) + " (pid " + std::to_string(control(r)->pid) +
@@ -298,7 +310,7 @@ void ShmAllReduce::barrier(Deadline deadline) {
       }
     }
   }
-  if (h->aborted.load()) throw Error(std::string(h->abort_text));  // woken by a failing rank, not by arrivals
+  if (h->aborted.load()) throw Error(abort_reason());  // woken by a failing rank, not by arrivals
 }
 
 void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline,
@@ -423,6 +435,7 @@ void ShmAllReduce::abort(const std::string& why) {
   uint32_t expected = 0;
   if (h->aborted.compare_exchange_strong(expected, 1)) {
     std::snprintf(h->abort_text, sizeof h->abort_text, "%s", why.c_str());
+    h->aborted.store(2, std::memory_order_release);  // the text is whole: readers may use it
   }
   h->generation.fetch_add(1);  // wake anyone waiting at a barrier
   futex(&h->generation, FUTEX_WAKE, INT32_MAX, nullptr);

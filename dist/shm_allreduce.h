@@ -90,6 +90,7 @@ class ShmAllReduce {
   std::vector<std::shared_ptr<Segment>> segments_;
   int shared_buffers_ = 0;
   void check_peers_alive();
+  std::string abort_reason() const;  // why a failing rank aborted the group
   struct Control;
   struct Header;
   Header* header() const;

@@ -160,6 +160,30 @@ TEST_CASE("a rank that skips a collective makes the others time out, naming whom
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
+TEST_CASE("when several ranks time out waiting for one, every one of them says for whom") {
+  // The first to time out aborts the group; the others are woken by that abort and report
+  // its text, which is published only once written (a rank that read it between the flag
+  // and the text reported an empty message: seen once in the fault matrix).
+  for (int round = 0; round < 3; ++round) {
+    auto errs = errors_of(
+        4,
+        [](ProcessGroupTCP& g) {
+          if (g.rank() == 3) {
+            std::this_thread::sleep_for(1500ms);
+            return;
+          }
+          Tensor t = zeros({16});
+          g.all_reduce(t).wait();
+        },
+        1s, /*shared_memory=*/true);
+    for (int r = 0; r < 3; ++r) {
+      INFO("round " << round << ", rank " << r << ": " << errs[size_t(r)]);
+      RANK_REQUIRE_THAT(errs[size_t(r)],
+                        Catch::Contains("timed out after 1 s") && Catch::Contains("waiting for rank 3"));
+    }
+  }
+}
+
 TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor names it within seconds") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
