@@ -75,21 +75,19 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t0) {
   out << "tensor(";
   if (t.numel() == 0) return out << "[], " << meta << ")";
   // Pick one format and one column width for all values so columns line up.
+  // The range is that of the finite values: a nan or inf beside 1e-40 and 1e30 must not
+  // turn the others into a fixed format that shows them as 0.0000 and 31 digits.
   double maxabs = 0, minabs = INFINITY;
-  bool finite = true;
   std::vector<double> vals = dispatch_storage(t.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return std::vector<double>(t.data<T>(), t.data<T>() + t.numel());
   });
   for (double v : vals) {
-    if (!std::isfinite(v)) {
-      finite = false;
-      continue;
-    }
+    if (!std::isfinite(v)) continue;
     maxabs = std::max(maxabs, std::fabs(v));
     if (v != 0) minabs = std::min(minabs, std::fabs(v));
   }
-  const bool sci = is_floating(t.dtype()) && finite && (maxabs >= 1e6 || (minabs < 1e-4 && maxabs > 0));
+  const bool sci = is_floating(t.dtype()) && (maxabs >= 1e6 || (minabs < 1e-4 && maxabs > 0));
   size_t width = 0;
   for (double v : vals) width = std::max(width, format_value(v, t.dtype(), sci).size());
   if (t.dim() == 0) {

@@ -231,6 +231,13 @@ TEST_CASE("printing shows values, shape, dtype and device, elided when large") {
   std::ostringstream n;  // 0/0 sets the NaN's sign bit on x86; PyTorch prints "nan" either way
   n << zeros({1}) / zeros({1});
   REQUIRE(n.str() == "tensor([nan], shape=(1,), dtype=float32, device=cpu)");
+  // A nan or inf does not stop a wide range from printing in scientific notation (torch:
+  // tensor([1.0000e-30, 1.0000e+30, nan, inf])).
+  std::ostringstream wide;
+  wide << tensor({1e-30f, 1e30f, NAN, INFINITY, 1.5f});
+  REQUIRE(wide.str() ==
+          "tensor([1.0000e-30, 1.0000e+30,        nan,        inf, 1.5000e+00], shape=(5,), "
+          "dtype=float32, device=cpu)");
   std::ostringstream e;
   e << zeros({0, 2});
   REQUIRE(e.str() == "tensor([], shape=(0,2), dtype=float32, device=cpu)");
