@@ -8,7 +8,18 @@ namespace engine::autograd {
 
 using Grads = std::vector<Tensor>;
 
+namespace {
+// Two different floating dtypes (bfloat16 or float16 with float32, or with each other) meet
+// in float32, as PyTorch promotes them: each goes through a recorded to(), whose backward
+// hands the gradient back in its own dtype, so the op itself sees one dtype.
+bool mixed(const Variable& a, const Variable& b) {
+  const DType da = a.data().dtype(), db = b.data().dtype();
+  return da != db && is_floating(da) && is_floating(db);
+}
+}  // namespace
+
 Variable add(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return add(to(a, DType::Float32), to(b, DType::Float32));
   const Shape sa = a.shape(), sb = b.shape();
   return record("add", engine::add(a.data(), b.data()), {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
     // d(a+b)/da = 1, d(a+b)/db = 1
@@ -17,6 +28,7 @@ Variable add(const Variable& a, const Variable& b) {
 }
 
 Variable sub(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return sub(to(a, DType::Float32), to(b, DType::Float32));
   const Shape sa = a.shape(), sb = b.shape();
   return record("sub", engine::sub(a.data(), b.data()), {a, b}, [sa, sb](const Tensor& g, const Needs& n) {
     return Grads{n[0] ? sum_to(g, sa) : Tensor(), n[1] ? sum_to(engine::neg(g), sb) : Tensor()};
@@ -24,6 +36,7 @@ Variable sub(const Variable& a, const Variable& b) {
 }
 
 Variable mul(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return mul(to(a, DType::Float32), to(b, DType::Float32));
   const Tensor x = a.data(), y = b.data();
   return record("mul", engine::mul(x, y), {a, b}, [x, y](const Tensor& g, const Needs& n) {
     // d(xy)/dx = y, d(xy)/dy = x
@@ -32,6 +45,7 @@ Variable mul(const Variable& a, const Variable& b) {
 }
 
 Variable div(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return div(to(a, DType::Float32), to(b, DType::Float32));
   const Tensor x = a.data(), y = b.data();
   return record("div", engine::div(x, y), {a, b}, [x, y](const Tensor& g, const Needs& n) {
     // d(x/y)/dx = 1/y, d(x/y)/dy = -x/y^2
@@ -41,6 +55,7 @@ Variable div(const Variable& a, const Variable& b) {
 }
 
 Variable pow(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return pow(to(a, DType::Float32), to(b, DType::Float32));
   const Tensor x = a.data(), y = b.data(), out = engine::pow(x, y);
   return record("pow", out, {a, b}, [x, y, out](const Tensor& g, const Needs& n) {
     // d(x^y)/dx = y x^(y-1), d(x^y)/dy = x^y ln x. At the singular points PyTorch takes the
@@ -67,6 +82,7 @@ Variable pow(const Variable& a, double e) {
 }
 
 Variable maximum(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return maximum(to(a, DType::Float32), to(b, DType::Float32));
   const Tensor x = a.data(), y = b.data();
   return record("maximum", engine::maximum(x, y), {a, b}, [x, y](const Tensor& g, const Needs& n) {
     // The gradient goes to the larger input; on ties it is split evenly, as in PyTorch.
@@ -76,6 +92,7 @@ Variable maximum(const Variable& a, const Variable& b) {
 }
 
 Variable minimum(const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return minimum(to(a, DType::Float32), to(b, DType::Float32));
   const Tensor x = a.data(), y = b.data();
   return record("minimum", engine::minimum(x, y), {a, b}, [x, y](const Tensor& g, const Needs& n) {
     const Tensor to_x = engine::lt(x, y) + engine::eq(x, y) * 0.5, to_y = 1.0 - to_x;
@@ -84,6 +101,7 @@ Variable minimum(const Variable& a, const Variable& b) {
 }
 
 Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+  if (mixed(a, b)) return where(cond, to(a, DType::Float32), to(b, DType::Float32));
   const Shape sa = a.shape(), sb = b.shape();
   return record("where", engine::where(cond, a.data(), b.data()), {a, b},
                 [cond, sa, sb](const Tensor& g, const Needs& n) {

@@ -65,6 +65,12 @@ void require_int64_scalar(const char* op, const Tensor& a, double s, const char*
                  " needs; convert the tensor first: t.to(DType::Float32)");
 }
 
+// Two different floating dtypes meet in float32, as PyTorch promotes bfloat16 or float16
+// with float32 (and bfloat16 with float16); int64 with a float stays an error.
+bool mixed_floats(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.dtype() != b.dtype() && is_floating(a.dtype()) && is_floating(b.dtype());
+}
+
 void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[", op, "] got an undefined tensor");
   ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()),
@@ -170,6 +176,7 @@ Tensor map2(const char* op, const Tensor& a, const Tensor& b, F f) {
 // Arithmetic: same dtype in and out, for float32 and int64.
 template <class F>
 Tensor arith(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F f) {
+  if (mixed_floats(a, b)) return arith(op, kind, f32(a), f32(b), f);
   require_same_dtype(op, a, b);
   if (is_half(a.dtype())) return arith(op, kind, f32(a), f32(b), f).to(a.dtype());
   if (cuda_ops::on_cuda(a, b)) return cuda_ops::binary(op, kind, a, b);
@@ -183,6 +190,7 @@ Tensor arith(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F 
 // Comparisons: float32 mask out.
 template <class F>
 Tensor compare(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, F f) {
+  if (mixed_floats(a, b)) return compare(op, kind, f32(a), f32(b), f);
   require_same_dtype(op, a, b);
   if (is_half(a.dtype())) return compare(op, kind, f32(a), f32(b), f);
   if (cuda_ops::on_cuda(a, b)) return cuda_ops::binary(op, kind, a, b);
@@ -289,6 +297,7 @@ Tensor ge(const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (mixed_floats(a, b)) return where(cond, f32(a), f32(b));
   require_same_dtype("where", a, b);
   ENGINE_REQUIRE(cond.defined(), "[where] got an undefined condition");
   if (is_half(cond.dtype())) return where(f32(cond), a, b);

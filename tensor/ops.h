@@ -18,7 +18,9 @@
 
 namespace engine {
 
-// ---- binary, with broadcasting; both operands must have the same dtype
+// ---- binary, with broadcasting; both operands must have the same dtype, except that two
+// floating dtypes (bfloat16 or float16 with float32, or with each other) meet in float32,
+// as PyTorch promotes them
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);

@@ -149,6 +149,29 @@ TEST_CASE("autocast: conv2d's errors name what is wrong, as without autocast") {
                       Catch::Contains("[conv2d] weight must be (O, C, kh, kw), got (4,3,3)"));
 }
 
+TEST_CASE("a 16-bit output meets a float32 tensor in float32, and each gets its gradient in its own dtype") {
+  // y = linear(x) under autocast is bfloat16; y + r (r float32) and y * r are float32 as in
+  // PyTorch, where they were an error "dtypes differ".
+  Generator g(6);
+  Variable x(randn({4, 8}, &g)), w(randn({3, 8}, &g), true), r(randn({4, 3}, &g), true);
+  Variable y;
+  {
+    Autocast ac(DType::BFloat16);
+    y = linear(x, w, Variable());
+  }
+  REQUIRE(y.data().dtype() == DType::BFloat16);
+  const Variable z = add(mul(y, r), r);
+  REQUIRE(z.data().dtype() == DType::Float32);
+  sum(z).backward();
+  REQUIRE(w.grad().dtype() == DType::Float32);
+  REQUIRE(r.grad().dtype() == DType::Float32);
+  // dz/dr = y + 1 (y's bfloat16 values, widened); dz/dw = r^T x through the 16-bit product.
+  const Tensor y32 = y.data().to(DType::Float32);
+  REQUIRE(r.grad().to_vector<float>() == (y32 + 1.0).to_vector<float>());
+  const Tensor dw = matmul(r.data().transpose(0, 1), x.data());
+  REQUIRE(relative_distance(w.grad(), dw) < 1e-2);  // r and x rounded to bfloat16 on the way
+}
+
 TEST_CASE("autocast scopes nest and can be disabled") {
   {
     Autocast outer(DType::Float16);

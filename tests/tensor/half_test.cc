@@ -189,7 +189,24 @@ TEST_CASE("16-bit tensors print their dtype and round-trip through int64") {
 
 TEST_CASE("16-bit errors name the dtypes") {
   Tensor b = ones({2, 2}, DType::BFloat16), h = ones({2, 2}, DType::Float16);
-  REQUIRE_THROWS_WITH(add(b, h), Catch::Contains("bfloat16") && Catch::Contains("float16"));
+  REQUIRE_THROWS_WITH(add(b, ones({2, 2}, DType::Int64)), Catch::Contains("bfloat16") && Catch::Contains("int64"));
   REQUIRE_THROWS_WITH(matmul(b, ones({2, 2})), Catch::Contains("bfloat16 @ float32"));
   REQUIRE_THROWS_WITH(b.data<float>(), Catch::Contains("holds bfloat16"));
+}
+
+TEST_CASE("two floating dtypes meet in float32, as PyTorch promotes them") {
+  // torch: bf16 + f32, f16 * f32 and bf16 + f16 are float32; a comparison is a mask.
+  const Tensor b = from_vector(std::vector<float>{0.1f, 3}).to(DType::BFloat16);
+  const Tensor h = from_vector(std::vector<float>{0.1f, 3}).to(DType::Float16),
+               f = from_vector(std::vector<float>{1, 2});
+  const Tensor bf = add(b, f), hf = mul(h, f), bh = add(b, h);
+  REQUIRE(bf.dtype() == DType::Float32);
+  REQUIRE(hf.dtype() == DType::Float32);
+  REQUIRE(bh.dtype() == DType::Float32);
+  REQUIRE(bf.to_vector<float>() == std::vector<float>{float(bfloat16(0.1f)) + 1, 5});  // the 16-bit value, widened
+  REQUIRE(hf.to_vector<float>() == std::vector<float>{float(float16(0.1f)) * 1, 6});
+  REQUIRE(bh.to_vector<float>() == std::vector<float>{float(bfloat16(0.1f)) + float(float16(0.1f)), 6});
+  REQUIRE(lt(b, f).to_vector<float>() == std::vector<float>{1, 0});
+  REQUIRE(where(gt(f, scalar_tensor(1.5)), b, f).to_vector<float>() == std::vector<float>{1, 3});
+  REQUIRE(add(b, b).dtype() == DType::BFloat16);  // one dtype stays itself
 }
