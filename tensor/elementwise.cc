@@ -56,12 +56,14 @@ T wrapping_mul(T x, T y) {
     return x * y;
 }
 
-// A scalar that multiplies or bounds an int64 tensor must be a whole number in int64's
-// range: converting 1.5 would truncate it without a word, and one past the range is
-// undefined behaviour.
+// Whether an int64 tensor can take `s`: a whole number in int64's range. Converting 1.5
+// would truncate it without a word, and one past the range is undefined behaviour.
+bool whole_int64(double s) { return s == std::trunc(s) && s >= -0x1p63 && s < 0x1p63; }
+
+// The scalar of add_ (alpha) and mul_ (the factor) on an int64 tensor.
 void require_int64_scalar(const char* op, const Tensor& a, double s, const char* what) {
-  ENGINE_REQUIRE(a.dtype() != DType::Int64 || (s == std::trunc(s) && s >= -0x1p63 && s < 0x1p63), "[", op, "] ", what,
-                 " ", s, " is not a whole number in int64's range, as an int64 tensor ", shape_str(a.shape()),
+  ENGINE_REQUIRE(a.dtype() != DType::Int64 || whole_int64(s), "[", op, "] ", what, " ", s,
+                 " is not a whole number in int64's range, as an int64 tensor ", shape_str(a.shape()),
                  " needs; convert the tensor first: t.to(DType::Float32)");
 }
 
@@ -227,8 +229,7 @@ Tensor unary_any(const char* op, UnaryOp kind, const Tensor& a, F f, double p0 =
 // numbers in int64's range: 3 * 1.5 would otherwise truncate 1.5 to 1 without a word
 // (PyTorch promotes to float instead; here the caller converts, and sees that it did).
 Tensor scalar_like(const Tensor& a, double s) {
-  ENGINE_REQUIRE(a.dtype() != DType::Int64 || (s == std::trunc(s) && std::abs(s) < 0x1p63), "[", shape_str(a.shape()),
-                 " int64 tensor op ", s,
+  ENGINE_REQUIRE(a.dtype() != DType::Int64 || whole_int64(s), "[", shape_str(a.shape()), " int64 tensor op ", s,
                  "] an int64 tensor meets only whole numbers in int64's range; convert it "
                  "first: t.to(DType::Float32)");
   return scalar_tensor(s, a.dtype());
