@@ -7,17 +7,30 @@
 
 #include "tensor/cpu_features.h"
 #include "tensor/cuda_ops.h"
+#include "tensor/elementwise_cpu.h"
 #include "tensor/loops.h"
 #include "tensor/ops.h"
 
 namespace engine {
+
+bool detail::trailing_match(const Shape& shape, const Shape& b) {
+  size_t lead = 0;
+  while (lead < b.size() && b[lead] == 1) ++lead;
+  const size_t n = b.size() - lead;
+  if (n > shape.size()) return false;
+  return std::equal(b.begin() + lead, b.end(), shape.end() - n);
+}
+
 namespace {
 
-void require_cpu(const char* op, const Tensor& t) {
-  ENGINE_REQUIRE(t.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(t.device().is_cpu(), "[", op, "] expects tensors on one device, got one on ", t.device().str(),
-                 " with another on the cpu; move it with .to(Device::cpu())");
-}
+using detail::f32;
+using detail::require_cpu;
+using detail::require_same_dtype;
+using detail::trailing_match;
+using detail::whole_int64;
+using detail::wrapping_add;
+using detail::wrapping_mul;
+using detail::wrapping_sub;
 
 using cuda::BinaryOp;
 using cuda::UnaryOp;
@@ -27,56 +40,10 @@ void require_float(const char* op, const Tensor& t) {
   ENGINE_REQUIRE(is_floating(t.dtype()), "[", op, "] needs a floating-point tensor, got ", dtype_name(t.dtype()));
 }
 
-// bfloat16 and float16 have no kernels of their own: an op widens them to float32, runs,
-// and rounds its result back once, which is what PyTorch's CPU kernels for these types do
-// element by element.
-Tensor f32(const Tensor& t) { return t.to(DType::Float32); }
-
-// int64 arithmetic wraps modulo 2^64, as PyTorch's does (two's complement). It is done in
-// uint64, where wrapping is defined C++; a signed overflow would be undefined behaviour.
-template <class T>
-T wrapping_add(T x, T y) {
-  if constexpr (std::is_integral_v<T>)
-    return T(uint64_t(x) + uint64_t(y));
-  else
-    return x + y;
-}
-template <class T>
-T wrapping_sub(T x, T y) {
-  if constexpr (std::is_integral_v<T>)
-    return T(uint64_t(x) - uint64_t(y));
-  else
-    return x - y;
-}
-template <class T>
-T wrapping_mul(T x, T y) {
-  if constexpr (std::is_integral_v<T>)
-    return T(uint64_t(x) * uint64_t(y));
-  else
-    return x * y;
-}
-
-// Whether an int64 tensor can take `s`: a whole number in int64's range. Converting 1.5
-// would truncate it without a word, and one past the range is undefined behaviour.
-bool whole_int64(double s) { return s == std::trunc(s) && s >= -0x1p63 && s < 0x1p63; }
-
-// The scalar of add_ (alpha) and mul_ (the factor) on an int64 tensor.
-void require_int64_scalar(const char* op, const Tensor& a, double s, const char* what) {
-  ENGINE_REQUIRE(a.dtype() != DType::Int64 || whole_int64(s), "[", op, "] ", what, " ", s,
-                 " is not a whole number in int64's range, as an int64 tensor ", shape_str(a.shape()),
-                 " needs; convert the tensor first: t.to(DType::Float32)");
-}
-
 // Two different floating dtypes meet in float32, as PyTorch promotes bfloat16 or float16
 // with float32 (and bfloat16 with float16); int64 with a float stays an error.
 bool mixed_floats(const Tensor& a, const Tensor& b) {
   return a.defined() && b.defined() && a.dtype() != b.dtype() && is_floating(a.dtype()) && is_floating(b.dtype());
-}
-
-void require_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  ENGINE_REQUIRE(a.defined() && b.defined(), "[", op, "] got an undefined tensor");
-  ENGINE_REQUIRE(a.dtype() == b.dtype(), "[", op, "] dtypes differ: ", dtype_name(a.dtype()), " ", shape_str(a.shape()),
-                 " vs ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
 }
 
 // The flat loop of a unary op, compiled a second time for AVX-512, where it moves 16 floats
@@ -93,20 +60,6 @@ template <class F>
 __attribute__((target("avx512f"))) void flat_zip_avx512(int64_t n, const float* __restrict a, const float* __restrict b,
                                                         float* __restrict o, F& f) {
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-}
-
-// x[i] += y[i] for i < n, the same for AVX-512 (a plain add: nothing to fuse).
-__attribute__((target("avx512f"))) void add_into_avx512(int64_t n, float* x, const float* y) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-// x[i] += s y[i] for i < n: AVX-512's copy for s = 1 (where a product would be fused into
-// the add, s y + x would round once instead of twice), else the loop built for the baseline.
-template <class T>
-void add_into(int64_t n, T* x, const T* y, T s) {
-  if constexpr (std::is_same_v<T, float>)
-    if (s == 1 && cpu_has_avx512()) return add_into_avx512(n, x, y);
-  for (int64_t i = 0; i < n; ++i) x[i] = wrapping_add(x[i], wrapping_mul(s, y[i]));
 }
 
 // out[i] = f(a[i]) for T in a's dtype, R the output type.
@@ -127,16 +80,6 @@ Tensor map1(const Tensor& a, F f) {
   detail::for_each_offset<2>(a.shape(), {out.strides(), a.strides()}, {0, a.offset()},
                              [&](const std::array<int64_t, 2>& k) { o[k[0]] = f(in[k[1]]); });
   return out;
-}
-
-// True when `b` (ignoring its leading 1s) equals the trailing dims of `shape`, so that
-// broadcasting b over shape just repeats it whole.
-bool trailing_match(const Shape& shape, const Shape& b) {
-  size_t lead = 0;
-  while (lead < b.size() && b[lead] == 1) ++lead;
-  const size_t n = b.size() - lead;
-  if (n > shape.size()) return false;
-  return std::equal(b.begin() + lead, b.end(), shape.end() - n);
 }
 
 // out[i] = f(a[i], b[i]) after broadcasting a and b together.
@@ -433,66 +376,5 @@ Tensor operator+(double s, const Tensor& a) { return add(scalar_like(a, s), a); 
 Tensor operator-(double s, const Tensor& a) { return sub(scalar_like(a, s), a); }
 Tensor operator*(double s, const Tensor& a) { return mul(scalar_like(a, s), a); }
 Tensor operator/(double s, const Tensor& a) { return div(scalar_like(a, s), a); }
-
-Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
-  require_same_dtype("add_", a, b);
-  ENGINE_REQUIRE(broadcast_shapes(a.shape(), b.shape(), "add_") == a.shape(), "[add_] cannot add shape ",
-                 shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
-  require_distinct_elements(a, "add_");
-  require_int64_scalar("add_", a, alpha, "alpha");
-  a.storage()->bump_version();
-  if (is_half(a.dtype())) {
-    Tensor wide = f32(a);
-    a.copy_(add_(wide, f32(b), alpha));
-    return a;
-  }
-  if (cuda_ops::on_cuda(a, b)) {
-    cuda_ops::add_(a, b, alpha);
-    return a;
-  }
-  require_cpu("add_", a), require_cpu("add_", b);
-  dispatch(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T* pa = static_cast<T*>(a.storage()->data());
-    const T* pb = static_cast<const T*>(b.storage()->data());
-    const T s = T(alpha);
-    // b whole (the same shape) or repeated along a's rows (a bias): one flat loop per row.
-    if (a.is_contiguous() && b.is_contiguous() && b.numel() > 0 && trailing_match(a.shape(), b.shape())) {
-      T* x = pa + a.offset();
-      const T* y = pb + b.offset();
-      for (int64_t row = 0, n = b.numel(), rows = a.numel() / n; row < rows; ++row) add_into(n, x + row * n, y, s);
-      return;
-    }
-    detail::for_each_offset<2>(a.shape(), {a.strides(), detail::broadcast_strides(b.shape(), b.strides(), a.shape())},
-                               {a.offset(), b.offset()}, [&](const std::array<int64_t, 2>& k) {
-                                 pa[k[0]] = wrapping_add(pa[k[0]], wrapping_mul(s, pb[k[1]]));
-                               });
-  });
-  return a;
-}
-
-Tensor& mul_(Tensor& a, double s) {
-  ENGINE_REQUIRE(a.defined(), "[mul_] got an undefined tensor");
-  require_distinct_elements(a, "mul_");
-  require_int64_scalar("mul_", a, s, "the factor");
-  a.storage()->bump_version();
-  if (is_half(a.dtype())) {
-    Tensor wide = f32(a);
-    a.copy_(mul_(wide, s));
-    return a;
-  }
-  if (cuda_ops::on_cuda(a)) {
-    cuda_ops::mul_(a, s);
-    return a;
-  }
-  dispatch(a.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T* p = static_cast<T*>(a.storage()->data());
-    const T k = T(s);
-    detail::for_each_offset<1>(a.shape(), {a.strides()}, {a.offset()},
-                               [&](const std::array<int64_t, 1>& o) { p[o[0]] = wrapping_mul(p[o[0]], k); });
-  });
-  return a;
-}
 
 }  // namespace engine
