@@ -1,7 +1,7 @@
 // The fused operations behind nn/'s layers, losses and optimizers, on plain tensors: the
-// inputs' device decides where each runs (the CPU loops in nn_ops.cc, or the CUDA kernels
-// of tensor/cuda/nn.cu and optim.cu, which follow the same algorithm). nn/ wraps them in
-// autograd and never names a device.
+// inputs' device decides where each runs (the CPU loops in nn_ops.cc and optim_steps.cc,
+// or the CUDA kernels of tensor/cuda/nn.cu and optim.cu, which follow the same algorithm).
+// nn/ wraps them in autograd and never names a device.
 //
 //   Tensor cols = im2col(x, 3, 3, /*stride=*/1, /*padding=*/1, ColumnLayout::BatchInColumns);
 //   MaxPool pool = max_pool2d_forward(x, /*kernel=*/2, /*stride=*/2, /*padding=*/0);

@@ -35,7 +35,7 @@ __attribute__((target("avx512f"))) void sgd_loop(int64_t n, float* p, const floa
   }
 }
 
-// Adam's rule as nn_ops.cc's portable loop writes it, operation for operation:
+// Adam's rule as optim_steps.cc's portable loop writes it, operation for operation:
 //   g' = g + wd p (Adam's L2 term, kDecay);  p = p decay;  m = b1 m + (1 - b1) g';
 //   v = b2 v + ((1 - b2) g') g';  p = p - (step m) / (sqrt(v) / bc2 + eps).
 // Square roots and divisions round correctly in both, so the two agree to the bit. (The

@@ -133,7 +133,7 @@ void max_pool2d_forward(int device, int64_t planes, int64_t H, int64_t W, int64_
 // dx (zeroed, `in_count` elements) += g at where: the scatter of max pooling's backward.
 void max_pool2d_backward(int device, int64_t out_count, const float* g, const int64_t* where, float* dx);
 
-// ---- optimizer steps (optim.cu): one fused pass per parameter, the same rules as tensor/nn_ops.cc.
+// ---- optimizer steps (optim.cu): one fused pass per parameter, the same rules as tensor/optim_steps.cc.
 using engine::SgdArgs;
 void sgd_step(int device, int64_t n, float* param, const float* grad, float* momentum_buffer, const SgdArgs& a);
 using engine::AdamArgs;
