@@ -19,6 +19,13 @@ int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
   return int(x);
 }
 
+// "--name", "--name=value", and torchrun's short forms -r, -t (and -h).
+bool is_flag(const std::string& a) {
+  if (a.rfind("--", 0) == 0) return true;
+  const std::string key = a.substr(0, a.find('='));
+  return key == "-r" || key == "-t" || key == "-h";
+}
+
 }  // namespace
 
 LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token) {
@@ -26,7 +33,7 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) break;  // the program starts here
+    if (!is_flag(a)) break;  // the program starts here
     std::string key = a, value;
     const size_t eq = a.find('=');
     if (eq != std::string::npos) key = a.substr(0, eq), value = a.substr(eq + 1);
@@ -35,6 +42,10 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
       if (i + 1 >= args.size()) throw Error("missing value after " + key);
       return args[++i];
     };
+    if (key == "--help" || key == "-h") {
+      o.help = true;
+      return o;
+    }
     if (key == "--nproc_per_node" || key == "--nproc-per-node")
       o.nproc_per_node = parse_int(key, need(), 1, 1024);
     else if (key == "--nnodes")

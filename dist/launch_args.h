@@ -21,11 +21,13 @@ struct LaunchArgs {
   int redirects = 0, tee = 0;        // which streams go to the log files: 1 stdout, 2 stderr, 3 both;
                                      // redirects: only there; tee: there and to the console
   std::vector<std::string> command;  // the program and its arguments
+  bool help = false;                 // --help or -h: print the usage and start nothing
 };
 
 // `args` excludes the launcher's own name. Flags come first (--flag=value or --flag value);
 // the first argument that is not a flag, or whatever follows "--", starts the program.
 // env_token (ENGINE_JOB_TOKEN, may be null) is the token when --job_token is absent.
+// --help (or -h) among the flags returns at once with `help` set and nothing else checked.
 LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token);
 
 }  // namespace engine::dist

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "tests/testing/tmp_path.h"
 
 namespace {
 std::string runfile(const std::string& path) {
@@ -85,6 +86,29 @@ TEST_CASE("node ranks and multi-node arguments") {
   const Run missing = run(kLaunch + " --nproc_per_node=1 /nonexistent/program");
   REQUIRE(missing.status == 127);
   REQUIRE_THAT(missing.output, Catch::Contains("cannot run /nonexistent/program"));
+}
+
+TEST_CASE("--help and -h describe every flag and start nothing; torchrun's short -r and -t are flags") {
+  for (const char* h : {" --help", " -h", " --nproc_per_node=2 --help /bin/false"}) {
+    const Run r = run(kLaunch + h);
+    INFO(h << "\n" << r.output);
+    REQUIRE(r.status == 0);
+    for (const char* flag : {"--nproc_per_node N", "--nnodes N", "--node_rank R", "--master_addr A", "--master_port P",
+                             "--standalone", "--job_token T", "--max_restarts N", "--run_id ID", "--stopped_timeout S",
+                             "--log_dir D", "-r, --redirects M", "-t, --tee M", "ENGINE_SOCKET_IFNAME"})
+      REQUIRE_THAT(r.output, Catch::Contains(flag));
+    REQUIRE_THAT(r.output, !Catch::Contains("[rank 0]"));
+  }
+  const std::string dir = engine::testing::tmp_path("launch_short_flags");
+  const Run r = run(kLaunch + " --log_dir " + dir + " -r 1 -t=2 /bin/sh -c 'echo out; echo err >&2'");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, !Catch::Contains("[rank 0] out") && Catch::Contains("[rank 0] err"));
+  std::ifstream log(dir + "/attempt_0/0/stdout.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  REQUIRE(text.str() == "out\n");
+  REQUIRE_THAT(run(kLaunch + " --bogus /bin/true").output, Catch::Contains("launch --help says"));
 }
 
 TEST_CASE("a stopped rank is named by the launcher, not the survivor that timed out waiting for it") {
