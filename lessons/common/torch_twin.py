@@ -8,6 +8,11 @@ a world size of 1, and with PyTorch's DistributedDataParallel over gloo, one pro
 rank, otherwise. It writes OUT/losses_rank{r}.txt and OUT/final.safetensors, then compares:
 the final weights, and the predicted class of every test image under both final models.
 
+Then, at the few steps the recap recorded whole (run.json's "probe_steps"), it takes one
+step from the engine's own state there (weights and momentum) on the same batches, and
+compares that step's loss and the weights after it with the engine's: each step agrees to
+float32's last bits even where the two free-running runs have drifted far apart.
+
     python3 lessons/common/torch_twin.py DIR OUT [--data /usr/share/datasets/fashion-mnist]
 """
 import argparse
@@ -87,10 +92,14 @@ def make_model(name):
 
 
 def load_engine_weights(model, path):
-    missing, unexpected = model.load_state_dict(load_safetensors(path), strict=False)
+    load_engine_weights_from(model, load_safetensors(path), path)
+
+
+def load_engine_weights_from(model, tensors, where):
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
     missing = [k for k in missing if not k.endswith("num_batches_tracked")]  # PyTorch's own counter
     if missing or unexpected:
-        sys.exit(f"torch_twin: {path} does not fit the model: missing {missing}, unexpected {unexpected}")
+        sys.exit(f"torch_twin: {where} does not fit the model: missing {missing}, unexpected {unexpected}")
 
 
 # ---- the training, per rank
@@ -128,8 +137,48 @@ def train(rank, run, twin_dir, out_dir, port):
         save_safetensors(os.path.join(out_dir, "final.safetensors"), model.state_dict())
         with open(os.path.join(out_dir, "time.json"), "w") as f:
             json.dump({"seconds": seconds}, f)
+    one_step_from_engine_state(rank, run, twin_dir, out_dir, x, y, model, net, opt, orders)
     if world > 1:
         dist.destroy_process_group()
+
+
+def one_step_from_engine_state(rank, run, twin_dir, out_dir, x, y, model, net, opt, orders):
+    """At each probe step: the engine's weights and momentum before it, one step on the same
+    batch. Every rank writes "step loss" lines to OUT/one_step_rank{r}.txt; rank 0 compares
+    the weights after the step with the engine's (OUT/one_step_weights.json)."""
+    steps, total = run["steps_per_epoch"], run["epochs"] * run["steps_per_epoch"]
+    losses, weights = [], []
+    for step in run.get("probe_steps", []):
+        saved = load_safetensors(os.path.join(twin_dir, f"probe_step{step}.safetensors"))
+        part = lambda prefix: {k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)}
+        load_engine_weights_from(model, part("before."), f"probe_step{step}")
+        momentum = part("optimizer.state.")
+        for i, p in enumerate(model.parameters()):
+            opt.state[p]["momentum_buffer"] = momentum[f"{i}.momentum_buffer"].clone()
+        epoch, b = divmod(step, steps)
+        for group in opt.param_groups:
+            group["lr"] = run["lr"] * 0.5 * (1 + math.cos(math.pi * step / total))
+        idx = torch.tensor(orders[epoch][b * run["batch"]:(b + 1) * run["batch"]])
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
+        loss.backward()
+        opt.step()
+        losses.append(f"{step} {loss.item():.9g}\n")
+        if rank == 0:
+            before, after, ours = part("before."), model.state_dict(), part("after.")
+            worst = scale = moved = 0.0
+            for name, a in ours.items():
+                if a.dtype == torch.float32:
+                    worst = max(worst, (after[name] - a).abs().max().item())
+                    scale = max(scale, a.abs().max().item())
+                    moved = max(moved, (a - before[name]).abs().max().item())
+            weights.append({"step": step, "weights_rel_difference": worst / scale,
+                            "update_rel_difference": worst / max(moved, 1e-30)})
+    with open(os.path.join(out_dir, f"one_step_rank{rank}.txt"), "w") as f:
+        f.writelines(losses)
+    if rank == 0:
+        with open(os.path.join(out_dir, "one_step_weights.json"), "w") as f:
+            json.dump(weights, f)
 
 
 def free_port():
@@ -155,7 +204,32 @@ def compare(run, twin_dir, out_dir):
         p, q = ours(x).argmax(1), theirs(x).argmax(1)
     return {"max_abs_weight_difference": worst, "max_rel_weight_difference": worst / scale,
             "same_prediction_fraction": (p == q).float().mean().item(), "test_images": len(y),
-            "accuracy_engine": (p == y).float().mean().item(), "accuracy_pytorch": (q == y).float().mean().item()}
+            "accuracy_engine": (p == y).float().mean().item(), "accuracy_pytorch": (q == y).float().mean().item(),
+            "one_step": compare_one_step(run, twin_dir, out_dir)}
+
+
+def read_losses(path):
+    with open(path) as f:
+        return [float(line) for line in f]
+
+
+def compare_one_step(run, twin_dir, out_dir):
+    """The probe steps: the one-step losses (every rank) and weights (rank 0) against the
+    engine's, beside how far the free-running runs are apart at those steps."""
+    one = free = 0.0
+    for rank in range(run["world"]):
+        ours = read_losses(os.path.join(twin_dir, f"losses_rank{rank}.txt"))
+        free_running = read_losses(os.path.join(out_dir, f"losses_rank{rank}.txt"))
+        with open(os.path.join(out_dir, f"one_step_rank{rank}.txt")) as f:
+            for line in f:
+                step, loss = int(line.split()[0]), float(line.split()[1])
+                one = max(one, abs(loss - ours[step]) / abs(ours[step]))
+                free = max(free, abs(free_running[step] - ours[step]) / abs(ours[step]))
+    with open(os.path.join(out_dir, "one_step_weights.json")) as f:
+        weights = json.load(f)
+    return {"steps": run.get("probe_steps", []), "loss_rel_difference": one, "free_running_loss_rel_difference": free,
+            "weights_rel_difference": max([w["weights_rel_difference"] for w in weights], default=0.0),
+            "update_rel_difference": max([w["update_rel_difference"] for w in weights], default=0.0)}
 
 
 def main():
@@ -183,6 +257,13 @@ def main():
     with open(os.path.join(a.out_dir, "compare.json"), "w") as f:
         json.dump(result, f)
     print("torch_twin: " + json.dumps(result))
+    o = result["one_step"]
+    if o["steps"]:
+        print(f"one step from the engine's own state at steps {', '.join(map(str, o['steps']))}: losses within "
+              f"{o['loss_rel_difference']:.2e} (relative), weights after it within "
+              f"{o['weights_rel_difference']:.2e} of their largest value ({o['update_rel_difference']:.2e} of "
+              f"the step's largest change); the free-running runs differ there by up to "
+              f"{o['free_running_loss_rel_difference']:.2e}")
 
 
 if __name__ == "__main__":

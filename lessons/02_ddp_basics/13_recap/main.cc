@@ -180,6 +180,7 @@ int main(int argc, char** argv) try {
       const int64_t step_no = epoch * loader.size() + batches;
       opt.set_lr(recap::learning_rate(args.lr, step_no, args.epochs * loader.size(),
                                       int64_t(args.warmup_epochs * double(loader.size()))));
+      twin.before_step(state.step, ddp.module(), opt);
       opt.zero_grad();
       Variable loss = cross_entropy(ddp(Variable(b.input.to(device))), b.target.to(device));
       // ---- Gradients sync themselves: backward all-reduces them, bucket by bucket.
@@ -187,6 +188,7 @@ int main(int argc, char** argv) try {
       opt.step();
       loss_sum += loss.item();
       twin.step_loss(loss.item());
+      twin.after_step(state.step, ddp.module());
       ++batches;
       ++state.step;
       if (args.save_every > 0 && state.step % args.save_every == 0) save_state();

@@ -1,5 +1,6 @@
 #include "lessons/02_ddp_basics/13_recap/twin.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,17 +18,47 @@ TwinRecorder::TwinRecorder(std::string dir, int rank, int world) : dir_(std::mov
   ENGINE_REQUIRE(!ec, "[twin] cannot create ", dir_, ": ", ec.message());
 }
 
+// Four steps spread over the run, the last one included, none the first (whose momentum
+// buffers do not exist yet): where the two runs' free-running losses have drifted apart.
+std::vector<int64_t> probe_steps(int64_t total) {
+  std::vector<int64_t> steps;
+  for (int64_t q = 1; q <= 4; ++q) {
+    const int64_t step = q * total / 4 - (q == 4 ? 1 : 0);
+    if (step > 0 && (steps.empty() || step > steps.back())) steps.push_back(step);
+  }
+  return steps;
+}
+
 void TwinRecorder::start(engine::nn::Module& model, const Settings& s, int64_t train_size, int64_t steps_per_epoch) {
   if (!on() || rank_ != 0) return;
+  probe_steps_ = probe_steps(s.epochs * steps_per_epoch);
+  std::string probes;
+  for (int64_t step : probe_steps_) probes += (probes.empty() ? "" : ", ") + std::to_string(step);
   engine::nn::save_safetensors(dir_ + "/init.safetensors", model.state_dict());
   char json[512];
   std::snprintf(json, sizeof json,
                 "{\"model\": \"%s\", \"epochs\": %d, \"batch\": %lld, \"lr\": %.17g, \"momentum\": 0.9, "
-                "\"world\": %d, \"train_limit\": %lld, \"steps_per_epoch\": %lld, \"mean\": %.9g, \"std\": %.9g}\n",
+                "\"world\": %d, \"train_limit\": %lld, \"steps_per_epoch\": %lld, \"mean\": %.9g, \"std\": %.9g, "
+                "\"probe_steps\": [%s]}\n",
                 s.model.c_str(), s.epochs, (long long)s.batch, s.lr, world_, (long long)train_size,
                 (long long)steps_per_epoch, double(engine::data::kFashionMnistMean),
-                double(engine::data::kFashionMnistStd));
+                double(engine::data::kFashionMnistStd), probes.c_str());
   std::ofstream(dir_ + "/run.json") << json;
+}
+
+void TwinRecorder::before_step(int64_t step, const engine::nn::Module& model, const engine::nn::Optimizer& opt) {
+  if (!on() || rank_ != 0 || std::find(probe_steps_.begin(), probe_steps_.end(), step) == probe_steps_.end()) return;
+  before_.clear();
+  for (const auto& [name, t] : model.state_dict()) before_["before." + name] = t.clone();
+  for (const auto& [name, t] : opt.state_dict())
+    if (name.rfind("state.", 0) == 0) before_["optimizer." + name] = t.clone();
+}
+
+void TwinRecorder::after_step(int64_t step, const engine::nn::Module& model) {
+  if (before_.empty()) return;
+  for (const auto& [name, t] : model.state_dict()) before_["after." + name] = t;
+  engine::nn::save_safetensors(dir_ + "/probe_step" + std::to_string(step) + ".safetensors", before_);
+  before_.clear();
 }
 
 void TwinRecorder::epoch_order(const std::vector<int64_t>& indices) {

@@ -1,7 +1,8 @@
 // Lesson 2, step 14: the same run in PyTorch. This program puts the two runs side by side:
 // it reads every rank's per-step losses from the engine's run (13_recap --twin) and from
 // its PyTorch twin (torch_twin.py), prints how far apart they are, and draws both loss
-// curves and, below them, their relative difference on a log scale.
+// curves and, below them, their relative difference on a log scale, with the difference
+// of one step taken from the engine's own state at a few steps (one_step_rank0.txt).
 //
 //   compare_runs OURS_DIR TORCH_DIR PICTURE.png TITLE
 #include <cmath>
@@ -23,6 +24,18 @@ std::vector<double> read_losses(const std::string& path) {
 }
 
 double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+// log10 of a relative difference, for the lower chart; equal values are shown at -12.
+double log_difference(double a, double b) { return std::log10(std::max(relative(a, b), 1e-12)); }
+
+// torch_twin.py's "step loss" lines: PyTorch's loss of one step from the engine's state.
+std::vector<std::pair<size_t, double>> read_one_step(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::pair<size_t, double>> v;
+  size_t step;
+  for (double loss; in >> step >> loss;) v.push_back({step, loss});
+  return v;
+}
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -54,14 +67,20 @@ int main(int argc, char** argv) try {
     }
     if (r != 0) continue;
     lessons::Series e{"engine", lessons::kBlue, {}}, t{"pytorch", lessons::kOrange, {}},
-        d{"difference", lessons::kRed, {}};
+        d{"free-running", lessons::kRed, {}};
     for (size_t s = 0; s < a.size(); ++s) {
       e.points.push_back({double(s + 1), a[s]});
       t.points.push_back({double(s + 1), b[s]});
-      d.points.push_back({double(s + 1), std::log10(std::max(relative(a[s], b[s]), 1e-12))});  // equal: shown at -12
+      d.points.push_back({double(s + 1), log_difference(a[s], b[s])});
+    }
+    lessons::Series one{"one step, same state", lessons::kGreen, {}};
+    for (const auto& [step, loss] : read_one_step(torch_dir + "/one_step_rank0.txt")) {
+      if (step >= a.size()) throw std::runtime_error("one_step_rank0.txt names step " + std::to_string(step));
+      one.points.push_back({double(step + 1), log_difference(a[step], loss)});
     }
     losses.series = {e, t};
     diff.series = {d};
+    if (!one.points.empty()) diff.series.push_back(one);
   }
   if (ranks == 0) throw std::runtime_error("no losses_rank0.txt in " + ours_dir);
   diff.y_lo = -12, diff.y_hi = 0;
