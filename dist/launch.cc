@@ -5,7 +5,8 @@
 //   bazel run //dist:launch -- --nproc_per_node=2 bazel-bin/lessons/.../train --epochs 3
 //
 // Flags (torchrun's names): --nproc_per_node N, --nnodes N, --node_rank R, --master_addr A,
-// --master_port P (0 or omitted: a free port, single node only), --standalone,
+// --master_port P (0 or omitted: a free port, single node only), --rdzv_endpoint A:P (the
+// same two), --rdzv_backend c10d|static, --no_python (accepted), --standalone,
 // --job_token T (the secret every connection must present; generated when omitted on a
 // single node), --max_restarts N (start the whole group again after a failure, N times
 // at most), --run_id ID, --log_dir D with --redirects M / --tee M (M: 1 stdout, 2 stderr,
@@ -42,6 +43,7 @@ using engine::dist::launcher::Outcome;
 
 constexpr const char* kUsage =
     "usage: launch [--nproc_per_node=N] [--nnodes=N --node_rank=R] [--master_addr=A] [--master_port=P]\n"
+    "              [--rdzv_endpoint=A:P] [--rdzv_backend=c10d] [--no_python]\n"
     "              [--standalone] [--job_token=T] [--max_restarts=N] [--run_id=ID] [--stopped_timeout=S]\n"
     "              [--log_dir=D [--redirects=M] [--tee=M]] PROGRAM [ARGS...]\n";
 
@@ -62,6 +64,8 @@ constexpr const char* kUsage =
       "  --node_rank R        this machine's number, 0 to N-1 (default 0)\n"
       "  --master_addr A      address of node 0, where rank 0 serves the rendezvous (default 127.0.0.1)\n"
       "  --master_port P      its port (default: a free one; with --nnodes > 1 give every node the same)\n"
+      "  --rdzv_endpoint H:P  torchrun's name for both (port 29400 when omitted); --rdzv_backend c10d or\n"
+      "                       static is accepted, and node ranks still come from --node_rank\n"
       "  --standalone         one machine, a free port on 127.0.0.1\n"
       "  --job_token T        secret every connection presents (or ENGINE_JOB_TOKEN; needed with --nnodes > 1)\n"
       "  --max_restarts N     after a failure, start the whole group again, at most N times (default 0)\n"
@@ -71,6 +75,7 @@ constexpr const char* kUsage =
       "  --log_dir D          per-rank logs in D/attempt_N/LOCAL_RANK/{stdout,stderr}.log, with:\n"
       "  -r, --redirects M    streams only in the logs: 1 stdout, 2 stderr, 3 both\n"
       "  -t, --tee M          streams in the logs and on the console: 1, 2 or 3\n"
+      "  --no_python          accepted (PROGRAM is always run as it is)\n"
       "  -h, --help           this text\n\n"
       "The ranks also read: ENGINE_SOCKET_IFNAME (the interface machines share, as GLOO_SOCKET_IFNAME),\n"
       "ENGINE_PORT_RANGE (ports ranks listen on, e.g. 29600-29700), ENGINE_DIST_TIMEOUT (seconds a\n"

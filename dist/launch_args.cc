@@ -19,6 +19,44 @@ int parse_int(const std::string& flag, const std::string& v, int lo, int hi) {
   return int(x);
 }
 
+// --nnodes N, or torchrun's elastic MIN:MAX with MIN = MAX (a fixed size); a range of
+// sizes would need nodes to join and leave a running job, which this launcher does not do.
+int parse_nnodes(const std::string& v) {
+  const size_t colon = v.find(':');
+  if (colon == std::string::npos) return parse_int("--nnodes", v, 1, 100000);
+  const int lo = parse_int("--nnodes", v.substr(0, colon), 1, 100000);
+  const int hi = parse_int("--nnodes", v.substr(colon + 1), 1, 100000);
+  if (lo != hi)
+    throw Error("--nnodes " + v + ": elastic jobs (a range of node counts) are not supported; give one number");
+  return lo;
+}
+
+// torchrun's --rdzv_endpoint HOST[:PORT] (PORT defaults to 29400, as torchrun's): where
+// rank 0 serves the rendezvous, the same as --master_addr and --master_port. IPv6 in [].
+void parse_endpoint(const std::string& v, LaunchArgs* o) {
+  std::string host = v, port = "29400";
+  if (!v.empty() && v[0] == '[') {
+    const size_t close = v.find(']');
+    if (close == std::string::npos) throw Error("--rdzv_endpoint " + v + ": missing ']'");
+    host = v.substr(1, close - 1);
+    if (close + 1 < v.size()) {
+      if (v[close + 1] != ':') throw Error("--rdzv_endpoint " + v + ": expected HOST:PORT");
+      port = v.substr(close + 2);
+    }
+  } else if (const size_t colon = v.rfind(':'); colon != std::string::npos) {
+    host = v.substr(0, colon), port = v.substr(colon + 1);
+  }
+  if (host.empty()) throw Error("--rdzv_endpoint " + v + ": no host");
+  o->master_addr = host;
+  o->master_port = parse_int("--rdzv_endpoint's port", port, 1, 65535);
+}
+
+// torchrun's --rdzv_backend: c10d and static both mean rank 0's store at the endpoint here.
+void parse_backend(const std::string& v) {
+  if (v != "c10d" && v != "static")
+    throw Error("--rdzv_backend expects c10d or static (both: rank 0's store at the endpoint), got \"" + v + "\"");
+}
+
 // "--name", "--name=value", and torchrun's short forms -r, -t (and -h).
 bool is_flag(const std::string& a) {
   if (a.rfind("--", 0) == 0) return true;
@@ -30,6 +68,7 @@ bool is_flag(const std::string& a) {
 
 LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token) {
   LaunchArgs o;
+  bool node_rank_given = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -49,9 +88,15 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     if (key == "--nproc_per_node" || key == "--nproc-per-node")
       o.nproc_per_node = parse_int(key, need(), 1, 1024);
     else if (key == "--nnodes")
-      o.nnodes = parse_int(key, need(), 1, 100000);
+      o.nnodes = parse_nnodes(need());
     else if (key == "--node_rank" || key == "--node-rank")
-      o.node_rank = parse_int(key, need(), 0, 100000);
+      o.node_rank = parse_int(key, need(), 0, 100000), node_rank_given = true;
+    else if (key == "--rdzv_endpoint" || key == "--rdzv-endpoint")
+      parse_endpoint(need(), &o);
+    else if (key == "--rdzv_backend" || key == "--rdzv-backend")
+      parse_backend(need());
+    else if (key == "--no_python" || key == "--no-python")
+      continue;  // PROGRAM is always run as it is (torchrun's default is `python PROGRAM`)
     else if (key == "--master_addr" || key == "--master-addr")
       o.master_addr = need();
     else if (key == "--master_port" || key == "--master-port")
@@ -88,6 +133,10 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     throw Error("--nproc_per_node x --nnodes = " + std::to_string(int64_t(o.nproc_per_node) * o.nnodes) +
                 " processes is more than a job can have (1048576)");
   if (o.nnodes > 1 && o.master_port == 0) throw Error("with --nnodes > 1 give every node the same --master_port");
+  if (o.nnodes > 1 && !node_rank_given)
+    throw Error(
+        "with --nnodes > 1 give each node its --node_rank (0 on the node at --master_addr, then 1, 2, ...): "
+        "node ranks are not assigned at the rendezvous here, as torchrun's c10d backend does");
   if ((o.redirects || o.tee) && o.log_dir.empty())
     throw Error("--redirects and --tee write per-rank log files: give --log_dir too");
   if (o.redirects & o.tee) throw Error("a stream cannot be both redirected (--redirects) and teed (--tee)");

@@ -83,6 +83,11 @@ TEST_CASE("node ranks and multi-node arguments") {
   REQUIRE_THAT(run(kLaunch + " --nnodes=2 --nproc_per_node=1 /bin/true").output, Catch::Contains("same --master_port"));
   REQUIRE_THAT(run(kLaunch + " --nproc_per_node=0 /bin/true").output, Catch::Contains("--nproc_per_node expects"));
   REQUIRE_THAT(run(kLaunch + " --bogus /bin/true").output, Catch::Contains("unknown flag --bogus"));
+  // Every node names its place: two launchers that both defaulted to node 0 would each
+  // start ranks 0 and 1.
+  const Run no_rank = run(kLaunch + " --nnodes=2 --master_port=29999 --job_token=t /bin/true");
+  REQUIRE(no_rank.status == 2);
+  REQUIRE_THAT(no_rank.output, Catch::Contains("give each node its --node_rank"));
   const Run missing = run(kLaunch + " --nproc_per_node=1 /nonexistent/program");
   REQUIRE(missing.status == 127);
   REQUIRE_THAT(missing.output, Catch::Contains("cannot run /nonexistent/program"));
@@ -109,6 +114,32 @@ TEST_CASE("--help and -h describe every flag and start nothing; torchrun's short
   text << log.rdbuf();
   REQUIRE(text.str() == "out\n");
   REQUIRE_THAT(run(kLaunch + " --bogus /bin/true").output, Catch::Contains("launch --help says"));
+}
+
+TEST_CASE("torchrun's rendezvous flags: --rdzv_endpoint, --rdzv_backend, --nnodes=N:N, --no_python") {
+  const std::string show = " /bin/sh -c 'echo $MASTER_ADDR:$MASTER_PORT/$RANK/$WORLD_SIZE'";
+  const Run r = run(kLaunch +
+                    " --nnodes=2:2 --node_rank=1 --rdzv_endpoint=127.0.0.2:29444 --rdzv_backend=c10d --rdzv_id=7 "
+                    "--job_token=t --no_python" +
+                    show);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 1] 127.0.0.2:29444/1/2"));
+  REQUIRE_THAT(
+      run(kLaunch + " --nnodes 2 --node_rank 0 --rdzv-endpoint [::1] --rdzv-backend static --job_token t" + show)
+          .output,
+      Catch::Contains("[rank 0] ::1:29400/0/2"));  // torchrun's default port
+  for (const auto& [flags, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--nnodes=1:4", "elastic jobs (a range of node counts) are not supported"},
+           {"--rdzv_backend=etcd", "--rdzv_backend expects c10d or static"},
+           {"--rdzv_endpoint=:29400", "no host"},
+           {"--rdzv_endpoint=h:99999", "--rdzv_endpoint's port expects an integer in 1..65535"},
+           {"--rdzv_endpoint=[::1", "missing ']'"}}) {
+    const Run bad = run(kLaunch + " " + flags + " /bin/true");
+    INFO(flags << "\n" << bad.output);
+    REQUIRE(bad.status == 2);
+    REQUIRE_THAT(bad.output, Catch::Contains(why));
+  }
 }
 
 TEST_CASE("a stopped rank is named by the launcher, not the survivor that timed out waiting for it") {
