@@ -1,5 +1,7 @@
 #include "dist/launch_args.h"
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -142,6 +144,11 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
   if (o.redirects & o.tee) throw Error("a stream cannot be both redirected (--redirects) and teed (--tee)");
   if (o.run_id.empty() || o.run_id.find_first_of("/ \t\n") != std::string::npos)
     throw Error("--run_id must be a non-empty word, got \"" + o.run_id + "\"");
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, o.master_addr.c_str(), &v6) == 1)
+    throw Error("the rendezvous address " + o.master_addr +
+                " is an IPv6 address; the engine's sockets speak IPv4 only: give an IPv4 address, or a host name "
+                "that has one");
   if (o.token.empty() && env_token) o.token = env_token;
   if (o.token.empty() && o.nnodes > 1)
     throw Error("with --nnodes > 1 give every node the same --job_token (or ENGINE_JOB_TOKEN)");

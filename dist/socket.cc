@@ -77,6 +77,12 @@ sockaddr_in resolve(const std::string& host, int port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(uint16_t(port));
   if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+  in6_addr v6{};
+  const std::string bare =
+      host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+  ENGINE_REQUIRE(::inet_pton(AF_INET6, bare.c_str(), &v6) != 1, "[dist] \"", host,
+                 "\" is an IPv6 address; the engine's sockets speak IPv4 only: give an IPv4 address, or a host name "
+                 "that has one");
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);

@@ -155,8 +155,16 @@ TEST_CASE("bad configuration says what to fix") {
   setenv("MASTER_PORT", std::to_string(holder.port()).c_str(), 1);
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
                       Catch::Contains("another process, perhaps another job, holds this port"));
-  // nccl without a GPU (or without CUDA in the build) says so and points to gloo.
+  // An IPv6 rendezvous address: named as such, not as a name that cannot be resolved.
   setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  for (const char* v6 : {"::1", "[::1]", "::ffff:127.0.0.1"}) {
+    setenv("MASTER_ADDR", v6, 1);
+    REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("is an IPv6 address") &&
+                                                              Catch::Contains("speak IPv4 only") &&
+                                                              Catch::Contains(v6));
+  }
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  // nccl without a GPU (or without CUDA in the build) says so and points to gloo.
   REQUIRE_THROWS_WITH(dist::init_process_group("nccl"), Catch::Contains("nccl") && Catch::Contains("gloo"));
   REQUIRE_FALSE(dist::is_initialized());
   REQUIRE_THROWS_WITH(dist::get_rank(), Catch::Contains("not initialized"));

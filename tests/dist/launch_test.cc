@@ -126,15 +126,17 @@ TEST_CASE("torchrun's rendezvous flags: --rdzv_endpoint, --rdzv_backend, --nnode
   REQUIRE(r.status == 0);
   REQUIRE_THAT(r.output, Catch::Contains("[rank 1] 127.0.0.2:29444/1/2"));
   REQUIRE_THAT(
-      run(kLaunch + " --nnodes 2 --node_rank 0 --rdzv-endpoint [::1] --rdzv-backend static --job_token t" + show)
+      run(kLaunch + " --nnodes 2 --node_rank 0 --rdzv-endpoint localhost --rdzv-backend static --job_token t" + show)
           .output,
-      Catch::Contains("[rank 0] ::1:29400/0/2"));  // torchrun's default port
+      Catch::Contains("[rank 0] localhost:29400/0/2"));  // torchrun's default port
   for (const auto& [flags, why] : std::vector<std::pair<std::string, std::string>>{
            {"--nnodes=1:4", "elastic jobs (a range of node counts) are not supported"},
            {"--rdzv_backend=etcd", "--rdzv_backend expects c10d or static"},
            {"--rdzv_endpoint=:29400", "no host"},
            {"--rdzv_endpoint=h:99999", "--rdzv_endpoint's port expects an integer in 1..65535"},
-           {"--rdzv_endpoint=[::1", "missing ']'"}}) {
+           {"--rdzv_endpoint=[::1", "missing ']'"},
+           {"--rdzv_endpoint=[::1]:29400", "is an IPv6 address; the engine's sockets speak IPv4 only"},
+           {"--master_addr=fe80::1", "is an IPv6 address"}}) {
     const Run bad = run(kLaunch + " " + flags + " /bin/true");
     INFO(flags << "\n" << bad.output);
     REQUIRE(bad.status == 2);
