@@ -267,4 +267,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OSError, ValueError) as e:  # a missing or unreadable file of the twin folder, a malformed one
+        sys.exit(f"torch_twin: {e}")
+    except KeyError as e:
+        sys.exit(f"torch_twin: {e} is missing from the folder's files (were they written by 13_recap --twin?)")

@@ -11,8 +11,14 @@ Exits 1, saying where, if not.
 import json
 import sys
 
+if len(sys.argv) != 5 or not sys.argv[3].isdigit() or not sys.argv[4].isdigit():
+    sys.exit("usage: trace_overlap.py TRACE SPAN STEPS PER_STEP (STEPS and PER_STEP whole numbers)")
 path, span, steps, per_step = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-events = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+try:
+    with open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit(f"trace_overlap: cannot read the trace {path}: {e!r}")
 problems = []
 for rank in sorted({e["pid"] for e in events}):
     mine = [e for e in events if e["pid"] == rank]
