@@ -349,10 +349,18 @@ Tensor sqrt(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   return unary_float("tanh", UnaryOp::Tanh, a, [](float x) { return std::tanh(x); });
 }
+// x^2 is x x; x^0.5 and x^-0.5 are sqrt(x) and 1 / sqrt(x), as PyTorch computes them: they
+// differ from C's pow at -inf (NaN, where pow gives +inf or +0) and at -0 (-0 and -inf,
+// where pow gives +0 and +inf), and the gradient e x^(e - 1) goes through them too.
+static float pow_scalar(float x, float e) {
+  if (e == 0.5f) return std::sqrt(x);
+  if (e == -0.5f) return 1.0f / std::sqrt(x);
+  return std::pow(x, e);
+}
 Tensor pow(const Tensor& a, double e) {
   if (e == 2) return unary_float("pow", UnaryOp::Square, a, [](float x) { return x * x; });
   return unary_float(
-      "pow", UnaryOp::PowScalar, a, [=](float x) { return std::pow(x, float(e)); }, e);
+      "pow", UnaryOp::PowScalar, a, [=](float x) { return pow_scalar(x, float(e)); }, e);
 }
 Tensor sigmoid(const Tensor& a) {
   // 1 / (1 + e^-x), written so that neither branch overflows: for x < 0 use e^x / (1 + e^x).

@@ -68,7 +68,14 @@ __device__ __forceinline__ float compare_op(BinaryOp op, T x, T y) {
   }
 }
 
-__device__ __forceinline__ float powf_exact(float x, float e) { return e == 2.f ? x * x : powf(x, e); }
+// As on the CPU (tensor/elementwise.cc): x x, sqrt and 1 / sqrt (not the approximate rsqrtf)
+// for the exponents PyTorch computes that way.
+__device__ __forceinline__ float powf_exact(float x, float e) {
+  if (e == 2.f) return x * x;
+  if (e == 0.5f) return sqrtf(x);
+  if (e == -0.5f) return 1.f / sqrtf(x);
+  return powf(x, e);
+}
 
 // As on the CPU: int64 negates modulo 2^64; a float's abs clears the sign bit (abs(-0) = +0).
 template <class T>

@@ -25,6 +25,20 @@ TEST_CASE("pow(x, 0) has gradient 0 everywhere, x = 0 included") {
   require_same(z.grad(), {kInf, 0.5});  // torch: [inf, 0.5]
 }
 
+TEST_CASE("pow(x, 0.5) and pow(x, -0.5): gradients at -inf and -0 as PyTorch's") {
+  Variable x(tensor({-kInf, -0.0f}), true);
+  sum(pow(x, 0.5)).backward();
+  require_same(x.grad(), {kNaN, -kInf});  // torch: [nan, -inf]
+  Variable y(tensor({-kInf, -0.0f}), true);
+  sum(pow(y, -0.5)).backward();
+  require_same(y.grad(), {0, -kInf});  // torch: [-0.0, -inf]
+  REQUIRE(std::signbit(y.grad().to_vector<float>()[0]));
+  Variable z(tensor({-kInf, -0.0f}), true);
+  sum(pow(z, 1.5)).backward();
+  require_same(z.grad(), {kNaN, 0});  // torch: [nan, -0.0]
+  REQUIRE(std::signbit(z.grad().to_vector<float>()[1]));
+}
+
 TEST_CASE("pow(x, y) with tensors: 0 where PyTorch masks the singular point") {
   Variable x(tensor({0, 1}), true), y(tensor({2, 0.5}), true);
   sum(pow(x, y)).backward();

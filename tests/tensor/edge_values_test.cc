@@ -33,6 +33,20 @@ TEST_CASE("relu's backward lets the gradient through at NaN, not at 0, as PyTorc
   require_same(relu_backward(g.expand({2, 4}), x.expand({2, 4})).reshape({8}), {1, 0, 1, 0, 1, 0, 1, 0});  // views
 }
 
+TEST_CASE("pow by 0.5 and -0.5 is sqrt and 1 / sqrt, as PyTorch's: NaN at -inf, signed at -0") {
+  const Tensor x = tensor({-kInf, -2, -0.0f, 0, 0.25f, kInf, kNaN});
+  // torch: x.pow(0.5) -> [nan, nan, -0.0, 0.0, 0.5, inf, nan]; x.pow(-0.5) -> [nan, nan, -inf, inf, 2.0, 0.0, nan]
+  const Tensor half = pow(x, 0.5), minus_half = pow(x, -0.5);
+  require_same(half, {kNaN, kNaN, 0, 0, 0.5f, kInf, kNaN});
+  require_same(minus_half, {kNaN, kNaN, -kInf, kInf, 2, 0, kNaN});
+  REQUIRE(std::signbit(half.to_vector<float>()[2]));
+  // The other exponents keep C's pow, which agrees with torch: x.pow(-1.0) -> [-0.0, -0.5, -inf, inf, 4.0, 0.0, nan]
+  const Tensor inverse = pow(x, -1.0);
+  require_same(inverse, {0, -0.5f, -kInf, kInf, 4, 0, kNaN});
+  REQUIRE(std::signbit(inverse.to_vector<float>()[0]));
+  require_same(pow(x, 1.5), {kInf, kNaN, 0, 0, 0.125f, kInf, kNaN});  // torch: [inf, nan, 0.0, 0.0, 0.125, inf, nan]
+}
+
 TEST_CASE("reductions: NaN propagates through max and min, argmax points at the first NaN") {
   const Tensor x = tensor({kNaN, -1, 2, kInf, -kInf});
   require_same(max(x), {kNaN});
