@@ -116,19 +116,30 @@ std::vector<std::shared_ptr<VariableImpl>> reachable_leaves(const Variable& root
 }
 
 namespace {
-// A parameter written in place between the forward that used it and this backward (an
-// optimizer step or load_state_dict before backward()) would give a gradient that mixes
-// its old and new values: the node saved some tensors and reads the parameter for others.
-// PyTorch refuses it through its version counter; so do we, for parameters.
-void check_leaves_unchanged(const Node& node) {
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const LeafVersion& saved = node.leaf_versions[i];
-    if (!saved.storage || !node.inputs[i] || node.inputs[i]->data.storage() != saved.storage) continue;
-    ENGINE_REQUIRE(saved.storage->version() == saved.version, "[backward] a parameter of shape ",
-                   shape_str(node.inputs[i]->data.shape()), " used by '", node.name,
-                   "' was modified in place after the forward that used it (an optimizer step(), "
-                   "load_state_dict or copy_ before backward()?): its gradient would mix old and new values. "
-                   "Call backward() before changing parameters, or run the forward again");
+// A tensor a node used, written in place between that forward and this backward, would
+// give a gradient that mixes old and new values: the node's backward reads what it saved,
+// which is that same memory. For a parameter it is an optimizer step or load_state_dict
+// before backward(); for an activation or an input, a write through .data(). PyTorch
+// refuses both through its version counters; so do we, for every input and output whose
+// memory is still alive (PyTorch checks only the tensors an op saved, so it lets through
+// a write to a tensor that no op needs; here that is an error too).
+void check_unchanged(const Node& node) {
+  for (size_t i = 0; i < node.versions.size(); ++i) {
+    const std::shared_ptr<Storage> storage = node.versions[i].storage.lock();
+    if (!storage || storage->version() == node.versions[i].version) continue;
+    const bool output = i == node.inputs.size();
+    const VariableImpl* in = output ? nullptr : node.inputs[i].get();
+    if (in && !in->grad_fn && in->data.storage() == storage)
+      throw Error("[backward] a parameter of shape " + shape_str(in->data.shape()) + " used by '" + node.name +
+                  "' was modified in place after the forward that used it (an optimizer step(), load_state_dict or "
+                  "copy_ before backward()?): its gradient would mix old and new values. Call backward() before "
+                  "changing parameters, or run the forward again");
+    throw Error(
+        "[backward] " +
+        (output ? "the output of '" + node.name + "'" : "input " + std::to_string(i + 1) + " of '" + node.name + "'") +
+        " was modified in place (copy_, add_, mul_ or fill_ on its data()) after the forward that made it: "
+        "the gradient would be computed from the new values. Change a clone() instead, or run the forward "
+        "again");
   }
 }
 }  // namespace
@@ -209,7 +220,7 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
             !grads.count(in))
           needs.into[i] = in->grad_destination;
       }
-      check_leaves_unchanged(node);
+      check_unchanged(node);
       in_grads = node.backward(g, needs);
       ENGINE_CHECK(in_grads.size() == node.inputs.size());
       grads.erase(found);  // no longer needed: free it early

@@ -135,12 +135,14 @@ Variable record(const char* name, Tensor output, const std::vector<Variable>& in
   if (!any || !grad_enabled) return Variable(std::move(output));
   auto node = std::make_shared<Node>();
   node->name = name;
+  auto seen = [](const Tensor& t) {
+    return t.defined() && t.storage() ? SeenVersion{t.storage(), t.storage()->version()} : SeenVersion{};
+  };
   for (const Variable& v : inputs) {
     node->inputs.push_back(v.requires_grad() ? v.impl() : nullptr);
-    const bool parameter = v.requires_grad() && v.is_leaf() && v.data().storage();
-    node->leaf_versions.push_back(parameter ? LeafVersion{v.data().storage(), v.data().storage()->version()}
-                                            : LeafVersion{});
+    node->versions.push_back(v.defined() ? seen(v.data()) : SeenVersion{});
   }
+  node->versions.push_back(seen(output));
   node->backward = std::move(backward);
   auto impl = std::make_shared<VariableImpl>();
   impl->data = std::move(output);

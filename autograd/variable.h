@@ -131,9 +131,11 @@ struct Needs {
 // Gradients of one node's inputs given its output's gradient.
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out, const Needs& needs)>;
 
-// A parameter's storage and its version when a node used it (see Storage::version).
-struct LeafVersion {
-  std::shared_ptr<Storage> storage;
+// The memory of a tensor a node used (an input, or its output) and that memory's version
+// then (see Storage::version). Weak: a node must not keep an activation alive that its
+// backward does not need; memory that is gone can no longer be written.
+struct SeenVersion {
+  std::weak_ptr<Storage> storage;
   uint64_t version = 0;
 };
 
@@ -143,7 +145,7 @@ struct Node {
   ~Node();
   std::string name;
   std::vector<std::shared_ptr<VariableImpl>> inputs;  // null where the input needs no grad
-  std::vector<LeafVersion> leaf_versions;             // per input; set for leaves that require grad
+  std::vector<SeenVersion> versions;                  // per input, then the output's
   BackwardFn backward;                                // emptied when the graph is freed
   bool freed = false;
 };

@@ -312,3 +312,52 @@ TEST_CASE("a parameter written in place between forward and backward is refused,
   y.backward();
   REQUIRE(w.grad().to_vector<float>() == V{2, 4});
 }
+
+TEST_CASE("any tensor a node used, written in place before backward, is refused: inputs, activations, outputs") {
+  // An input that needs no gradient: mul saved x to make w's gradient.
+  {
+    Variable w(tensor({1, 2}), true), x(tensor({3, 4}));
+    Variable y = sum(w * x);
+    Tensor batch = x.data();
+    mul_(batch, 2);  // a batch changed in place after the forward
+    REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("[backward] input 2 of 'mul' was modified in place") &&
+                                          Catch::Contains("after the forward that made it"));
+  }
+  // An activation: exp's input h, written through its data().
+  {
+    Variable w(tensor({1, 2}), true);
+    Variable h = w * 3.0;
+    Variable y = sum(exp(h));
+    Tensor(h.data()).fill_(0);
+    REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("input 1 of 'exp' was modified in place"));
+  }
+  // An output exp saved (its gradient is exp(w) itself), the root of the backward.
+  {
+    Variable w(tensor({1, 2}), true);
+    Variable e = exp(w);
+    Tensor out = e.data();
+    mul_(out, 2);
+    REQUIRE_THROWS_WITH(e.backward(ones({2})), Catch::Contains("the output of 'exp' was modified in place"));
+  }
+  // Unchanged, the same graphs run; and a write after backward() concerns no graph.
+  Variable w(tensor({1, 2}), true), x(tensor({3, 4}));
+  Variable y = sum(w * x);
+  y.backward();
+  Tensor batch = x.data();
+  mul_(batch, 2);
+  REQUIRE(w.grad().to_vector<float>() == V{3, 4});
+}
+
+TEST_CASE("a node does not keep alive the memory of an input its backward does not need") {
+  Variable w(tensor({1, 2}), true);
+  std::weak_ptr<Storage> memory;
+  Variable y;
+  {
+    Variable x(tensor({3, 4}));
+    memory = x.data().storage();
+    y = sum(w + x);  // add's backward needs only shapes
+  }
+  REQUIRE(memory.expired());
+  y.backward();
+  REQUIRE(w.grad().to_vector<float>() == V{1, 1});
+}
