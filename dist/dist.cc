@@ -50,6 +50,18 @@ int env_int(const char* name, int fallback) {
   return int(x);
 }
 
+// StoreOptions::generation: which incarnation of the process group this is, so that a
+// rank never joins a store that rank 0 is closing. The high half is the launcher's restart
+// count (after a failure the group starts again, and a new rank on another machine can
+// reach the failed attempt's rank 0 before it has gone); the low half counts the process
+// groups this process has destroyed (a rank quick to initialise again).
+uint32_t store_generation() {
+  const int restart = env_int("TORCHELASTIC_RESTART_COUNT", 0);
+  ENGINE_REQUIRE(restart >= 0 && restart <= 0xFFFF, "[init_process_group] TORCHELASTIC_RESTART_COUNT=", restart,
+                 " is out of range (0 to 65535)");
+  return uint32_t(restart) << 16 | (g_destroyed & 0xFFFF);
+}
+
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
   if (given.count() > 0) return given;
   const int s = env_int("ENGINE_DIST_TIMEOUT", 300);
@@ -312,7 +324,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   StoreOptions so;
   so.timeout = resolve_timeout(options.timeout);
   so.token = !options.token.empty() ? options.token : (env("ENGINE_JOB_TOKEN") ? env("ENGINE_JOB_TOKEN") : "");
-  so.generation = g_destroyed;  // a rank quick to initialise again must not join the store rank 0 is closing
+  so.generation = store_generation();
 
   const std::string& m = options.init_method;
   g->info = parse_launch_env();

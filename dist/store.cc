@@ -37,9 +37,13 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
   const auto retried_too_long = [&] {
     return Error("[store] the store at " + where +
                  (asked_to_retry == kOtherGeneration
-                      ? " kept serving another process group of this job than this process's (it has destroyed " +
-                            std::to_string(options_.generation) +
-                            " before): every rank must call destroy_process_group() and init_process_group() alike"
+                      ? " kept serving another process group of this job than this process's (this one is the "
+                        "launcher's restart " +
+                            std::to_string(options_.generation >> 16) + " and has destroyed " +
+                            std::to_string(options_.generation & 0xFFFF) +
+                            " groups before): every rank must call destroy_process_group() and init_process_group() "
+                            "alike, and on several machines every launcher must restart the job together (the same "
+                            "--max_restarts, no rank left running)"
                       : std::string(" stayed at its connection limit")));
   };
   while (true) {
@@ -60,8 +64,9 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
       sock_.recv_all(&answer, 1, d, peer);
     } catch (const Error& e) {
       if (asked_to_retry != kAccepted && Clock::now() >= d) throw retried_too_long();
-      // After a destroy_process_group, the store this reached may be the previous group's,
-      // closing as rank 0 tears it down: retry, as for a store not yet listening.
+      // After a destroy_process_group or a restart by the launcher, the store this reached
+      // may be the previous group's (on a restart, perhaps on another machine: the failed
+      // attempt's rank 0), closing as it is torn down: retry, as for a store not yet listening.
       if (options_.generation > 0 && Clock::now() < d) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         continue;

@@ -31,8 +31,9 @@ struct StoreOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string token;             // the job's secret; empty accepts any client sending empty
   std::string listen_host = "";  // server: where to listen (default: the given host)
-  // Which process group of this process the store serves: the number destroyed before it
-  // (destroy_process_group counts). A client of another one is told to retry, not served.
+  // Which incarnation of the job's process group the store serves: the launcher's restart
+  // count in the high 16 bits, the process groups this process destroyed before in the low
+  // 16 (dist.cc, store_generation). A client of another one is told to retry, not served.
   uint32_t generation = 0;
 };
 

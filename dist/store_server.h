@@ -41,7 +41,8 @@ constexpr size_t kMaxHandshaking = 256;                // connections that have 
 constexpr size_t kMaxClients = 4096;                   // connections with the token (each has a thread)
 constexpr std::chrono::seconds kHandshakeTime{5};      // to send magic and token
 // The handshake: magic (u32), n (u32), then n bytes: the job's token followed by the
-// generation (u32, how many process groups this process has destroyed before).
+// generation (u32: StoreOptions::generation, the launcher's restart and the process groups
+// destroyed before).
 
 // Reads a u32 length and then that many bytes, refusing anything over `limit` before
 // allocating (both sides read keys and replies this way).

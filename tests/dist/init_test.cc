@@ -34,7 +34,7 @@ void report(int fd, const std::string& s) { (void)!write(fd, s.data(), s.size())
 void clear_launch_env() {
   for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                         "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "ENGINE_JOB_TOKEN"})
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "ENGINE_JOB_TOKEN", "TORCHELASTIC_RESTART_COUNT"})
     unsetenv(v);
 }
 
@@ -290,6 +290,40 @@ TEST_CASE("two processes with the same RANK: the second claimant is refused with
   REQUIRE(res[2].exit_code == 1);
   REQUIRE_THAT(res[2].output, Catch::Contains("two processes claim RANK=1: pid " + std::to_string(res[1].pid)) &&
                                   Catch::Contains("every process needs its own RANK"));
+}
+
+TEST_CASE("a rank of a restarted job waits for its own attempt's store, never joining the failed attempt's") {
+  // Child 0: rank 0 of attempt 0 (a failed job's rank 0, still up, waiting for a rank 1 of
+  // its own that is gone: it times out after 1 s). Child 1: rank 1 of attempt 1, started
+  // by the launcher at once, which reaches child 0's store first. Child 2: rank 0 of
+  // attempt 1, started 2.5 s later on the same port. Child 1 must wait for child 2.
+  const int port = free_port();
+  auto res = run_misconfigured(3, [port](int child) {
+    setenv("RANK", child == 1 ? "1" : "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    setenv("TORCHELASTIC_RESTART_COUNT", child == 0 ? "0" : "1", 1);
+    if (child == 0) setenv("ENGINE_DIST_TIMEOUT", "1", 1);
+    if (child == 2) std::this_thread::sleep_for(2500ms);
+  });
+  INFO("attempt 0's rank 0: " << res[0].output);
+  REQUIRE(res[0].exit_code == 1);
+  REQUIRE_THAT(res[0].output, Catch::Contains("timed out waiting for rank(s) 1"));
+  INFO("attempt 1: " << res[1].output << " / " << res[2].output);
+  REQUIRE(res[1].exit_code == 0);
+  REQUIRE(res[2].exit_code == 0);
+  REQUIRE_THAT(res[1].output, Catch::Contains("sum=2"));
+  // A restart count that is not a count is named.
+  clear_launch_env();
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("TORCHELASTIC_RESTART_COUNT", "70000", 1);
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo"),
+                      Catch::Contains("TORCHELASTIC_RESTART_COUNT=70000 is out of range (0 to 65535)"));
+  clear_launch_env();
 }
 
 TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {

@@ -6,7 +6,10 @@
 #   2. the all-reduce is hierarchical: shared memory within a machine, never across;
 #   3. a rank killed on machine 1 is named on machine 0 within seconds;
 #   4. lesson 2's recap trained across the 2 machines ends with the weights of the same run
-#      on one machine with 4 ranks (same global batch; only the order of the sums differs).
+#      on one machine with 4 ranks (same global batch; only the order of the sums differs);
+#   5. a rank killed on machine 1 mid-run: both launchers (--max_restarts=1) start the job
+#      again, the recap resumes from its saved state, and ends with the very weights of the
+#      same run uninterrupted.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -76,4 +79,39 @@ grep "epoch" "$out.recap.one"
 "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/two_machines.safetensors" "$TEST_TMPDIR/one_machine.safetensors" 1e-5 ||
   fail "the recap across 2 machines should end with the weights of the same run on one machine"
 echo "ok: the recap across 2 machines x 2 ranks ends with the weights of 4 ranks on one machine"
+
+# 5. Restarted on both machines, resumed exactly. The state lives where both machines read
+# it (these machines share the file system; on real ones, a shared --state path).
+resumable=(--epochs 2 --train-limit 12000 --test-limit 1000 --save-every 10)
+LESSON_OUT="$TEST_TMPDIR/straight" PROGRAM="$recap" run_job 29640 "$out.straight" "${resumable[@]}" \
+  --state "$TEST_TMPDIR/straight_state.safetensors" --checkpoint "$TEST_TMPDIR/straight.safetensors"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || { cat "$out.straight.0" "$out.straight.1"; fail "the uninterrupted recap failed"; }
+state="$TEST_TMPDIR/resumed_state.safetensors"
+restartable=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port=29650 --job_token="$token"
+  --max_restarts=1)
+for k in 1 0; do
+  LESSON_OUT="$TEST_TMPDIR/resumed$k" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" $k "$launch" \
+    "${restartable[@]}" --node_rank=$k "$recap" "${resumable[@]}" --state "$state" \
+    --checkpoint "$TEST_TMPDIR/resumed$k.safetensors" >"$out.resumed.$k" 2>&1 &
+  pids[$k]=$!
+done
+for _ in $(seq 1 1000); do [[ -s "$state" ]] && break; sleep 0.01; done
+sleep 0.05
+victim=""
+for p in $(pgrep -f "13_recap_main.*resumed1.safetensors" || true); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=3" && victim=$p
+done
+[[ -n "$victim" ]] || fail "rank 3 was not running when the first training state was saved"
+kill -9 "$victim"
+wait "${pids[0]}" && rc0=0 || rc0=$?
+wait "${pids[1]}" && rc1=0 || rc1=$?
+cat "$out.resumed.0" "$out.resumed.1"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the restarted job failed (machine 0: exit $rc0, machine 1: exit $rc1)"
+grep -q "rank 3 (pid $victim) was killed by signal 9" "$out.resumed.1" || fail "machine 1 should name rank 3, killed"
+grep -q "restarting the group (restart 1 of 1)" "$out.resumed.0" || fail "machine 0 should restart its ranks too"
+grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.resumed.0" ||
+  fail "the recap should resume from its saved state after the restart"
+"$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/resumed0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
+  fail "the restarted run should end with the weights of the uninterrupted one, bit for bit"
+echo "ok: rank 3 killed on machine 1; both machines restarted the job, it resumed, and ended bit-identical"
 echo PASS
