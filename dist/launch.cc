@@ -6,7 +6,8 @@
 //
 // Flags (torchrun's names): --nproc_per_node N, --nnodes N, --node_rank R, --master_addr A,
 // --master_port P (0 or omitted: a free port, single node only), --rdzv_endpoint A:P (the
-// same two), --rdzv_backend c10d|static, --no_python (accepted), --standalone,
+// same two), --rdzv_backend c10d|static (c10d without --node_rank: node ranks handed out at
+// the endpoint, launch_rendezvous.h), --no_python (accepted), --standalone,
 // --job_token T (the secret every connection must present; generated when omitted on a
 // single node), --max_restarts N (start the whole group again after a failure, N times
 // at most), --run_id ID, --log_dir D with --redirects M / --tee M (M: 1 stdout, 2 stderr,
@@ -22,18 +23,22 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/launch_args.h"
+#include "dist/launch_rendezvous.h"
 #include "dist/launch_watch.h"
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
+#include "tensor/parse.h"
 
 namespace {
 
@@ -64,8 +69,9 @@ constexpr const char* kUsage =
       "  --node_rank R        this machine's number, 0 to N-1 (default 0)\n"
       "  --master_addr A      address of node 0, where rank 0 serves the rendezvous (default 127.0.0.1)\n"
       "  --master_port P      its port (default: a free one; with --nnodes > 1 give every node the same)\n"
-      "  --rdzv_endpoint H:P  torchrun's name for both (port 29400 when omitted); --rdzv_backend c10d or\n"
-      "                       static is accepted, and node ranks still come from --node_rank\n"
+      "  --rdzv_endpoint H:P  torchrun's name for both (port 29400 when omitted)\n"
+      "  --rdzv_backend B     static (node ranks from --node_rank) or c10d: without --node_rank, the\n"
+      "                       launchers get node ranks at the endpoint (the same command on every machine)\n"
       "  --standalone         one machine, a free port on 127.0.0.1\n"
       "  --job_token T        secret every connection presents (or ENGINE_JOB_TOKEN; needed with --nnodes > 1)\n"
       "  --max_restarts N     after a failure, start the whole group again, at most N times (default 0)\n"
@@ -128,7 +134,31 @@ struct Job {
   engine::dist::LaunchArgs args;
   std::string program, launch_id;
   int world = 0;
+  std::unique_ptr<engine::dist::TCPStore> node_store;  // served by node 0's launcher under c10d
 };
+
+// --rdzv_backend=c10d without --node_rank: the launchers meet at the endpoint, which hands
+// out node ranks and the port rank 0 will listen on (launch_rendezvous.h). They wait for
+// each other up to ENGINE_DIST_TIMEOUT, as the ranks do.
+std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::LaunchArgs& o) {
+  int64_t seconds = 300;
+  try {
+    if (const char* t = std::getenv("ENGINE_DIST_TIMEOUT"); t && *t)
+      seconds = engine::parse_int(t, "ENGINE_DIST_TIMEOUT", 1, 7 * 86400);
+  } catch (const Error& e) {
+    usage(e.what());
+  }
+  try {
+    auto store = engine::dist::assign_node_rank(&o, std::chrono::seconds(seconds));
+    std::fprintf(stderr, "launch: node rank %d of %d, handed out at the rendezvous (%s); rank 0 will listen at %s:%d\n",
+                 o.node_rank, o.nnodes, store ? "served here" : "served by the machine at the endpoint",
+                 o.master_addr.c_str(), o.master_port);
+    return store;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "launch: %s\n", e.what());
+    std::exit(1);
+  }
+}
 
 FILE* open_log(const std::string& dir, const char* name) {
   std::error_code ec;
@@ -224,6 +254,7 @@ Job prepare(int argc, char** argv) {
     }
   }
   if (o.token.empty()) o.token = random_token();
+  if (o.nnodes > 1 && !o.node_rank_given) job.node_store = join_node_rendezvous(o);
   job.launch_id = random_token().substr(0, 16);
   job.program = resolve_program(o.command[0]);
   job.world = o.nproc_per_node * o.nnodes;

@@ -53,10 +53,11 @@ void parse_endpoint(const std::string& v, LaunchArgs* o) {
   o->master_port = parse_int("--rdzv_endpoint's port", port, 1, 65535);
 }
 
-// torchrun's --rdzv_backend: c10d and static both mean rank 0's store at the endpoint here.
-void parse_backend(const std::string& v) {
-  if (v != "c10d" && v != "static")
-    throw Error("--rdzv_backend expects c10d or static (both: rank 0's store at the endpoint), got \"" + v + "\"");
+// torchrun's --rdzv_backend: static (node ranks given) or c10d (node ranks handed out at
+// the endpoint when not given: launch_rendezvous.h).
+std::string parse_backend(const std::string& v) {
+  if (v != "c10d" && v != "static") throw Error("--rdzv_backend expects c10d or static, got \"" + v + "\"");
+  return v;
 }
 
 // "--name", "--name=value", and torchrun's short forms -r, -t (and -h).
@@ -70,7 +71,6 @@ bool is_flag(const std::string& a) {
 
 LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token) {
   LaunchArgs o;
-  bool node_rank_given = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -92,11 +92,11 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     else if (key == "--nnodes")
       o.nnodes = parse_nnodes(need());
     else if (key == "--node_rank" || key == "--node-rank")
-      o.node_rank = parse_int(key, need(), 0, 100000), node_rank_given = true;
+      o.node_rank = parse_int(key, need(), 0, 100000), o.node_rank_given = true;
     else if (key == "--rdzv_endpoint" || key == "--rdzv-endpoint")
       parse_endpoint(need(), &o);
     else if (key == "--rdzv_backend" || key == "--rdzv-backend")
-      parse_backend(need());
+      o.rdzv_backend = parse_backend(need());
     else if (key == "--no_python" || key == "--no-python")
       continue;  // PROGRAM is always run as it is (torchrun's default is `python PROGRAM`)
     else if (key == "--master_addr" || key == "--master-addr")
@@ -135,10 +135,10 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
     throw Error("--nproc_per_node x --nnodes = " + std::to_string(int64_t(o.nproc_per_node) * o.nnodes) +
                 " processes is more than a job can have (1048576)");
   if (o.nnodes > 1 && o.master_port == 0) throw Error("with --nnodes > 1 give every node the same --master_port");
-  if (o.nnodes > 1 && !node_rank_given)
+  if (o.nnodes > 1 && !o.node_rank_given && o.rdzv_backend != "c10d")
     throw Error(
-        "with --nnodes > 1 give each node its --node_rank (0 on the node at --master_addr, then 1, 2, ...): "
-        "node ranks are not assigned at the rendezvous here, as torchrun's c10d backend does");
+        "with --nnodes > 1 give each node its --node_rank (0 on the node at --master_addr, then 1, 2, ...), or "
+        "--rdzv_backend=c10d with --rdzv_endpoint to have them handed out at the rendezvous");
   if ((o.redirects || o.tee) && o.log_dir.empty())
     throw Error("--redirects and --tee write per-rank log files: give --log_dir too");
   if (o.redirects & o.tee) throw Error("a stream cannot be both redirected (--redirects) and teed (--tee)");

@@ -22,6 +22,8 @@ struct LaunchArgs {
                                      // redirects: only there; tee: there and to the console
   std::vector<std::string> command;  // the program and its arguments
   bool help = false;                 // --help or -h: print the usage and start nothing
+  bool node_rank_given = false;      // else, with --nnodes > 1 and --rdzv_backend=c10d: handed out
+  std::string rdzv_backend;          // "c10d", "static" or "" (not given)
 };
 
 // `args` excludes the launcher's own name. Flags come first (--flag=value or --flag value);

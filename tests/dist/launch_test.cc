@@ -144,6 +144,46 @@ TEST_CASE("torchrun's rendezvous flags: --rdzv_endpoint, --rdzv_backend, --nnode
   }
 }
 
+TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks at the endpoint") {
+  // The same command twice, as on two machines: the first to listen on the endpoint serves
+  // it and is node 0, the other is node 1; rank 0 listens on a port node 0 picked.
+  const int port = 29790;
+  const std::string same =
+      kLaunch + " --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port) +
+      " --job_token=t " + kProbe;
+  Run first;
+  std::thread host([&] { first = run(same); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Run second = run(same);
+  host.join();
+  INFO(first.output << "\n---\n" << second.output);
+  REQUIRE(first.status == 0);
+  REQUIRE(second.status == 0);
+  REQUIRE_THAT(first.output, Catch::Contains("launch: node rank 0 of 2, handed out at the rendezvous (served here)"));
+  REQUIRE_THAT(second.output, Catch::Contains("launch: node rank 1 of 2"));
+  for (int r = 0; r < 4; ++r)
+    REQUIRE_THAT(first.output + second.output, Catch::Contains("[rank " + std::to_string(r) + "] sum 6"));
+  REQUIRE_THAT(first.output, !Catch::Contains("127.0.0.1:" + std::to_string(port) + "\n"));  // rank 0's port is another
+  // A third launcher for a job of two machines is refused, naming --nnodes.
+  const std::string waiting = kLaunch +
+                              " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 1) +
+                              " --job_token=t /bin/sleep 2";
+  Run a, b;
+  std::thread t1([&] { a = run(waiting); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread t2([&] { b = run(waiting); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Run third = run(waiting);
+  t1.join(), t2.join();
+  INFO(third.output);
+  REQUIRE(third.status == 1);
+  REQUIRE_THAT(third.output, Catch::Contains("3 launchers joined the rendezvous at 127.0.0.1:" +
+                                             std::to_string(port + 1) + ", but --nnodes is 2"));
+  // Without c10d, a missing --node_rank stays an error.
+  REQUIRE_THAT(run(kLaunch + " --nnodes=2 --rdzv_endpoint=127.0.0.1:29792 --job_token=t /bin/true").output,
+               Catch::Contains("give each node its --node_rank") && Catch::Contains("--rdzv_backend=c10d"));
+}
+
 TEST_CASE("a stopped rank is named by the launcher, not the survivor that timed out waiting for it") {
   const Run r = run("PROBE_STOP_RANK=1 ENGINE_DIST_TIMEOUT=2 " + kLaunch + " --nproc_per_node=2 " + kProbe);
   INFO(r.output);

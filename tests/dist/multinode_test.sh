@@ -9,7 +9,9 @@
 #      on one machine with 4 ranks (same global batch; only the order of the sums differs);
 #   5. a rank killed on machine 1 mid-run: both launchers (--max_restarts=1) start the job
 #      again, the recap resumes from its saved state, and ends with the very weights of the
-#      same run uninterrupted.
+#      same run uninterrupted;
+#   6. torchrun's c10d form: the same command on both machines, no --node_rank; the
+#      launchers get their node ranks at the endpoint on machine 0.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -114,4 +116,21 @@ grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.resu
 "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/resumed0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
   fail "the restarted run should end with the weights of the uninterrupted one, bit for bit"
 echo "ok: rank 3 killed on machine 1; both machines restarted the job, it resumed, and ended bit-identical"
+
+# 6. One command for every machine.
+c10d=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="$NODE0_ADDR:29660" --job_token="$token")
+ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${c10d[@]}" "$probe" >"$out.c10d.1" 2>&1 &
+other=$!
+ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 0 "$launch" "${c10d[@]}" "$probe" >"$out.c10d.0" 2>&1 &&
+  rc0=0 || rc0=$?
+wait $other && rc1=0 || rc1=$?
+cat "$out.c10d.0" "$out.c10d.1"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the c10d job failed (machine 0: exit $rc0, machine 1: exit $rc1)"
+grep -q "^launch: node rank 0 of 2, handed out at the rendezvous (served here)" "$out.c10d.0" ||
+  fail "machine 0, which has the endpoint's address, should serve it and be node 0"
+grep -q "^launch: node rank 1 of 2" "$out.c10d.1" || fail "machine 1 should be node 1"
+for r in 2 3; do
+  grep -q "^\[rank $r\] rank $r: every collective equals its closed form" "$out.c10d.1" || fail "rank $r: collectives"
+done
+echo "ok: the same c10d command on both machines formed one job of 4 ranks"
 echo PASS

@@ -1,0 +1,53 @@
+#include "dist/launch_rendezvous.h"
+
+#include <string>
+
+#include "dist/socket.h"
+#include "tensor/check.h"
+#include "tensor/parse.h"
+
+namespace engine::dist {
+
+namespace {
+// The launchers' store is not a process group's: no rank (whose generation is its restart
+// count and destroyed groups, dist.cc) is ever served by it, nor a launcher by a rank's.
+constexpr uint32_t kLaunchersGeneration = 0xFFFFFFFFu;
+}  // namespace
+
+std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseconds timeout) {
+  StoreOptions so;
+  so.timeout = timeout;
+  so.token = o->token;
+  so.generation = kLaunchersGeneration;
+  const std::string endpoint = o->master_addr + ":" + std::to_string(o->master_port);
+  // Only the machine that has the endpoint's address can listen on it (or, with several
+  // launchers on one machine, the first to try).
+  std::unique_ptr<TCPStore> host;
+  try {
+    host = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/true, so);
+  } catch (const Error&) {}
+  if (host) {
+    o->node_rank = 0;
+    o->master_port = Listener::bind(o->master_addr, 0).port();  // free now; rank 0 binds it in every attempt
+    host->set("master_port", std::to_string(o->master_port));
+    return host;
+  }
+  int64_t joined = 0;
+  std::string port;
+  try {
+    TCPStore store(o->master_addr, o->master_port, /*is_server=*/false, so);
+    joined = store.add("nodes", 1);  // 1, 2, ...: the host took 0
+    if (joined < o->nnodes) port = store.get("master_port");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (the node rendezvous at --rdzv_endpoint " + endpoint +
+                ": start the launcher on the machine with that address too; it hands out the node ranks)");
+  }
+  if (joined >= o->nnodes)
+    throw Error(std::to_string(joined + 1) + " launchers joined the rendezvous at " + endpoint + ", but --nnodes is " +
+                std::to_string(o->nnodes) + ": start one launcher per machine, with the same --nnodes on each");
+  o->node_rank = int(joined);
+  o->master_port = int(parse_int(port, "the launchers' store's master_port", 1, 65535));
+  return nullptr;
+}
+
+}  // namespace engine::dist
