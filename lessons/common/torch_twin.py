@@ -104,6 +104,27 @@ def load_engine_weights_from(model, tensors, where):
 
 # ---- the training, per rank
 
+def learning_rate(run, step):
+    """The engine's cosine schedule (13_recap/schedule.h, no warm-up) at a step of the run."""
+    return run["lr"] * 0.5 * (1 + math.cos(math.pi * step / (run["epochs"] * run["steps_per_epoch"])))
+
+
+def batch_indices(run, orders, step):
+    """This rank's sample indices for a step of the run, from its recorded order."""
+    epoch, b = divmod(step, run["steps_per_epoch"])
+    return torch.tensor(orders[epoch][b * run["batch"]:(b + 1) * run["batch"]])
+
+
+def max_difference(ours, theirs):
+    """Largest |ours - theirs| over the float32 tensors, and the largest |ours| (the scale)."""
+    worst = scale = 0.0
+    for name, a in ours.items():
+        if a.dtype == torch.float32:
+            worst = max(worst, (a - theirs[name]).abs().max().item())
+            scale = max(scale, a.abs().max().item())
+    return worst, scale
+
+
 def train(rank, run, twin_dir, out_dir, port):
     torch.set_num_threads(run.get("threads", 1))
     world = run["world"]
@@ -117,19 +138,10 @@ def train(rank, run, twin_dir, out_dir, port):
     opt = torch.optim.SGD(net.parameters(), lr=run["lr"], momentum=run["momentum"])
     with open(os.path.join(twin_dir, f"order_rank{rank}.txt")) as f:
         orders = [[int(i) for i in line.split()] for line in f]
-    steps, total = run["steps_per_epoch"], run["epochs"] * run["steps_per_epoch"]
     losses = []
     t0 = time.perf_counter()
-    for epoch, order in enumerate(orders):
-        for b in range(steps):
-            idx = torch.tensor(order[b * run["batch"]:(b + 1) * run["batch"]])
-            for group in opt.param_groups:  # the engine's cosine schedule, step by step
-                group["lr"] = run["lr"] * 0.5 * (1 + math.cos(math.pi * (epoch * steps + b) / total))
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+    for step in range(run["epochs"] * run["steps_per_epoch"]):
+        losses.append(train_step(run, orders, step, x, y, net, opt))
     seconds = time.perf_counter() - t0
     with open(os.path.join(out_dir, f"losses_rank{rank}.txt"), "w") as f:
         f.writelines(f"{l:.9g}\n" for l in losses)
@@ -142,36 +154,35 @@ def train(rank, run, twin_dir, out_dir, port):
         dist.destroy_process_group()
 
 
+def train_step(run, orders, step, x, y, net, opt):
+    """One optimizer step of the run on this rank's batch, at the engine's learning rate."""
+    idx = batch_indices(run, orders, step)
+    for group in opt.param_groups:  # the engine's cosine schedule, step by step
+        group["lr"] = learning_rate(run, step)
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def one_step_from_engine_state(rank, run, twin_dir, out_dir, x, y, model, net, opt, orders):
     """At each probe step: the engine's weights and momentum before it, one step on the same
     batch. Every rank writes "step loss" lines to OUT/one_step_rank{r}.txt; rank 0 compares
     the weights after the step with the engine's (OUT/one_step_weights.json)."""
-    steps, total = run["steps_per_epoch"], run["epochs"] * run["steps_per_epoch"]
     losses, weights = [], []
     for step in run.get("probe_steps", []):
         saved = load_safetensors(os.path.join(twin_dir, f"probe_step{step}.safetensors"))
         part = lambda prefix: {k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)}
-        load_engine_weights_from(model, part("before."), f"probe_step{step}")
-        momentum = part("optimizer.state.")
+        before, momentum = part("before."), part("optimizer.state.")
+        load_engine_weights_from(model, before, f"probe_step{step}")
         for i, p in enumerate(model.parameters()):
             opt.state[p]["momentum_buffer"] = momentum[f"{i}.momentum_buffer"].clone()
-        epoch, b = divmod(step, steps)
-        for group in opt.param_groups:
-            group["lr"] = run["lr"] * 0.5 * (1 + math.cos(math.pi * step / total))
-        idx = torch.tensor(orders[epoch][b * run["batch"]:(b + 1) * run["batch"]])
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
-        loss.backward()
-        opt.step()
-        losses.append(f"{step} {loss.item():.9g}\n")
+        losses.append(f"{step} {train_step(run, orders, step, x, y, net, opt):.9g}\n")
         if rank == 0:
-            before, after, ours = part("before."), model.state_dict(), part("after.")
-            worst = scale = moved = 0.0
-            for name, a in ours.items():
-                if a.dtype == torch.float32:
-                    worst = max(worst, (after[name] - a).abs().max().item())
-                    scale = max(scale, a.abs().max().item())
-                    moved = max(moved, (a - before[name]).abs().max().item())
+            ours = part("after.")
+            worst, scale = max_difference(ours, model.state_dict())
+            moved, _ = max_difference(ours, before)
             weights.append({"step": step, "weights_rel_difference": worst / scale,
                             "update_rel_difference": worst / max(moved, 1e-30)})
     with open(os.path.join(out_dir, f"one_step_rank{rank}.txt"), "w") as f:
@@ -193,11 +204,7 @@ def compare(run, twin_dir, out_dir):
     ours, theirs = make_model(run["model"]), make_model(run["model"])
     load_engine_weights(ours, os.path.join(twin_dir, "final.safetensors"))
     theirs.load_state_dict(load_safetensors(os.path.join(out_dir, "final.safetensors")), strict=False)
-    worst, scale = 0.0, 0.0
-    for (name, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
-        if a.dtype == torch.float32:
-            worst = max(worst, (a - b).abs().max().item())
-            scale = max(scale, b.abs().max().item())
+    worst, scale = max_difference(theirs.state_dict(), ours.state_dict())  # scale: PyTorch's weights
     x, y = fashion_mnist(run["data"], False, run["mean"], run["std"])
     ours.eval(), theirs.eval()
     with torch.no_grad():

@@ -18,6 +18,7 @@ TwinRecorder::TwinRecorder(std::string dir, int rank, int world) : dir_(std::mov
   ENGINE_REQUIRE(!ec, "[twin] cannot create ", dir_, ": ", ec.message());
 }
 
+namespace {
 // Four steps spread over the run, the last one included, none the first (whose momentum
 // buffers do not exist yet): where the two runs' free-running losses have drifted apart.
 std::vector<int64_t> probe_steps(int64_t total) {
@@ -28,6 +29,7 @@ std::vector<int64_t> probe_steps(int64_t total) {
   }
   return steps;
 }
+}  // namespace
 
 void TwinRecorder::start(engine::nn::Module& model, const Settings& s, int64_t train_size, int64_t steps_per_epoch) {
   if (!on() || rank_ != 0) return;
