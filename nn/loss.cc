@@ -34,15 +34,15 @@ Variable log_softmax(const Variable& x) {
   });
 }
 
-Variable cross_entropy(const Variable& logits0, const Tensor& targets) {
+Variable cross_entropy(const Variable& logits0, const Tensor& targets, int64_t ignore_index) {
   // 16-bit logits (from layers under autocast) are widened: the log-softmax of 10 classes
   // needs float32's digits, as in PyTorch's autocast, whose float32 list has this loss.
   const Variable logits = is_half(logits0.data().dtype()) ? autograd::to(logits0, DType::Float32) : logits0;
   // Softmax, the loss and what backward needs, in one pass (tensor/nn_ops.cc).
-  const CrossEntropy saved = cross_entropy_forward(logits.data(), targets);
+  const CrossEntropy saved = cross_entropy_forward(logits.data(), targets, ignore_index);
   const Tensor t = targets;
   return autograd::record("cross_entropy", saved.loss, {logits}, [saved, t](const Tensor& g, const Needs&) {
-    return Grads{cross_entropy_backward(saved, t, g)};  // (softmax - onehot(t)) * g / N
+    return Grads{cross_entropy_backward(saved, t, g)};  // (softmax - onehot(t)) * g / rows counted
   });
 }
 

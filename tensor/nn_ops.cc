@@ -323,7 +323,7 @@ double cross_entropy_row(const float* x, int64_t c, int64_t t, float* probs, flo
 
 }  // namespace
 
-CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets) {
+CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   ENGINE_REQUIRE(logits.dim() == 2, "[cross_entropy] expects logits of shape (N, C), got ", shape_str(logits.shape()));
   require_float("cross_entropy", logits);
   ENGINE_REQUIRE(targets.dtype() == DType::Int64, "[cross_entropy] targets must be int64 class indices, got ",
@@ -335,31 +335,41 @@ CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets) 
   ENGINE_REQUIRE(n > 0, "[cross_entropy] got an empty batch");
   const Tensor x = logits.contiguous(), t = targets.contiguous();
   const Device dev = x.device();
-  CrossEntropy r{Tensor(), empty({n, c}, DType::Float32, dev), empty({n}, DType::Float32, dev)};
+  CrossEntropy r{Tensor(), empty({n, c}, DType::Float32, dev), empty({n}, DType::Float32, dev), Tensor(), ignore_index};
   if (dev.is_cuda()) {
     // A bad target is found by the kernel; reading its flag waits for the GPU, which the
     // loss's first use would do anyway. Not while a CUDA graph is captured (nothing may
     // wait then): a replayed step's targets are the caller's to check when it copies them in.
-    Tensor rows = empty({n}, DType::Float32, dev), bad = full({}, -1, DType::Int64, dev);
-    cuda::cross_entropy_forward(dev.index, n, c, x.data<float>(), t.data<int64_t>(), r.probs.data<float>(),
-                                rows.data<float>(), r.rest.data<float>(), bad.data<int64_t>());
+    Tensor rows = empty({n}, DType::Float32, dev), counts = empty({n}, DType::Float32, dev);
+    Tensor bad = full({}, -1, DType::Int64, dev);
+    cuda::cross_entropy_forward(dev.index, n, c, x.data<float>(), t.data<int64_t>(), ignore_index,
+                                r.probs.data<float>(), rows.data<float>(), r.rest.data<float>(), counts.data<float>(),
+                                bad.data<int64_t>());
     if (!cuda::is_capturing(dev.index)) {
       const int64_t bad_row = int64_t(bad.item());
       ENGINE_REQUIRE(bad_row < 0, "[cross_entropy] target ", t.at({bad_row}), " at index ", bad_row,
-                     " is out of range for ", c, " classes");
+                     " is out of range for ", c, " classes (and is not the ignore_index, ", ignore_index, ")");
     }
-    r.loss = mean(rows);
+    r.counted = sum(counts);
+    r.loss = sum(rows) / r.counted;
     return r;
   }
   const float* px = x.data<float>();
   const int64_t* pt = t.data<int64_t>();
   double total = 0;
+  int64_t counted = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (pt[i] == ignore_index) {  // a padding row: no loss, no gradient, not in the mean
+      r.rest.data<float>()[i] = 0;
+      continue;
+    }
     ENGINE_REQUIRE(pt[i] >= 0 && pt[i] < c, "[cross_entropy] target ", pt[i], " at index ", i, " is out of range for ",
-                   c, " classes");
+                   c, " classes (and is not the ignore_index, ", ignore_index, ")");
     total += cross_entropy_row(px + i * c, c, pt[i], r.probs.data<float>() + i * c, r.rest.data<float>() + i);
+    ++counted;
   }
-  r.loss = scalar_tensor(total / double(n));
+  r.counted = scalar_tensor(double(counted));
+  r.loss = scalar_tensor(total / double(counted));  // 0 / 0 = NaN when every row is ignored
   return r;
 }
 
@@ -371,16 +381,18 @@ Tensor cross_entropy_backward(const CrossEntropy& saved, const Tensor& targets, 
   if (dev.is_cuda()) {
     const Tensor g = grad.to(dev).contiguous();
     cuda::cross_entropy_backward(dev.index, n, c, saved.probs.data<float>(), saved.rest.data<float>(),
-                                 t.data<int64_t>(), g.data<float>(), d.data<float>());
+                                 t.data<int64_t>(), saved.ignore_index, g.data<float>(), saved.counted.data<float>(),
+                                 d.data<float>());
     return d;
   }
-  const float scale = float(grad.item()) / float(n);
+  const float scale = float(grad.item()) / float(saved.counted.item());
   const float* p = saved.probs.data<float>();
   const float* rest = saved.rest.data<float>();
   const int64_t* pt = t.data<int64_t>();
   float* pd = d.data<float>();
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) pd[i * c + j] = (j == pt[i] ? -rest[i] : p[i * c + j]) * scale;
+    for (int64_t j = 0; j < c; ++j)
+      pd[i * c + j] = pt[i] == saved.ignore_index ? 0.0f : (j == pt[i] ? -rest[i] : p[i * c + j]) * scale;
   return d;
 }
 

@@ -118,15 +118,19 @@ BatchNormGrads batch_norm_relu_pool2_backward(const Tensor& g_pooled, const Tens
 Tensor batch_norm_eval_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                                const Tensor& weight, const Tensor& bias, double eps, bool relu, bool pool2);
 
-// ---- softmax cross-entropy of logits (n, c) against int64 targets (n,), mean over rows.
+// ---- softmax cross-entropy of logits (n, c) against int64 targets (n,), mean over the
+// rows whose target is not ignore_index (PyTorch's default, -100, marks padding rows).
 struct CrossEntropy {
-  Tensor loss;   // 0-dim float32
-  Tensor probs;  // softmax(x), (n, c)
-  Tensor rest;   // (n,) 1 - probs[i][t_i], summed from the other classes (no cancellation)
+  Tensor loss;     // 0-dim float32: NaN when every row is ignored (0 / 0, as in PyTorch)
+  Tensor probs;    // softmax(x), (n, c)
+  Tensor rest;     // (n,) 1 - probs[i][t_i], summed from the other classes (no cancellation)
+  Tensor counted;  // 0-dim float32: how many rows were not ignored, the mean's divisor
+  int64_t ignore_index = -100;
 };
-// Throws naming the first target outside [0, c).
-CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets);
-// d loss / d x = (probs - onehot(t)) * g / n, with probs[i][t_i] - 1 taken as -rest[i].
+// Throws naming the first target outside [0, c) that is not ignore_index.
+CrossEntropy cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// d loss / d x = (probs - onehot(t)) * g / counted, with probs[i][t_i] - 1 taken as
+// -rest[i]; 0 on ignored rows.
 Tensor cross_entropy_backward(const CrossEntropy& saved, const Tensor& targets, const Tensor& grad);
 
 // ---- optimizer updates: one pass over the parameter, in place (rules in nn/sgd.h, nn/adam.h).

@@ -107,14 +107,18 @@ void tiled_gemm(int device, int64_t M, int64_t N, int64_t K, const float* A, con
 
 // ---- neural-network kernels (nn.cu)
 // Row-wise softmax cross-entropy over dense logits (n, c): probs = softmax(x), loss[i] =
-// logsumexp(x_i) - x_i[t_i], rest[i] = 1 - probs[i][t_i] (kept apart for accuracy). A
-// target outside [0, c) is not read: the first such row's index goes to *bad_row (set it
-// to -1 before).
-void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits, const int64_t* targets, float* probs,
-                           float* loss, float* rest, int64_t* bad_row);
-// dx = (probs - onehot(t)) * (*grad_out) / n; grad_out is a device scalar.
+// logsumexp(x_i) - x_i[t_i], rest[i] = 1 - probs[i][t_i] (kept apart for accuracy), and
+// counted[i] = 1, or loss = rest = counted = 0 where t_i == ignore_index. A target outside
+// [0, c) that is not ignore_index is not read: the first such row's index goes to
+// *bad_row (set it to -1 before).
+void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits, const int64_t* targets,
+                           int64_t ignore_index, float* probs, float* loss, float* rest, float* counted,
+                           int64_t* bad_row);
+// dx = (probs - onehot(t)) * (*grad_out) / (*counted), 0 on ignored rows; grad_out and
+// counted are device scalars.
 void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const float* rest,
-                            const int64_t* targets, const float* grad_out, float* dx);
+                            const int64_t* targets, int64_t ignore_index, const float* grad_out, const float* counted,
+                            float* dx);
 // im2col / col2im of tensor/nn_ops.h on dense (N, C, H, W) images. cols is (N, C*kh*kw,
 // OH*OW), or with batch_in_columns (C*kh*kw, N*OH*OW): the whole batch side by side, so
 // that one large GEMM does a convolution layer for every image at once.

@@ -24,10 +24,12 @@ void conv2d_forward(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, i
                     const float*, const float*, float*) {
   no_cuda("conv2d_forward");
 }
-void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, float*, float*, float*, int64_t*) {
+void cross_entropy_forward(int, int64_t, int64_t, const float*, const int64_t*, int64_t, float*, float*, float*, float*,
+                           int64_t*) {
   no_cuda("cross_entropy_forward");
 }
-void cross_entropy_backward(int, int64_t, int64_t, const float*, const float*, const int64_t*, const float*, float*) {
+void cross_entropy_backward(int, int64_t, int64_t, const float*, const float*, const int64_t*, int64_t, const float*,
+                            const float*, float*) {
   no_cuda("cross_entropy_backward");
 }
 void im2col(int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float*, float*, bool) {

@@ -27,13 +27,14 @@ __device__ __forceinline__ float warp_sum(float v) {
 // near 0 has. rest[i] = 1 - probs[t] computed as others / s, for the same reason in the
 // gradient.
 __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float* logits, const int64_t* targets,
-                                             float* probs, float* loss, float* rest, int64_t* bad_row) {
+                                             int64_t ignore_index, float* probs, float* loss, float* rest,
+                                             float* counted, int64_t* bad_row) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
   const float* x = logits + row * c;
   const int64_t t = targets[row];
-  const bool valid = t >= 0 && t < c;
+  const bool ignored = t == ignore_index, valid = t >= 0 && t < c;
   float m = -INFINITY;
   for (int64_t j = lane; j < c; j += 32) m = fmaxf(m, x[j]);
   m = warp_max(m);
@@ -46,7 +47,10 @@ __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float* 
   s = warp_sum(s), others = warp_sum(others);
   for (int64_t j = lane; j < c; j += 32) probs[row * c + j] = expf(x[j] - m) / s;
   if (lane == 0) {
-    if (!valid) {
+    counted[row] = ignored ? 0.0f : 1.0f;
+    if (ignored) {  // a padding row: no loss, no gradient, not in the mean
+      loss[row] = 0, rest[row] = 0;
+    } else if (!valid) {
       atomicCAS(reinterpret_cast<unsigned long long*>(bad_row), 0xffffffffffffffffull, (unsigned long long)row);
       loss[row] = NAN, rest[row] = NAN;
     } else {
@@ -56,13 +60,15 @@ __global__ void cross_entropy_forward_kernel(int64_t n, int64_t c, const float* 
   }
 }
 
-// dx = (probs - onehot(t)) * g / n, with probs[t] - 1 taken as -rest (no cancellation).
+// dx = (probs - onehot(t)) * g / counted, with probs[t] - 1 taken as -rest (no
+// cancellation); 0 on ignored rows.
 __global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float* probs, const float* rest,
-                                              const int64_t* targets, const float* grad_out, float* dx) {
-  const float scale = grad_out[0] / float(n);
+                                              const int64_t* targets, int64_t ignore_index, const float* grad_out,
+                                              const float* counted, float* dx) {
+  const float scale = grad_out[0] / counted[0];
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n * c; k += int64_t(blockDim.x) * gridDim.x) {
     const int64_t i = k / c, j = k % c;
-    dx[k] = (targets[i] == j ? -rest[i] : probs[k]) * scale;
+    dx[k] = targets[i] == ignore_index ? 0.0f : (targets[i] == j ? -rest[i] : probs[k]) * scale;
   }
 }
 
@@ -163,20 +169,22 @@ namespace {
 constexpr int kThreads = 256;
 }
 
-void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits, const int64_t* targets, float* probs,
-                           float* loss, float* rest, int64_t* bad_row) {
+void cross_entropy_forward(int device, int64_t n, int64_t c, const float* logits, const int64_t* targets,
+                           int64_t ignore_index, float* probs, float* loss, float* rest, float* counted,
+                           int64_t* bad_row) {
   if (n == 0) return;
   const int rows_per_block = kThreads / 32;
   cross_entropy_forward_kernel<<<unsigned((n + rows_per_block - 1) / rows_per_block), kThreads, 0, stream_of(device)>>>(
-      n, c, logits, targets, probs, loss, rest, bad_row);
+      n, c, logits, targets, ignore_index, probs, loss, rest, counted, bad_row);
   check_launch("cross_entropy_forward_kernel");
 }
 
 void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs, const float* rest,
-                            const int64_t* targets, const float* grad_out, float* dx) {
+                            const int64_t* targets, int64_t ignore_index, const float* grad_out, const float* counted,
+                            float* dx) {
   if (n * c == 0) return;
   cross_entropy_backward_kernel<<<blocks_for(n * c, kThreads, device), kThreads, 0, stream_of(device)>>>(
-      n, c, probs, rest, targets, grad_out, dx);
+      n, c, probs, rest, targets, ignore_index, grad_out, counted, dx);
   check_launch("cross_entropy_backward_kernel");
 }
 

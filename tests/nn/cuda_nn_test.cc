@@ -68,6 +68,14 @@ TEST_CASE("cross-entropy and log-softmax on the GPU: loss and gradient match the
     autograd::sum(og * Variable(x.to(kGpu))).backward();
     CHECK(rel_error(sg.grad(), sc.grad()) <= 1e-5);
   }
+  // Rows whose target is -100 (PyTorch's ignore_index) are left out on both devices.
+  const Tensor x = randn({6, 10}, &g), t = from_vector(std::vector<int64_t>{1, -100, 3, -100, 9, 0});
+  Variable xc(x, true), xg(x.to(kGpu), true);
+  Variable lc = cross_entropy(xc, t), lg = cross_entropy(xg, t.to(kGpu));
+  CHECK(lg.data().item() == Approx(lc.data().item()).epsilon(1e-5));
+  lc.backward(), lg.backward();
+  CHECK(rel_error(xg.grad(), xc.grad()) <= 1e-5);
+  CHECK(max_abs_error(xg.grad().narrow(0, 1, 1), zeros({1, 10}).to(kGpu)) == 0);
   // A target out of range is named, as on the CPU.
   const Tensor bad = from_vector(std::vector<int64_t>{1, 12, 3});
   CHECK_THROWS_WITH(cross_entropy(Variable(randn({3, 10}, &g).to(kGpu)), bad.to(kGpu)),

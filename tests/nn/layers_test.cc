@@ -78,6 +78,34 @@ TEST_CASE("cross_entropy by hand, and its gradient") {
   REQUIRE(cross_entropy(Variable(x), targets).item() == Approx(composite).epsilon(1e-5));
 }
 
+TEST_CASE("cross_entropy leaves out rows whose target is ignore_index (-100), as PyTorch's") {
+  const Tensor x = randn({5, 4});
+  // Rows 1 and 3 are padding: the loss and gradient are those of rows 0, 2 and 4 alone.
+  const Tensor t_kept = from_vector(std::vector<int64_t>{3, 0, 1});
+  Variable all(x, true), some(x.slice(0, 0, 5, 2).contiguous(), true);
+  Variable l_all = cross_entropy(all, from_vector(std::vector<int64_t>{3, -100, 0, -100, 1}));
+  Variable l_some = cross_entropy(some, t_kept);
+  REQUIRE(l_all.item() == l_some.item());
+  l_all.backward(), l_some.backward();
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t j = 0; j < 4; ++j) CHECK(all.grad().at({2 * r, j}) == some.grad().at({r, j}));
+  for (int64_t j = 0; j < 4; ++j) CHECK((all.grad().at({1, j}) == 0 && all.grad().at({3, j}) == 0));
+  const Tensor t2 = from_vector(std::vector<int64_t>{3, 2, 0, 2, 1});
+  check_gradients("cross_entropy ignoring class 2", [t2](const Vs& v) { return cross_entropy(v[0], t2, 2); }, {x});
+  // Another ignore_index, here a real class: rows of class 2 are left out, -100 is an error.
+  CrossEntropyLoss skip_class_2{2};
+  REQUIRE(skip_class_2(Variable(x), t2).item() == l_some.item());
+  REQUIRE_THROWS_WITH(cross_entropy(Variable(x), from_vector(std::vector<int64_t>{3, -100, 0, -100, 1}), 2),
+                      Catch::Contains("target -100 at index 1 is out of range for 4 classes (and is not the "
+                                      "ignore_index, 2)"));
+  // Every row left out: 0 / 0 is NaN, as in PyTorch, and the gradient is 0.
+  Variable none(x, true);
+  Variable l_none = cross_entropy(none, full({5}, -100, DType::Int64));
+  CHECK(std::isnan(l_none.item()));
+  l_none.backward();
+  CHECK(max(abs(none.grad())).item() == 0);
+}
+
 TEST_CASE("cross_entropy rejects bad targets, naming them") {
   Variable logits(zeros({2, 3}));
   REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0, 3})),
