@@ -155,8 +155,10 @@ Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t p
 }
 
 Variable dropout(const Variable& x, double p, bool training, Generator* gen) {
-  ENGINE_REQUIRE(p >= 0 && p < 1, "[dropout] probability must be in [0, 1), got ", p);
+  ENGINE_REQUIRE(p >= 0 && p <= 1, "[dropout] probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
+  // Every element dropped: x * 0, as PyTorch (1 / (1 - p) would make the mask inf * 0 = NaN).
+  if (p == 1) return autograd::mul(x, Variable(zeros({}, x.data().dtype(), x.data().device())));
   // mask = 1/(1-p) where kept, 0 where dropped, so the expected value is unchanged.
   const Tensor mask = ge(rand(x.shape(), gen, x.data().device()), scalar_tensor(p)) * (1.0 / (1.0 - p));
   return autograd::mul(x, Variable(mask));

@@ -24,7 +24,10 @@ Variable Linear::forward(const Variable& x) {
 }
 
 Variable Flatten::forward(const Variable& x) {
-  ENGINE_REQUIRE(x.dim() >= 1, "[Flatten] needs at least 1 dim, got a scalar");
+  // PyTorch's Flatten() keeps dim 0 (the batch) and flattens dims 1 onwards, so it needs
+  // a dim 1: a (4,) input is refused there too, not turned into (4, 1).
+  ENGINE_REQUIRE(x.dim() >= 2, "[Flatten] keeps dim 0 (the batch) and flattens dims 1 onwards, so it needs at least ",
+                 "2 dims, got shape ", shape_str(x.shape()));
   return autograd::reshape(x, {x.size(0), -1});
 }
 
@@ -72,7 +75,7 @@ Variable Sequential::forward(const Variable& x) {
 }
 
 Dropout::Dropout(double p, Generator* gen) : p(p), gen_(gen) {
-  ENGINE_REQUIRE(p >= 0 && p < 1, "[Dropout] probability must be in [0, 1), got ", p);
+  ENGINE_REQUIRE(p >= 0 && p <= 1, "[Dropout] probability must be in [0, 1], got ", p);
 }
 
 Variable Dropout::forward(const Variable& x) { return dropout(x, p, is_training(), gen_); }

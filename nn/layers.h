@@ -29,7 +29,8 @@ class ReLU : public Module {
   Variable forward(const Variable& x) override { return autograd::relu(x); }
 };
 
-// Zeroes each element with probability p in train() and scales the rest by 1/(1-p).
+// Zeroes each element with probability p in train() and scales the rest by 1/(1-p);
+// p = 1 zeroes everything (x * 0), as in PyTorch.
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, Generator* gen = nullptr);
@@ -40,7 +41,7 @@ class Dropout : public Module {
   Generator* gen_;
 };
 
-// (N, d1, d2, ...) -> (N, d1*d2*...)
+// (N, d1, d2, ...) -> (N, d1*d2*...); needs at least 2 dims, as PyTorch's Flatten().
 class Flatten : public Module {
  public:
   Variable forward(const Variable& x) override;

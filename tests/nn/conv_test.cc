@@ -176,6 +176,17 @@ TEST_CASE("Dropout zeroes about p of the elements, rescales the rest, and is off
   REQUIRE(drop(Variable(x)).data().storage() == x.storage());
 }
 
+TEST_CASE("Dropout(1) zeroes everything and its gradient, as PyTorch's; p outside [0, 1] is refused") {
+  Dropout all(1.0, &gen);
+  Variable v(tensor({1, -2, 3}), true);
+  Variable y = all(v);
+  REQUIRE(y.data().to_vector<float>() == std::vector<float>{0, 0, 0});  // not NaN: no 1 / (1 - p)
+  autograd::sum(y).backward();
+  REQUIRE(v.grad().to_vector<float>() == std::vector<float>{0, 0, 0});
+  for (double p : {-0.1, 1.5, double(NAN)})
+    REQUIRE_THROWS_WITH(Dropout(p), Catch::Contains("[Dropout] probability must be in [0, 1]"));
+}
+
 TEST_CASE("BatchNorm2d in training normalises per channel and updates running statistics") {
   BatchNorm2d bn(3);
   const Tensor x = randn({4, 3, 5, 5}, &gen) * 2.0 + 1.5;

@@ -120,4 +120,7 @@ TEST_CASE("mse_loss, ReLU and Flatten") {
   check_gradients("mse", [](const Vs& v) { return mse_loss(v[0], v[1]); }, {randn({3, 2}), randn({3, 2})});
   REQUIRE(ReLU()(Variable(tensor({-1, 2}))).data().to_vector<float>() == V{0, 2});
   REQUIRE(Flatten()(Variable(zeros({2, 3, 4}))).shape() == Shape{2, 12});
+  REQUIRE(Flatten()(Variable(zeros({2, 3}))).shape() == Shape{2, 3});
+  // A (4,) input has no dim 1 to flatten from: refused, as PyTorch's (not made (4, 1)).
+  REQUIRE_THROWS_WITH(Flatten()(Variable(zeros({4}))), Catch::Contains("needs at least 2 dims, got shape (4,)"));
 }
