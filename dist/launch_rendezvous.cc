@@ -19,6 +19,7 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   so.timeout = timeout;
   so.token = o->token;
   so.generation = kLaunchersGeneration;
+  so.served_by = "the launcher on the --rdzv_endpoint machine";
   const std::string endpoint = o->master_addr + ":" + std::to_string(o->master_port);
   // Only the machine that has the endpoint's address can listen on it (or, with several
   // launchers on one machine, the first to try).

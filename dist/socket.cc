@@ -35,7 +35,7 @@ bool wait_fd(int fd, bool for_write, Deadline deadline) {
 }
 
 void throw_io_error(const char* what, const std::string& peer, int err, bool timed_out) {
-  if (timed_out) throw Error(std::string("[dist] timed out ") + what + " " + peer);
+  if (timed_out) throw TimedOut(std::string("[dist] timed out ") + what + " " + peer);
   if (err == 0 || err == ECONNRESET || err == EPIPE) {
     const std::string verb(what, std::strcspn(what, " "));  // "receiving from" -> "receiving"
     throw Error(std::string("[dist] connection to ") + peer + " closed while " + verb +

@@ -16,11 +16,20 @@
 #include <cstdint>
 #include <string>
 
+#include "tensor/check.h"
+
 namespace engine::dist {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 inline Deadline deadline_in(std::chrono::milliseconds d) { return Clock::now() + d; }
+
+// A read or write that met its deadline (the others are plain Errors): callers that must
+// tell "nothing came" from "the peer hung up" catch it apart.
+class TimedOut : public Error {
+ public:
+  using Error::Error;
+};
 
 class Socket {
  public:

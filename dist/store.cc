@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "dist/store_server.h"
@@ -28,61 +29,109 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
     port_ = l.port();
     server_ = std::make_unique<Server>(std::move(l), options_.token, options_.generation);
   }
+  connect_to_server();
+}
+
+namespace {
+
+// What one connection's handshake met. The store may ask to be tried again (kBusy: at its
+// connection limit; kOtherGeneration: still serving a process group this process has
+// destroyed, which rank 0 is closing); a connection cut off or left unanswered is a store
+// closing or frozen, or another program on the port; any other first byte is another
+// program's (an SSH server's "SSH-2.0-...", a web server's "HTTP/1.1 400").
+struct Handshake {
+  enum Outcome { kDone, kRetry, kCutOff, kUnanswered } outcome;
+  uint8_t answer = 0;
+  std::string error;  // the socket's, for kCutOff and kUnanswered
+};
+
+Handshake handshake(const Socket& sock, const StoreOptions& o, Deadline d, const std::string& peer) {
+  std::string hello;
+  put_u32(hello, kMagic);
+  put_u32(hello, uint32_t(o.token.size() + 4));
+  hello += o.token;
+  put_u32(hello, o.generation);
+  uint8_t answer = 0;
+  try {
+    sock.send_all(hello.data(), hello.size(), d, peer);
+    sock.recv_all(&answer, 1, d, peer);
+  } catch (const TimedOut& e) {
+    return {Handshake::kUnanswered, 0, e.what()};
+  } catch (const Error& e) {
+    return {Handshake::kCutOff, 0, e.what()};
+  }
+  return {answer == kBusy || answer == kOtherGeneration ? Handshake::kRetry : Handshake::kDone, answer, ""};
+}
+
+std::string byte_shown(uint8_t b) {
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", unsigned(b));
+  return b >= 32 && b < 127 ? std::string(hex) + " ('" + char(b) + "')" : std::string(hex);
+}
+
+}  // namespace
+
+void TCPStore::connect_to_server() {
   const Deadline d = deadline_in(options_.timeout);
-  const std::string peer = "the rendezvous store (rank 0)", where = host_ + ":" + std::to_string(port_);
-  // The store may ask to be tried again (kBusy: at its connection limit; kOtherGeneration:
-  // still serving a process group this process has destroyed, which rank 0 is closing). At
-  // the deadline, that is the error to report, whatever the last attempt met.
+  const std::string peer = "the rendezvous store (" + options_.served_by + ")",
+                    where = host_ + ":" + std::to_string(port_);
+  // At the deadline, what the attempts met before is the error to report, whatever the
+  // last attempt met.
   uint8_t asked_to_retry = kAccepted;
-  const auto retried_too_long = [&] {
-    return Error("[store] the store at " + where +
-                 (asked_to_retry == kOtherGeneration
-                      ? " kept serving another process group of this job than this process's (this one is the "
-                        "launcher's restart " +
-                            std::to_string(options_.generation >> 16) + " and has destroyed " +
-                            std::to_string(options_.generation & 0xFFFF) +
-                            " groups before): every rank must call destroy_process_group() and init_process_group() "
-                            "alike, and on several machines every launcher must restart the job together (the same "
-                            "--max_restarts, no rank left running)"
-                      : std::string(" stayed at its connection limit")));
+  bool cut_off = false;
+  const auto gave_up = [&](const std::string& last) {
+    if (asked_to_retry == kOtherGeneration)
+      return Error("[store] the store at " + where +
+                   " kept serving another process group of this job than this process's (this one is the "
+                   "launcher's restart " +
+                   std::to_string(options_.generation >> 16) + " and has destroyed " +
+                   std::to_string(options_.generation & 0xFFFF) +
+                   " groups before): every rank must call destroy_process_group() and init_process_group() alike, "
+                   "and on several machines every launcher must restart the job together (the same "
+                   "--max_restarts, no rank left running)");
+    if (asked_to_retry == kBusy) return Error("[store] the store at " + where + " stayed at its connection limit");
+    if (cut_off)
+      return Error("[store] the store at " + where +
+                   " closed the connection during the handshake: " + options_.served_by +
+                   " has probably failed or is stopping (look for its error), or another job that held this port "
+                   "has just ended; " +
+                   last);
+    return Error(last);
   };
   while (true) {
     try {
       sock_ = Socket::connect(host_, port_, d, peer);
-    } catch (const Error&) {
-      if (asked_to_retry != kAccepted) throw retried_too_long();
-      throw;
-    }
-    std::string hello;
-    put_u32(hello, kMagic);
-    put_u32(hello, uint32_t(options_.token.size() + 4));
-    hello += options_.token;
-    put_u32(hello, options_.generation);
-    uint8_t answer = 0;
-    try {
-      sock_.send_all(hello.data(), hello.size(), d, peer);
-      sock_.recv_all(&answer, 1, d, peer);
     } catch (const Error& e) {
-      if (asked_to_retry != kAccepted && Clock::now() >= d) throw retried_too_long();
-      // After a destroy_process_group or a restart by the launcher, the store this reached
-      // may be the previous group's (on a restart, perhaps on another machine: the failed
-      // attempt's rank 0), closing as it is torn down: retry, as for a store not yet listening.
-      if (options_.generation > 0 && Clock::now() < d) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      throw Error("[store] the store at " + where +
-                  " closed the connection during the "
-                  "handshake: rank 0 has probably failed or is stopping (look for its error), or another "
-                  "job that held this port has just ended; " +
-                  e.what());
+      throw gave_up(e.what());
     }
-    if (answer == kAccepted) return;
-    if (answer == kRefused)
-      throw Error("[store] the store at " + where +
-                  " refused this process: its job token differs (is another job using this MASTER_PORT?)");
-    asked_to_retry = answer;
-    if (Clock::now() >= d) throw retried_too_long();
+    const Handshake h = handshake(sock_, options_, d, peer);
+    switch (h.outcome) {
+      case Handshake::kDone:
+        if (h.answer == kAccepted) return;
+        if (h.answer == kRefused)
+          throw Error("[store] the store at " + where +
+                      " refused this process: its job token differs (is another job using this MASTER_PORT?)");
+        throw Error("[store] the program at " + where + " is not a rendezvous store: it answered the handshake with " +
+                    "byte " + byte_shown(h.answer) +
+                    "; another program (an SSH or web server, another service) listens on that port");
+      case Handshake::kUnanswered:
+        if (cut_off || asked_to_retry != kAccepted) throw gave_up(h.error);
+        throw Error("[store] the program at " + where +
+                    " accepted the connection but never answered the store's handshake: it is not the rendezvous "
+                    "store (another service on this port?), or " +
+                    options_.served_by + " is frozen; " + h.error);
+      case Handshake::kCutOff:
+        // After a destroy_process_group or a restart by the launcher, the store this reached
+        // may be the previous group's (on a restart, perhaps on another machine: the failed
+        // attempt's rank 0), closing as it is torn down: retry, as for a store not yet listening.
+        cut_off = true;
+        if (options_.generation == 0 || Clock::now() >= d) throw gave_up(h.error);
+        break;
+      case Handshake::kRetry:
+        asked_to_retry = h.answer;
+        if (Clock::now() >= d) throw gave_up(h.error);
+        break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

@@ -35,6 +35,8 @@ struct StoreOptions {
   // count in the high 16 bits, the process groups this process destroyed before in the low
   // 16 (dist.cc, store_generation). A client of another one is told to retry, not served.
   uint32_t generation = 0;
+  // Who serves the store, as errors name it ("rank 0"; the launchers' store names its own).
+  std::string served_by = "rank 0";
 };
 
 class TCPStore {
@@ -69,6 +71,7 @@ class TCPStore {
 
  private:
   class Server;
+  void connect_to_server();  // with the handshake, retried until options_.timeout
   std::string request(uint8_t cmd, const std::string& key, const std::string& value);
 
   std::string host_;

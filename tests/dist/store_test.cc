@@ -228,6 +228,45 @@ TEST_CASE("a store that closes during the handshake is reported as such, not as 
   closer.join();
 }
 
+TEST_CASE("another program on the store's port is named at once, not waited on as a busy store") {
+  for (uint32_t generation : {0u, 1u}) {  // 1: a restarted rank, which retries a closing store
+    INFO("generation " << generation);
+    Listener l = Listener::bind("127.0.0.1", 0);
+    std::thread ssh([&] {  // an SSH server greets every connection first
+      Socket s = l.accept(deadline_in(5s));
+      const std::string banner = "SSH-2.0-OpenSSH_9.2p1\r\n";
+      s.send_all(banner.data(), banner.size(), deadline_in(5s), "client");
+      char buf[64];
+      try {
+        s.recv_all(buf, sizeof buf, deadline_in(5s), "client");
+      } catch (const Error&) {}  // the client hangs up
+    });
+    StoreOptions o = opts(5s);
+    o.generation = generation;
+    const auto t0 = std::chrono::steady_clock::now();
+    RANK_REQUIRE_THROWS_WITH(
+        TCPStore("127.0.0.1", l.port(), false, o),
+        Catch::Contains("is not a rendezvous store: it answered the handshake with byte 0x53 ('S')"));
+    RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 2s);  // not the 5 s timeout
+    ssh.join();
+  }
+}
+
+TEST_CASE("a program that accepts and never answers the handshake is named as such at the timeout") {
+  Listener l = Listener::bind("127.0.0.1", 0);
+  std::thread silent([&] {
+    Socket s = l.accept(deadline_in(5s));
+    char buf[64];
+    try {
+      s.recv_all(buf, sizeof buf, deadline_in(5s), "client");
+    } catch (const Error&) {}
+  });
+  RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", l.port(), false, opts(500ms)),
+                           Catch::Contains("accepted the connection but never answered the store's handshake") &&
+                               !Catch::Contains("closed the connection"));
+  silent.join();
+}
+
 TEST_CASE("a client from another init_process_group of the job is told to retry, then named at the deadline") {
   StoreOptions later = opts();
   later.generation = 1;  // the server of this process's second group...
