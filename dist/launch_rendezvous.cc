@@ -12,6 +12,14 @@ namespace {
 // The launchers' store is not a process group's: no rank (whose generation is its restart
 // count and destroyed groups, dist.cc) is ever served by it, nor a launcher by a rank's.
 constexpr uint32_t kLaunchersGeneration = 0xFFFFFFFFu;
+
+// The flags every launcher of one job must share: with another --nproc_per_node, two
+// machines would start the same RANKs; with another --max_restarts, one machine would
+// restart alone.
+std::string shared_flags(const LaunchArgs& o) {
+  return "--nnodes " + std::to_string(o.nnodes) + " --nproc_per_node " + std::to_string(o.nproc_per_node) +
+         " --max_restarts " + std::to_string(o.max_restarts);
+}
 }  // namespace
 
 std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseconds timeout) {
@@ -31,14 +39,15 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
     o->node_rank = 0;
     o->master_port = Listener::bind(o->master_addr, 0).port();  // free now; rank 0 binds it in every attempt
     host->set("master_port", std::to_string(o->master_port));
+    host->set("flags", shared_flags(*o));
     return host;
   }
   int64_t joined = 0;
-  std::string port;
+  std::string port, flags;
   try {
     TCPStore store(o->master_addr, o->master_port, /*is_server=*/false, so);
     joined = store.add("nodes", 1);  // 1, 2, ...: the host took 0
-    if (joined < o->nnodes) port = store.get("master_port");
+    if (joined < o->nnodes) port = store.get("master_port"), flags = store.get("flags");
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (the node rendezvous at --rdzv_endpoint " + endpoint +
                 ": start the launcher on the machine with that address too; it hands out the node ranks)");
@@ -46,6 +55,9 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   if (joined >= o->nnodes)
     throw Error(std::to_string(joined + 1) + " launchers joined the rendezvous at " + endpoint + ", but --nnodes is " +
                 std::to_string(o->nnodes) + ": start one launcher per machine, with the same --nnodes on each");
+  if (flags != shared_flags(*o))
+    throw Error("this launcher was started with " + shared_flags(*o) + ", the one serving the rendezvous at " +
+                endpoint + " with " + flags + ": start every machine's launcher with the same command");
   o->node_rank = int(joined);
   o->master_port = int(parse_int(port, "the launchers' store's master_port", 1, 65535));
   return nullptr;

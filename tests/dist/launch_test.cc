@@ -179,6 +179,20 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   REQUIRE(third.status == 1);
   REQUIRE_THAT(third.output, Catch::Contains("3 launchers joined the rendezvous at 127.0.0.1:" +
                                              std::to_string(port + 1) + ", but --nnodes is 2"));
+  // A launcher started with another --nproc_per_node would start RANKs the other machine
+  // has: refused at the rendezvous, naming both commands' flags.
+  const std::string endpoint = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 3);
+  Run serving;
+  std::thread t3([&] { serving = run(kLaunch + endpoint + " --nproc_per_node=2 --job_token=t /bin/sleep 1"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Run other = run(kLaunch + endpoint + " --nproc_per_node=1 --job_token=t /bin/true");
+  t3.join();
+  INFO(other.output);
+  REQUIRE(other.status == 1);
+  REQUIRE_THAT(other.output,
+               Catch::Contains("this launcher was started with --nnodes 2 --nproc_per_node 1 "
+                               "--max_restarts 0, the one serving the rendezvous at 127.0.0.1:" +
+                               std::to_string(port + 3) + " with --nnodes 2 --nproc_per_node 2 --max_restarts 0"));
   // Without c10d, a missing --node_rank stays an error.
   REQUIRE_THAT(run(kLaunch + " --nnodes=2 --rdzv_endpoint=127.0.0.1:29792 --job_token=t /bin/true").output,
                Catch::Contains("give each node its --node_rank") && Catch::Contains("--rdzv_backend=c10d"));
