@@ -77,6 +77,12 @@ class FullyShardedDataParallel : public nn::Module {
   void load_sharded_state_dict(const nn::StateDict& state);
 
   FSDPMemory memory() const { return memory_; }
+  // Collective, between backward and the optimizer's step (PyTorch's
+  // FullyShardedDataParallel.clip_grad_norm_): clips this rank's gradient shards by the
+  // norm of the whole model's gradient. Each rank's part of the norm (nn/clip_grad.h) is
+  // added up over the shards, so every rank scales by the coefficient nn::clip_grad_norm_
+  // would take on the unsharded gradients. Returns that total norm.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
   // The group the shards live in (the whole group, or HYBRID_SHARD's machine) and, for
   // HYBRID_SHARD, the group of the same shard on every machine (nullptr otherwise).
   ProcessGroup* shard_group() const { return shard_group_; }

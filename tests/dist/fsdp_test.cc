@@ -8,6 +8,7 @@
 #include "dist/ddp.h"
 #include "dist/fsdp.h"
 #include "nn/adam.h"
+#include "nn/clip_grad.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -73,6 +74,41 @@ TEST_CASE("every strategy trains to DDP's weights (SGD with momentum, and Adam)"
         });
         for (int r = 0; r < world; ++r) {
           CHECK(keys[size_t(r)] == 4);  // 0.weight, 0.bias, 2.weight, 2.bias
+          CHECK(diff[size_t(r)] < 1e-5);
+        }
+      }
+}
+
+TEST_CASE("FSDP's clip_grad_norm_ takes the whole model's norm over the shards: DDP's clipped training") {
+  for (ShardingStrategy s : kAll)
+    for (double p : {2.0, kInfNorm})
+      for (int world : {1, 2, 3}) {
+        INFO(sharding_strategy_name(s) << " norm " << p << " world " << world);
+        std::vector<double> diff(size_t(world), 1), norm_diff(size_t(world), 1);
+        std::vector<int> clipped(size_t(world), 0);
+        run_threads(world, [&](ProcessGroupTCP& g) {
+          auto ref = small_mlp();
+          DistributedDataParallel ddp(ref, {.group = &g});
+          FullyShardedDataParallel fsdp(small_mlp(), {.sharding_strategy = s, .group = &g});
+          SGD o1(ddp.parameters(), {.lr = 0.1, .momentum = 0.9}), o2(fsdp.parameters(), {.lr = 0.1, .momentum = 0.9});
+          const double max_norm = p == 2 ? 0.05 : 0.01;  // below the gradients' norms: every step clips
+          for (int step = 0; step < 4; ++step) {
+            o1.zero_grad();
+            loss_on(ddp, g.rank(), step).backward();
+            const double want = clip_grad_norm_(ddp.parameters(), max_norm, p);
+            o1.step();
+            o2.zero_grad();
+            loss_on(fsdp, g.rank(), step).backward();
+            const double got = fsdp.clip_grad_norm_(max_norm, p);
+            o2.step();
+            norm_diff[size_t(g.rank())] = std::abs(got - want) / want;
+            clipped[size_t(g.rank())] += want > max_norm;
+          }
+          diff[size_t(g.rank())] = max_rel_diff(fsdp.full_state_dict(false), ref->state_dict());
+        });
+        for (int r = 0; r < world; ++r) {
+          CHECK(clipped[size_t(r)] == 4);
+          CHECK(norm_diff[size_t(r)] < 1e-6);
           CHECK(diff[size_t(r)] < 1e-5);
         }
       }
