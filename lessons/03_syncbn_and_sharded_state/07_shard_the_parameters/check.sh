@@ -13,5 +13,8 @@ holds "(3 * st - 2 * s) ^ 2 < (0.001 * s) ^ 2" "a third of Adam's state" st="$(r
 holds "p > s / 3 && p <= s / 3 + two + 64" "parameters: a third, plus at most two consecutive units gathered" \
   p="$(result zero3_params)" s="$S" two="$(result two_units)"
 holds "z < d" "less in all than DDP" z="$(result zero3_total)" d="$(result ddp_total)"
+holds "(f - d) ^ 2 < (1e-6 * d) ^ 2" "FSDP's clip_grad_norm_ takes the whole gradient's norm (DDP's)" \
+  f="$(result clip_fsdp)" d="$(result clip_ddp)"
+holds "o < f" "one rank's shards alone have a smaller norm" o="$(result clip_own)" f="$(result clip_fsdp)"
 [[ "$(result picture_check)" == ok ]] || fail "the picture: $(result picture_check)"
 echo "ok: memory_per_rank.png shows every bar as drawn (read back)"

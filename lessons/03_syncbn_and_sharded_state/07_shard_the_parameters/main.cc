@@ -6,16 +6,40 @@
 //
 //   bazel run //lessons/03_syncbn_and_sharded_state:07_shard_the_parameters
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <vector>
 
+#include "dist/ddp.h"
 #include "dist/dist.h"
 #include "lessons/03_syncbn_and_sharded_state/sharding.h"
 #include "lessons/common/bars.h"
 #include "lessons/common/lesson.h"
+#include "nn/clip_grad.h"
+#include "nn/loss.h"
 
 using namespace engine;
 using lesson3::Way;
+
+namespace {
+
+// Clipping needs the whole model's gradient norm, and a rank holds only its shards'
+// gradients: its own norm is a part of the answer. FSDP's clip_grad_norm_ adds the parts
+// (sums of squares) up over the ranks; DDP, whose every rank holds the whole averaged
+// gradient, gives the reference. Returns (this rank's shards alone, FSDP's, DDP's).
+std::array<double, 3> clipping_norms(dist::ProcessGroupTCP& g) {
+  Tensor x, y;
+  lessons::toy_batch(g.rank(), 32, 0, &x, &y);
+  dist::FullyShardedDataParallel fsdp(lessons::toy_mlp(0), {.group = &g});
+  nn::cross_entropy(fsdp(nn::Variable(x)), y).backward();
+  const double own = nn::grad_norm_from_part(nn::grad_norm_part(fsdp.parameters(), 2), 2);
+  const double sharded = fsdp.clip_grad_norm_(/*max_norm=*/1.0);
+  dist::DistributedDataParallel ddp(lessons::toy_mlp(0), {.group = &g});
+  nn::cross_entropy(ddp(nn::Variable(x)), y).backward();
+  return {own, sharded, nn::clip_grad_norm_(ddp.parameters(), /*max_norm=*/1.0)};
+}
+
+}  // namespace
 
 int main() try {
   dist::ProcessGroupTCP& g = lesson3::init_counting_bytes();
@@ -47,6 +71,15 @@ int main() try {
                 problem.empty() ? "read back: every bar as drawn" : problem.c_str());
     lessons::report("picture_check", problem.empty() ? "ok" : problem);
   }
+  const auto [own, sharded, whole] = clipping_norms(g);
+  if (rank == 0)
+    std::printf(
+        "clip_grad_norm_(max_norm=1): rank 0's shards alone have norm %.6f; FSDP's, over every rank's shards, "
+        "%.6f; DDP's whole gradient %.6f\n",
+        own, sharded, whole);
+  lessons::report("clip_own", own);
+  lessons::report("clip_fsdp", sharded);
+  lessons::report("clip_ddp", whole);
   lessons::report("zero3_vs_ddp", lesson3::max_abs_diff(zero3.weights, ddp.weights));
   lessons::report("zero3_sent_units", zero3.sent_per_step / unit);
   lessons::report("ddp_sent_units", ddp.sent_per_step / unit);
