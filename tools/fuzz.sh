@@ -28,15 +28,24 @@ flags=(-std=c++17 -O1 -g -I. -fno-omit-frame-pointer -fsanitize=address,undefine
 # never missed.
 sources=(tensor/*.cc tensor/cuda/*.cc autograd/*.cc nn/*.cc data/*.cc tools/flags/flags.cc lessons/fashion_mnist/trainer.cc)
 for src in dist/*.cc; do [[ "$src" == dist/launch.cc ]] || sources+=("$src"); done
+# An object is reused while it is newer than its source and every header that source
+# included (listed in its .d file by -MMD): a changed header rebuilds what includes it.
+up_to_date() {
+  local obj=$1 f
+  [[ -f "$obj" && -f "$obj.d" ]] || return 1
+  for f in $(sed -e 's/^[^:]*://' -e 's/\\$//' "$obj.d"); do
+    [[ "$obj" -nt "$f" ]] || return 1
+  done
+}
 objects=()
 for src in "${sources[@]}"; do
   obj="$out/obj/${src//\//_}.o"
   objects+=("$obj")
-  [[ "$obj" -nt "$src" ]] && continue
+  up_to_date "$obj" && continue
   extra=()
   [[ "$src" == data/stb_impl.cc ]] && extra=(-w -fno-sanitize=nonnull-attribute)  # as data/BUILD says why
   echo "compiling $src"
-  "$CXX" "${flags[@]}" -fsanitize=fuzzer-no-link "${extra[@]}" -c "$src" -o "$obj" &
+  "$CXX" "${flags[@]}" -fsanitize=fuzzer-no-link "${extra[@]}" -MMD -MF "$obj.d" -c "$src" -o "$obj" &
   while [[ $(jobs -r | wc -l) -ge $(nproc) ]]; do wait -n; done
 done
 wait
