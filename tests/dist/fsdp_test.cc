@@ -114,8 +114,8 @@ TEST_CASE("FSDP's clip_grad_norm_ takes the whole model's norm over the shards: 
       }
 }
 
-TEST_CASE("HYBRID_SHARD on 2 machines x 2 ranks trains to DDP's weights") {
-  std::vector<double> diff(4, 1);
+TEST_CASE("HYBRID_SHARD on 2 machines x 2 ranks trains to DDP's weights, clipped by the whole norm") {
+  std::vector<double> diff(4, 1), norm_diff(4, 0);
   run_threads_with(
       4, [](int rank, TCPGroupOptions& o) { o.host_id = rank < 2 ? "machine-a" : "machine-b"; },
       [&](ProcessGroupTCP& g) {
@@ -128,14 +128,18 @@ TEST_CASE("HYBRID_SHARD on 2 machines x 2 ranks trains to DDP's weights") {
         for (int step = 0; step < 3; ++step) {
           o1.zero_grad();
           loss_on(ddp, g.rank(), step).backward();
-          o1.step();
+          const double want = clip_grad_norm_(ddp.parameters(), 0.05);  // clipped too: the norm's parts
+          o1.step();                                                    // are added within a machine
           o2.zero_grad();
           loss_on(fsdp, g.rank(), step).backward();
+          const double got = fsdp.clip_grad_norm_(0.05);
           o2.step();
+          norm_diff[size_t(g.rank())] = std::max(norm_diff[size_t(g.rank())], std::abs(got - want) / want);
         }
         diff[size_t(g.rank())] = max_rel_diff(fsdp.full_state_dict(false), ref->state_dict());
       });
   for (double d : diff) CHECK(d < 1e-5);
+  for (double d : norm_diff) CHECK(d < 1e-6);
 }
 
 TEST_CASE("bytes on the wire per step: FULL_SHARD 3, SHARD_GRAD_OP 2, NO_SHARD 2 times (n-1)/n of the parameters") {
