@@ -126,6 +126,7 @@ void reap(std::vector<Child>& children, Failures& failures) {
       if (c.pid != rec[0] || !c.running) continue;
       c.status = rec[1];
       c.running = false;
+      c.reaped_at = std::chrono::steady_clock::now();
       if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
       if (failures.seen.empty()) failures.since = std::chrono::steady_clock::now();
       failures.seen.push_back(&c);
@@ -133,8 +134,17 @@ void reap(std::vector<Child>& children, Failures& failures) {
   }
 }
 
+// When a rank that exited with an error said why: its last stderr output, if that came
+// within kCauseGrace of its exit (a program prints its error, then exits), else its exit.
+std::chrono::steady_clock::time_point said_at(const Child& c) {
+  return c.err_at != std::chrono::steady_clock::time_point{} && c.reaped_at - c.err_at <= kCauseGrace ? c.err_at
+                                                                                                      : c.reaped_at;
+}
+
 // Names the attempt's first failure: a rank killed by a signal over ranks that exited with
-// an error (most likely because their peer had gone), else the first reaped. Waits up to
+// an error (most likely because their peer had gone), else the one that said so first. A
+// failing rank prints its error before it exits and closes its connections; the peers that
+// then lose it print theirs after, but may be reaped before it. Waits up to
 // kCauseGrace for the killed one unless `now` (no rank is left to wait for) or a rank is
 // stopped (then that one is named, by describe_failure).
 void decide(std::vector<Child>& children, const Failures& failures, bool now, Outcome& out, bool& stopping) {
@@ -146,7 +156,9 @@ void decide(std::vector<Child>& children, const Failures& failures, bool now, Ou
   if (killed == failures.seen.end() && !now && !peer_stopped &&
       std::chrono::steady_clock::now() - failures.since < kCauseGrace)
     return;
-  const Child& first = killed != failures.seen.end() ? **killed : *failures.seen.front();
+  const auto earliest = std::min_element(failures.seen.begin(), failures.seen.end(),
+                                         [](const Child* a, const Child* b) { return said_at(*a) < said_at(*b); });
+  const Child& first = killed != failures.seen.end() ? **killed : **earliest;
   out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
   out.reason = describe_failure(first, children);
   stopping = true;
@@ -200,7 +212,8 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
     poll(fds.data(), nfds_t(fds.size()), 50);
     for (auto& c : children) {
       while (drain(c.out, c.out_buf, c.out_console ? stdout : nullptr, c.out_log, c.rank)) {}
-      while (drain(c.err, c.err_buf, c.err_console ? stderr : nullptr, c.err_log, c.rank)) {}
+      while (drain(c.err, c.err_buf, c.err_console ? stderr : nullptr, c.err_log, c.rank))
+        c.err_at = std::chrono::steady_clock::now();
     }
     const bool was_stopping = stopping;
     reap(children, failures);

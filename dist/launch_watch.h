@@ -30,6 +30,8 @@ struct Child {
   bool running = true;
   int status = 0;
   std::chrono::steady_clock::time_point stopped_since{};  // when it was first seen stopped
+  std::chrono::steady_clock::time_point err_at{};         // when its stderr last had output
+  std::chrono::steady_clock::time_point reaped_at{};
 };
 
 // How an attempt ended.

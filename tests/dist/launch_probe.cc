@@ -3,6 +3,8 @@
 //   PROBE_FAIL_RANK=r : rank r exits with status 3 before the all-reduce
 //   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
 //   PROBE_FAIL_ATTEMPTS=n : with PROBE_FAIL_RANK, fail only in the first n attempts (restarts)
+//   PROBE_LINGER_MS=t : with PROBE_FAIL_RANK, the failing rank leaves the group (its peers
+//                       lose it and fail) and exits only t ms later: reaped after them
 //   PROBE_KILL_RANK=r : rank r kill -9s itself after the rendezvous
 //   PROBE_KILL_AFTER_MS=t : with PROBE_KILL_RANK, it waits t ms first
 //   PROBE_STOP_RANK=r : rank r stops itself (SIGSTOP) before the all-reduce
@@ -50,6 +52,10 @@ int main() try {
   }
   if (fail && std::atoi(fail) == rank && fail_now) {
     std::fprintf(stderr, "failing on purpose\n");
+    if (const char* linger = std::getenv("PROBE_LINGER_MS")) {
+      dist::destroy_process_group();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
+    }
     return 3;
   }
   const char* stop = std::getenv("PROBE_STOP_RANK");

@@ -71,6 +71,19 @@ TEST_CASE("when a rank fails, the others are stopped and its status is returned 
   REQUIRE(r.seconds < 15);
 }
 
+TEST_CASE("the rank that failed first is named, not a peer that lost it and was reaped before it") {
+  // Rank 0 fails, and its peers, which lose it, fail too; as it exits, rank 0 closes its
+  // connections before it can be reaped, so they were often reaped first. Then the same
+  // with rank 0 lingering 300 ms after leaving the group: surely reaped last. The rank
+  // that said so first is the cause.
+  for (const char* linger : {"", "", "", "PROBE_LINGER_MS=300 ", "PROBE_LINGER_MS=300 "}) {
+    const Run r = run(std::string(linger) + "PROBE_FAIL_RANK=0 " + kLaunch + " --nproc_per_node=3 " + kProbe);
+    INFO(r.output);
+    REQUIRE(r.status == 3);
+    REQUIRE_THAT(r.output, Catch::Contains("launch: rank 0 (pid") && Catch::Contains("exited with status 3"));
+  }
+}
+
 TEST_CASE("node ranks and multi-node arguments") {
   // Node 1 of 2 with 2 processes per node: ranks 2 and 3 of 4. Without node 0 they cannot
   // rendezvous, so only the environment is checked, through a shell.
