@@ -7,6 +7,7 @@
 [[ "$(results node | xargs)" == "0 0 1 1" ]] || fail "ranks 0-1 should be on node 0 and 2-3 on node 1: $(results node | xargs)"
 [[ "$(results local_rank | xargs)" == "0 1 0 1" ]] || fail "local ranks should be 0 1 on each node: $(results local_rank | xargs)"
 echo "ok: node k's local rank j is global rank 2k + j"
+expect "\[alone\] node 0, local rank 0 -> global rank 0 of 1" "without a launcher (no GROUP_RANK) the node comes from the layout"
 [[ "$(results sum | xargs)" == "6 6 6 6" ]] || fail "the all-reduce should give 6 on every rank: $(results sum | xargs)"
 echo "ok: the all-reduce spans both nodes (6 everywhere)"
 mapfile -t hosts < <(results host)

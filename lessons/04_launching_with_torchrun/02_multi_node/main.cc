@@ -8,12 +8,24 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "dist/dist.h"
 #include "lessons/common/lesson.h"
 
 using namespace engine;
+
+namespace {
+
+// This rank's node: the launcher's GROUP_RANK (torchrun's name for it), or, started some
+// other way (srun, mpirun, by hand), what the ranks' layout implies: rank / ranks per node.
+int node_rank(int rank) {
+  const char* group_rank = std::getenv("GROUP_RANK");  // checked by init_process_group
+  return group_rank ? std::atoi(group_rank) : rank / dist::get_local_world_size();
+}
+
+}  // namespace
 
 int main() try {
   dist::init_process_group("gloo");
@@ -23,12 +35,13 @@ int main() try {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   const std::string algorithm = dist::default_group().all_reduce_algorithm();
-  std::printf("node %s, local rank %d -> global rank %d of %d; all_reduce of ranks = %.0f\n", std::getenv("GROUP_RANK"),
+  const int node = node_rank(rank);
+  std::printf("node %d, local rank %d -> global rank %d of %d; all_reduce of ranks = %.0f\n", node,
               dist::get_local_rank(), rank, world, t.item());
   std::printf("rank %d runs on host %s, listening at %s; all_reduce ran the %s algorithm\n", rank, host,
               dist::default_group().address().c_str(), algorithm.c_str());
   lessons::report("global_rank", rank);
-  lessons::report("node", std::atoi(std::getenv("GROUP_RANK")));
+  lessons::report("node", node);
   lessons::report("local_rank", dist::get_local_rank());
   lessons::report("sum", t.item());
   lessons::report("host", host);

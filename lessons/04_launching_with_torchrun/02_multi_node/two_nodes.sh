@@ -34,3 +34,9 @@ on_node 1 "$root/dist/launch" "${common[@]}" --node_rank=1 "$program" | sed 's/^
 node1=$!
 on_node 0 "$root/dist/launch" "${common[@]}" --node_rank=0 "$program" | sed 's/^/[node 0] /'
 wait $node1
+# Without a launcher (as srun or mpirun start ranks) there is no GROUP_RANK: the node
+# number comes from the layout, rank / ranks per node. One process, here, to show it.
+alone_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+echo "the same program without a launcher (no GROUP_RANK), one process:"
+LESSON_RESULTS= RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$alone_port \
+  "$program" | sed 's/^/[alone] /'
