@@ -68,6 +68,19 @@ TEST_CASE("flags: defaults stay when a flag is absent; lists take --name=a,b") {
   CHECK_FALSE(p.resume);
 }
 
+TEST_CASE("flags: a default outside the flag's own range is refused when the flag is added") {
+  Flags f{"prog", "a program with a bad default"};
+  int count = 0;
+  int64_t big = 5;
+  double rate = -1;
+  std::vector<int64_t> sizes{4, 0};
+  REQUIRE_THROWS_WITH(f.add("--count", &count, 1, 100, "count"),
+                      Catch::Contains("[flags] the default of --count, 0, is outside its range [1, 100]"));
+  REQUIRE_THROWS_WITH(f.add("--big", &big, 6, 9, "big"), Catch::Contains("the default of --big, 5"));
+  REQUIRE_THROWS_WITH(f.add("--rate", &rate, 0, 1, "rate"), Catch::Contains("the default of --rate, -1"));
+  REQUIRE_THROWS_WITH(f.add_list("--sizes", &sizes, 1, 8, "sizes"), Catch::Contains("the default of --sizes, 0"));
+}
+
 TEST_CASE("flags: junk, out-of-range and unknown input is refused with the flag named") {
   CHECK(error_of({"--epochs", "abc"}) == "--epochs: expected an integer in [0, 1000], got \"abc\"");
   CHECK(error_of({"--epochs", "3x"}).find("--epochs") == 0);

@@ -23,12 +23,24 @@ Flags::Flag* Flags::find(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+// A default outside the flag's own range is the program's mistake, which would otherwise
+// run with a value no command line could give (an unset "required" count of 0, say).
+template <class T, class R>
+void check_default(const std::string& name, T value, R min, R max) {
+  ENGINE_REQUIRE(value >= min && value <= max, "[flags] the default of ", name, ", ", value, ", is outside its range [",
+                 min, ", ", max, "]: give the flag a default it accepts");
+}
+}  // namespace
+
 void Flags::add(const std::string& name, int* out, int64_t min, int64_t max, const std::string& help) {
+  check_default(name, int64_t(*out), min, max);
   add_flag({name, help, std::to_string(*out), Flag::Value,
             [=](const std::string& v) { *out = int(parse_int(v, name, min, max)); }});
 }
 
 void Flags::add(const std::string& name, int64_t* out, int64_t min, int64_t max, const std::string& help) {
+  check_default(name, *out, min, max);
   add_flag({name, help, std::to_string(*out), Flag::Value,
             [=](const std::string& v) { *out = parse_int(v, name, min, max); }});
 }
@@ -39,6 +51,7 @@ void Flags::add(const std::string& name, uint64_t* out, const std::string& help)
 }
 
 void Flags::add(const std::string& name, double* out, double min, double max, const std::string& help) {
+  check_default(name, *out, min, max);
   std::ostringstream d;
   d << *out;
   add_flag({name, help, d.str(), Flag::Value, [=](const std::string& v) { *out = parse_double(v, name, min, max); }});
@@ -71,6 +84,7 @@ void Flags::add(const std::string& name, bool* out, const std::string& help) {
 
 void Flags::add_list(const std::string& name, std::vector<int64_t>* out, int64_t min, int64_t max,
                      const std::string& help) {
+  for (int64_t x : *out) check_default(name, x, min, max);
   std::string fallback;
   for (int64_t x : *out) fallback += (fallback.empty() ? "" : ",") + std::to_string(x);
   // The first value given replaces the defaults; later ones append.
