@@ -122,12 +122,14 @@ double max_abs_diff(const StateDict& a, const StateDict& b) {
 
 std::string describe(const Trained& t, const Trained& ddp, int world) {
   const double unit = (world - 1.0) / world * double(t.params_total);
+  char sent[64] = "nothing (1 rank)";  // (n-1)/n S is 0: no ratio to show
+  if (world > 1) std::snprintf(sent, sizeof sent, "%.2f x (n-1)/n S a step", t.sent_per_step / unit);
   char s[400];
   std::snprintf(s, sizeof s,
-                "%-24s weights vs DDP %.1e | sent %.2f x (n-1)/n S a step | held: parameters %.2f MB, gradients "
-                "%.2f MB, Adam state %.2f MB",
-                t.name.c_str(), max_abs_diff(t.weights, ddp.weights), t.sent_per_step / unit, t.params / 1e6,
-                t.grads / 1e6, t.state / 1e6);
+                "%-24s weights vs DDP %.1e | sent %s | held: parameters %.2f MB, gradients %.2f MB, Adam state "
+                "%.2f MB",
+                t.name.c_str(), max_abs_diff(t.weights, ddp.weights), sent, t.params / 1e6, t.grads / 1e6,
+                t.state / 1e6);
   return s;
 }
 

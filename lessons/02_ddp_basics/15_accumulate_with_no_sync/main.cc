@@ -86,8 +86,11 @@ int main() try {
                 every_bytes, d_every);
     std::printf("  %d micro-batches, the first %d in no_sync() %9.0f  (weights vs one batch: %.1e)\n", kMicro,
                 kMicro - 1, held_bytes, d_held);
-    std::printf("no_sync() sends %.2f of what syncing every micro-batch sends: one all-reduce per step, not %d\n",
-                held_bytes / every_bytes, kMicro);
+    if (every_bytes > 0)
+      std::printf("no_sync() sends %.2f of what syncing every micro-batch sends: one all-reduce per step, not %d\n",
+                  held_bytes / every_bytes, kMicro);
+    else
+      std::printf("on 1 rank nothing is sent either way (there is nothing to average): run it on 2 or more\n");
   }
   lessons::report("big_bytes", big_bytes);
   lessons::report("every_bytes", every_bytes);

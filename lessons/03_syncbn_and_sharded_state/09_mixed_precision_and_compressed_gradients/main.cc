@@ -8,6 +8,7 @@
 //   bazel run //lessons/03_syncbn_and_sharded_state:09_mixed_precision_and_compressed_gradients
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <cstdlib>
 
 #include "dist/ddp.h"
@@ -176,10 +177,16 @@ int main() try {
                psgd_apart = lessons::relative_difference(*psgd, *plain);
   if (first) {
     std::printf("   float32 gradients (no hook)        %9.0f bytes\n", plain_bytes);
-    std::printf("   bf16_compress_hook                 %9.0f bytes (%.2f of that; weights after 10 steps %.1e apart)\n",
-                bf16_bytes, bf16_bytes / plain_bytes, bf16_apart);
-    std::printf("   PowerSGD rank 4 (from step 3)      %9.0f bytes (%.3f of that; weights %.1e apart)\n", psgd_bytes,
-                psgd_bytes / plain_bytes, psgd_apart);
+    // The share of the float32 bytes; on 1 rank nothing is sent, so there is no share.
+    const auto share = [&](double bytes, const char* format) {
+      char text[32] = "no bytes on 1 rank";
+      if (plain_bytes > 0) std::snprintf(text, sizeof text, format, bytes / plain_bytes);
+      return std::string(text);
+    };
+    std::printf("   bf16_compress_hook                 %9.0f bytes (%s; weights after 10 steps %.1e apart)\n",
+                bf16_bytes, share(bf16_bytes, "%.2f of that").c_str(), bf16_apart);
+    std::printf("   PowerSGD rank 4 (from step 3)      %9.0f bytes (%s; weights %.1e apart)\n", psgd_bytes,
+                share(psgd_bytes, "%.3f of that").c_str(), psgd_apart);
   }
   lessons::report("plain_bytes", plain_bytes);
   lessons::report("bf16_bytes", bf16_bytes);

@@ -25,6 +25,7 @@ static std::string env(const char* name) {
 
 int main() try {
   const int world = int(parse_int(env("WORLD_SIZE"), "WORLD_SIZE", 1, 1 << 16));
+  ENGINE_REQUIRE(world >= 2, "two processes talk: run it on 2 or more (NPROC=2), got WORLD_SIZE=1");
   const int rank = int(parse_int(env("RANK"), "RANK", 0, world - 1));
   dist::StoreOptions so;
   so.token = env("ENGINE_JOB_TOKEN");
