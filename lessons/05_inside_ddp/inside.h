@@ -1,7 +1,8 @@
 // What every step of the "inside DDP" track shares: one training run, defined once. The
 // toy MLP (lessons/common/lesson.h) trains for kSteps steps of SGD with momentum on
-// batches of kBatch rows; with N ranks, rank r takes rows [r * kBatch / N, (r+1) * kBatch / N)
-// of each batch. Every step of the track must reproduce the baseline's numbers.
+// batches of kBatch rows; with N ranks (N dividing kBatch), rank r takes rows
+// [r * kBatch / N, (r+1) * kBatch / N) of each batch. Every step of the track must
+// reproduce the baseline's numbers.
 //
 //   auto model = lessons::toy_mlp(0);
 //   nn::SGD opt(model->parameters(), inside::sgd_options());
