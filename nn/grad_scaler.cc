@@ -26,15 +26,20 @@ Variable GradScaler::scale(const Variable& loss) const {
 }
 
 void GradScaler::unscale_(Optimizer& opt) {
-  if (!options_.enabled || unscaled_) return;
+  if (!options_.enabled) return;
+  const auto it = states_.find(&opt);
+  ENGINE_REQUIRE(it == states_.end(), "[GradScaler] unscale_() was already ",
+                 it != states_.end() && it->second.stage == Stage::Stepped ? "done by step()" : "called",
+                 " for this optimizer since the last update(): call update() after each step");
   const double inv = 1.0 / scale_;
+  bool found_inf = false;
   for (const Variable& p : opt.params()) {
     if (!p.grad().defined()) continue;
     Tensor g = p.grad();
     mul_(g, inv);
-    if (!all_finite(g)) found_inf_ = true;
+    if (!all_finite(g)) found_inf = true;
   }
-  unscaled_ = true;
+  states_[&opt] = {Stage::Unscaled, found_inf};
 }
 
 bool GradScaler::step(Optimizer& opt) {
@@ -42,8 +47,14 @@ bool GradScaler::step(Optimizer& opt) {
     opt.step();
     return true;
   }
-  unscale_(opt);
-  if (found_inf_) {
+  if (states_.find(&opt) == states_.end()) unscale_(opt);
+  State& state = states_.at(&opt);
+  ENGINE_REQUIRE(state.stage != Stage::Stepped,
+                 "[GradScaler] step() was already called for this optimizer since the last update(): call "
+                 "update() after each step (without it the next step would use gradients still multiplied by "
+                 "the scale)");
+  state.stage = Stage::Stepped;
+  if (state.found_inf) {
     ++skipped_;
     return false;
   }
@@ -53,14 +64,16 @@ bool GradScaler::step(Optimizer& opt) {
 
 void GradScaler::update() {
   if (!options_.enabled) return;
-  if (found_inf_) {
+  bool found_inf = false;  // in any optimizer's gradients
+  for (const auto& [opt, state] : states_) found_inf = found_inf || state.found_inf;
+  if (found_inf) {
     scale_ *= options_.backoff_factor;
     good_steps_ = 0;
   } else if (++good_steps_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;
     good_steps_ = 0;
   }
-  unscaled_ = found_inf_ = false;
+  states_.clear();
 }
 
 }  // namespace engine::nn

@@ -13,9 +13,15 @@
 //   scaler.step(opt);     // unscales, then steps unless a gradient is Inf/NaN
 //   scaler.update();      // grows or backs off the scale
 //
+// As in PyTorch, each optimizer is unscaled at most once and stepped at most once between
+// update()s: a second unscale_ or step() (a forgotten update(), which would step with
+// gradients still multiplied by the scale) is refused, naming the call.
+//
 // Under DDP the check is the same on every rank: an Inf in any rank's gradient becomes an
 // Inf in the averaged gradient everywhere, so every rank skips the same steps.
 #pragma once
+
+#include <map>
 
 #include "nn/optimizer.h"
 
@@ -35,7 +41,8 @@ class GradScaler {
   // loss * scale.
   Variable scale(const Variable& loss) const;
   // Divides the optimizer's gradients by the scale (once per step) and notes whether any
-  // is Inf or NaN. Call it before clipping gradients; step() calls it if you did not.
+  // is Inf or NaN. Call it before clipping gradients (nn/clip_grad.h); step() calls it if
+  // you did not.
   void unscale_(Optimizer& opt);
   // opt.step() unless the unscaled gradients held an Inf or NaN. Returns whether it stepped.
   bool step(Optimizer& opt);
@@ -48,7 +55,14 @@ class GradScaler {
   GradScalerOptions options_;
   double scale_;
   int good_steps_ = 0, skipped_ = 0;
-  bool unscaled_ = false, found_inf_ = false;
+  // Where each optimizer is since the last update(), and whether its gradients had an
+  // Inf or NaN (PyTorch's per-optimizer state).
+  enum class Stage { Unscaled, Stepped };
+  struct State {
+    Stage stage;
+    bool found_inf;
+  };
+  std::map<const Optimizer*, State> states_;
 };
 
 }  // namespace engine::nn

@@ -3,6 +3,8 @@
 
 #include "catch2/catch.hpp"
 #include "nn/clip_grad.h"
+#include "nn/grad_scaler.h"
+#include "nn/sgd.h"
 #include "tensor/ops.h"
 
 using namespace engine;
@@ -75,4 +77,45 @@ TEST_CASE("clip_grad_value_ clamps each gradient element into [-v, v]") {
   clip_grad_value_(ps, 1);
   REQUIRE(grads(ps) == std::vector<float>{-1, 0.5, 1});  // PyTorch: (-1, 0.5), (1)
   REQUIRE_THROWS_WITH(clip_grad_value_(ps, -1), Catch::Contains("clip_value must be >= 0, got -1"));
+}
+
+TEST_CASE("with a GradScaler, unscale_ first: clipping sees the true norm, and an Inf still skips the step") {
+  // PyTorch's recipe: scaler.scale(loss).backward(); scaler.unscale_(opt);
+  // clip_grad_norm_(params, max); scaler.step(opt); scaler.update().
+  Variable p(tensor({1, 1}), true);
+  SGD opt({p}, {.lr = 1});
+  GradScaler scaler({.init_scale = 1024});
+  autograd::sum(scaler.scale(p * Variable(tensor({3, 4})))).backward();  // grad (3, 4) x 1024
+  scaler.unscale_(opt);
+  REQUIRE(clip_grad_norm_({p}, 1) == 5.0);  // the norm of (3, 4), not of the scaled gradient
+  REQUIRE(scaler.step(opt));
+  const double coef = 1 / (5 + 1e-6);  // each clipped gradient is rounded to float32, then stepped
+  REQUIRE(p.data().to_vector<float>() == std::vector<float>{1.0f - float(3 * coef), 1.0f - float(4 * coef)});
+  scaler.update();
+  // An overflow: the norm is inf, clipping multiplies by 0, and the step is skipped all the same.
+  opt.zero_grad();
+  const std::vector<float> before = p.data().to_vector<float>();
+  autograd::sum(scaler.scale(p * Variable(tensor({INFINITY, 1})))).backward();
+  scaler.unscale_(opt);
+  REQUIRE(clip_grad_norm_({p}, 1) == INFINITY);  // (as PyTorch: the gradients become inf * 0 = NaN, and 0)
+  REQUIRE_FALSE(scaler.step(opt));
+  REQUIRE(p.data().to_vector<float>() == before);
+}
+
+TEST_CASE("a GradScaler refuses a second unscale_ or step() before update(), as PyTorch's") {
+  Variable p(tensor({1, 1}), true);
+  SGD opt({p}, {.lr = 1});
+  GradScaler scaler({.init_scale = 1024});
+  autograd::sum(scaler.scale(p * Variable(tensor({3, 4})))).backward();
+  scaler.unscale_(opt);
+  REQUIRE_THROWS_WITH(scaler.unscale_(opt), Catch::Contains("unscale_() was already called for this optimizer"));
+  REQUIRE(scaler.step(opt));
+  // A forgotten update(): the next step would have used gradients still times 1024.
+  opt.zero_grad();
+  autograd::sum(scaler.scale(p * Variable(tensor({3, 4})))).backward();
+  REQUIRE_THROWS_WITH(scaler.step(opt), Catch::Contains("step() was already called for this optimizer since the "
+                                                        "last update(): call update() after each step"));
+  scaler.update();
+  REQUIRE(scaler.step(opt));  // after update(), a new step unscales again
+  REQUIRE(p.grad().to_vector<float>() == std::vector<float>{3, 4});
 }
