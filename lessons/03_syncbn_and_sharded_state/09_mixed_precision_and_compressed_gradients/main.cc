@@ -8,8 +8,8 @@
 //   bazel run //lessons/03_syncbn_and_sharded_state:09_mixed_precision_and_compressed_gradients
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <cstdlib>
+#include <string>
 
 #include "dist/ddp.h"
 #include "dist/dist.h"
