@@ -370,8 +370,6 @@ constexpr const char* kShardRank = "_shard.rank";
 constexpr const char* kShardCount = "_shard.count";
 }  // namespace
 
-// Which shard this rank holds, and of how many: with NO_SHARD every rank holds the one whole
-// copy; with HYBRID_SHARD ranks of different nodes at one position hold the same shard.
 double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
   const std::vector<Variable> shards = parameters();  // the padding's gradient is 0: it adds nothing
   double part = nn::grad_norm_part(shards, norm_type);
@@ -387,6 +385,8 @@ double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_ty
   return total;
 }
 
+// Which shard this rank holds, and of how many: with NO_SHARD every rank holds the one whole
+// copy; with HYBRID_SHARD ranks of different nodes at one position hold the same shard.
 std::pair<int64_t, int64_t> FullyShardedDataParallel::shard_position() const {
   if (options_.sharding_strategy == ShardingStrategy::NO_SHARD) return {0, 1};
   return {shard_group_->rank(), shard_group_->size()};
