@@ -1,5 +1,5 @@
-// The "nccl" backend (see nccl_group.h). Kernels first, then the process group; the NCCL
-// library itself is reached through nccl_api.h.
+// The "nccl" backend (see nccl_group.h); the NCCL library itself is reached through
+// nccl_api.h, and the teaching ring through nccl_ring.h.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -14,7 +14,7 @@
 
 #include "dist/nccl_api.h"
 #include "dist/nccl_group.h"
-#include "dist/ring_schedule.h"
+#include "dist/nccl_ring.h"
 #include "dist/watchdog.h"
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
@@ -22,22 +22,6 @@
 #include "tensor/parse.h"
 
 namespace engine::dist {
-
-// ---------------------------------------------------------------------------------------
-// Kernels
-
-template <class T>
-__global__ void reduce_kernel(T* acc, const T* in, int64_t n, int op) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x) {
-    const T a = acc[i], b = in[i];
-    acc[i] = op == 2 ? (b < a ? b : a) : op == 3 ? (b > a ? b : a) : op == 4 ? a * b : a + b;
-  }
-}
-
-__global__ void scale_kernel(float* x, int64_t n, float s) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
-    x[i] *= s;
-}
 
 // ---------------------------------------------------------------------------------------
 // The process group
@@ -100,7 +84,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work all_reduce(Tensor t, ReduceOp op) override {
     return run(t, std::string("all_reduce(") + op_name(op) + ", " + shape_of(t) + ")", [&](Tensor& d) {
       if (ring_)
-        ring_all_reduce(d, op);
+        nccl_ring_all_reduce(ring_setup(), d, op, &scratch_);
       else
         nccl_check(nccl().AllReduce(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), nccl_op(op), comm_,
                                     stream_),
@@ -364,64 +348,11 @@ class ProcessGroupNCCL : public ProcessGroup {
     for (size_t r = 0; r < rows.size(); ++r) at[r + 1] = at[r] + rows[r];
     return at;
   }
-  static std::string shape_of(const Tensor& t) { return std::to_string(t.numel()) + " x " + dtype_name(t.dtype()); }
-
-  // The teaching ring (same schedule as allreduce_ring.cc), with NCCL point-to-point.
-  void ring_all_reduce(const Tensor& t, ReduceOp op) {
-    // Its kernels add float32 and int64 only (NCCL's own all-reduce takes the 16-bit types).
-    ENGINE_REQUIRE(t.dtype() == DType::Float32 || t.dtype() == DType::Int64, "[all_reduce] the teaching ring ",
-                   "(ENGINE_NCCL_ALLREDUCE=ring) reduces float32 and int64, got ", dtype_name(t.dtype()));
-    const int n = size_, next = (rank_ + 1) % n, prev = (rank_ + n - 1) % n;
-    if (n == 1) return;
-    const int64_t count = t.numel();
-    const size_t es = dtype_size(t.dtype());
-    char* data = t.bytes();
-    const std::vector<int64_t> b = ring::equal_segments(count, n);
-    int64_t largest = 0;
-    for (int k = 0; k < n; ++k) largest = std::max(largest, b[k + 1] - b[k]);
-    // The scratch outlives this call: the communication stream may still be reading it
-    // when we return, and a freed block could be handed to the compute stream at once.
-    const size_t need = size_t(std::max<int64_t>(largest, 1)) * es;
-    if (!scratch_.defined() || scratch_.nbytes() < need)
-      scratch_ = empty({int64_t(need / 8 + 1)}, DType::Int64, t.device());
-    char* tmp = scratch_.bytes();
-    const int op_code = op == ReduceOp::Min ? 2 : op == ReduceOp::Max ? 3 : op == ReduceOp::Product ? 4 : 1;
-    auto exchange = [&](int send_seg, char* recv_to, int recv_seg) {
-      nccl_check(nccl().GroupStart(), "ncclGroupStart");
-      nccl_check(nccl().Send(data + size_t(b[send_seg]) * es, size_t(b[send_seg + 1] - b[send_seg]),
-                             nccl_type(t.dtype()), next, comm_, stream_),
-                 "ncclSend");
-      nccl_check(
-          nccl().Recv(recv_to, size_t(b[recv_seg + 1] - b[recv_seg]), nccl_type(t.dtype()), prev, comm_, stream_),
-          "ncclRecv");
-      nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
-      wait_ready("ncclGroupEnd", nullptr);
-    };
-    for (int s = 0; s < n - 1; ++s) {  // reduce-scatter
-      const auto [send_seg, recv_seg] = ring::reduce_scatter_step(rank_, n, s);
-      exchange(send_seg, tmp, recv_seg);
-      const int64_t len = b[recv_seg + 1] - b[recv_seg];
-      const int blocks = int(std::min<int64_t>((len + 255) / 256, 4096));
-      if (len == 0) continue;
-      if (t.dtype() == DType::Float32)
-        reduce_kernel<<<blocks, 256, 0, stream_>>>(reinterpret_cast<float*>(data) + b[recv_seg],
-                                                   reinterpret_cast<const float*>(tmp), len, op_code);
-      else
-        reduce_kernel<<<blocks, 256, 0, stream_>>>(reinterpret_cast<int64_t*>(data) + b[recv_seg],
-                                                   reinterpret_cast<const int64_t*>(tmp), len, op_code);
-      cuda_check(cudaGetLastError(), "reduce_kernel launch");
-    }
-    const int owned = ring::owned_after_reduce_scatter(rank_, n);
-    if (op == ReduceOp::Avg && b[owned + 1] > b[owned]) {
-      const int64_t len = b[owned + 1] - b[owned];
-      scale_kernel<<<int(std::min<int64_t>((len + 255) / 256, 4096)), 256, 0, stream_>>>(
-          reinterpret_cast<float*>(data) + b[owned], len, 1.0f / float(n));
-    }
-    for (int s = 0; s < n - 1; ++s) {  // all-gather
-      const auto [send_seg, recv_seg] = ring::all_gather_step(owned, n, s);
-      exchange(send_seg, data + size_t(b[recv_seg]) * es, recv_seg);
-    }
+  // What the teaching ring needs of this group.
+  NcclRing ring_setup() {
+    return {comm_, stream_, rank_, size_, [this](const char* what) { wait_ready(what, nullptr); }};
   }
+  static std::string shape_of(const Tensor& t) { return std::to_string(t.numel()) + " x " + dtype_name(t.dtype()); }
 
   std::shared_ptr<TCPStore> store_;
   int device_;
