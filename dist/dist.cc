@@ -63,13 +63,7 @@ uint32_t store_generation() {
 }
 
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
-  if (given.count() > 0) return given;
-  const int s = env_int("ENGINE_DIST_TIMEOUT", 300);
-  ENGINE_REQUIRE(s > 0 && s <= 7 * 86400,
-                 "[init_process_group] ENGINE_DIST_TIMEOUT must be a number of seconds from "
-                 "1 to 604800 (a week), got ",
-                 s);
-  return std::chrono::seconds(s);
+  return given.count() > 0 ? given : timeout_from_env("[init_process_group]");
 }
 
 void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {

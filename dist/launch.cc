@@ -38,7 +38,6 @@
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
-#include "tensor/parse.h"
 
 namespace {
 
@@ -141,15 +140,14 @@ struct Job {
 // out node ranks and the port rank 0 will listen on (launch_rendezvous.h). They wait for
 // each other up to ENGINE_DIST_TIMEOUT, as the ranks do.
 std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::LaunchArgs& o) {
-  int64_t seconds = 300;
+  std::chrono::milliseconds timeout{};
   try {
-    if (const char* t = std::getenv("ENGINE_DIST_TIMEOUT"); t && *t)
-      seconds = engine::parse_int(t, "ENGINE_DIST_TIMEOUT", 1, 7 * 86400);
+    timeout = engine::dist::timeout_from_env("the launcher's");
   } catch (const Error& e) {
     usage(e.what());
   }
   try {
-    auto store = engine::dist::assign_node_rank(&o, std::chrono::seconds(seconds));
+    auto store = engine::dist::assign_node_rank(&o, timeout);
     std::fprintf(stderr, "launch: node rank %d of %d, handed out at the rendezvous (%s); rank 0 will listen at %s:%d\n",
                  o.node_rank, o.nnodes, store ? "served here" : "served by the machine at the endpoint",
                  o.master_addr.c_str(), o.master_port);

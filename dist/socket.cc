@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -32,6 +33,21 @@ bool wait_fd(int fd, bool for_write, Deadline deadline) {
     if (r == 0) return false;
     if (errno != EINTR) return true;  // let the following read/write report the error
   }
+}
+
+std::chrono::milliseconds timeout_from_env(const char* who) {
+  const char* v = std::getenv("ENGINE_DIST_TIMEOUT");
+  if (!v || !*v) return std::chrono::seconds(300);
+  char* end = nullptr;
+  errno = 0;
+  const long long s = std::strtoll(v, &end, 10);
+  ENGINE_REQUIRE(end != v && *end == '\0', who, " environment variable ENGINE_DIST_TIMEOUT=\"", v,
+                 "\" is not an integer");
+  ENGINE_REQUIRE(errno == 0 && s >= INT_MIN && s <= INT_MAX, who, " environment variable ENGINE_DIST_TIMEOUT=", v,
+                 " is out of range");
+  ENGINE_REQUIRE(s > 0 && s <= 7 * 86400, who,
+                 " ENGINE_DIST_TIMEOUT must be a number of seconds from 1 to 604800 (a week), got ", s);
+  return std::chrono::seconds(s);
 }
 
 void throw_io_error(const char* what, const std::string& peer, int err, bool timed_out) {

@@ -24,6 +24,11 @@ using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 inline Deadline deadline_in(std::chrono::milliseconds d) { return Clock::now() + d; }
 
+// How long any wait of a job may take: ENGINE_DIST_TIMEOUT seconds (1 to a week), 300 when
+// unset. The ranks (init_process_group) and the launchers read it alike; `who` starts the
+// error that names a bad value.
+std::chrono::milliseconds timeout_from_env(const char* who);
+
 // A read or write that met its deadline (the others are plain Errors): callers that must
 // tell "nothing came" from "the peer hung up" catch it apart.
 class TimedOut : public Error {
