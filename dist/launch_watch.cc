@@ -106,11 +106,8 @@ void stop_all(std::vector<Child>& children) {
     if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
 }
 
-// The ranks that failed, in the order they were reaped, and when the first was.
-struct Failures {
-  std::vector<Child*> seen;
-  std::chrono::steady_clock::time_point since{};
-};
+// The ranks that failed, in the order they were reaped (each knows when: reaped_at).
+using Failures = std::vector<Child*>;
 
 // How long the launcher waits, after a rank exits with an error, for a rank killed by a
 // signal to be reaped. A killed process's sockets are closed before it can be reaped, so
@@ -128,8 +125,7 @@ void reap(std::vector<Child>& children, Failures& failures) {
       c.running = false;
       c.reaped_at = std::chrono::steady_clock::now();
       if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
-      if (failures.seen.empty()) failures.since = std::chrono::steady_clock::now();
-      failures.seen.push_back(&c);
+      failures.push_back(&c);
     }
   }
 }
@@ -148,17 +144,17 @@ std::chrono::steady_clock::time_point said_at(const Child& c) {
 // kCauseGrace for the killed one unless `now` (no rank is left to wait for) or a rank is
 // stopped (then that one is named, by describe_failure).
 void decide(std::vector<Child>& children, const Failures& failures, bool now, Outcome& out, bool& stopping) {
-  if (stopping || failures.seen.empty()) return;
+  if (stopping || failures.empty()) return;
   const auto killed =
-      std::find_if(failures.seen.begin(), failures.seen.end(), [](const Child* c) { return WIFSIGNALED(c->status); });
+      std::find_if(failures.begin(), failures.end(), [](const Child* c) { return WIFSIGNALED(c->status); });
   const bool peer_stopped =
       std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running && is_stopped(c.pid); });
-  if (killed == failures.seen.end() && !now && !peer_stopped &&
-      std::chrono::steady_clock::now() - failures.since < kCauseGrace)
+  if (killed == failures.end() && !now && !peer_stopped &&
+      std::chrono::steady_clock::now() - failures.front()->reaped_at < kCauseGrace)
     return;
-  const auto earliest = std::min_element(failures.seen.begin(), failures.seen.end(),
+  const auto earliest = std::min_element(failures.begin(), failures.end(),
                                          [](const Child* a, const Child* b) { return said_at(*a) < said_at(*b); });
-  const Child& first = killed != failures.seen.end() ? **killed : **earliest;
+  const Child& first = killed != failures.end() ? **killed : **earliest;
   out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
   out.reason = describe_failure(first, children);
   stopping = true;
