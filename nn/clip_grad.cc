@@ -23,16 +23,14 @@ double grad_norm_part(const std::vector<autograd::Variable>& params, double norm
   for (const autograd::Variable& p : params) {
     const Tensor& g = p.grad();
     if (!g.defined() || g.numel() == 0) continue;
-    const Tensor a = abs(g);
     if (std::isinf(norm_type)) {
-      const double m = max(a).item();
+      const double m = max(abs(g)).item();
       part = std::isnan(m) || std::isnan(part) ? NAN : std::max(part, m);  // a NaN wins, as in max
-    } else if (norm_type == 2)
-      part += sum(a * a).item();
-    else if (norm_type == 1)
-      part += sum(a).item();
-    else
-      part += sum(pow(a, norm_type)).item();
+    } else if (norm_type == 2) {
+      part += sum(g * g).item();  // squares need no abs
+    } else {
+      part += sum(norm_type == 1 ? abs(g) : pow(abs(g), norm_type)).item();
+    }
   }
   return part;
 }

@@ -390,9 +390,14 @@ Tensor cross_entropy_backward(const CrossEntropy& saved, const Tensor& targets, 
   const float* rest = saved.rest.data<float>();
   const int64_t* pt = t.data<int64_t>();
   float* pd = d.data<float>();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j)
-      pd[i * c + j] = pt[i] == saved.ignore_index ? 0.0f : (j == pt[i] ? -rest[i] : p[i * c + j]) * scale;
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = pd + i * c;
+    if (pt[i] == saved.ignore_index) {  // left out of the loss: no gradient
+      std::fill(row, row + c, 0.0f);
+      continue;
+    }
+    for (int64_t j = 0; j < c; ++j) row[j] = (j == pt[i] ? -rest[i] : p[i * c + j]) * scale;
+  }
   return d;
 }
 
