@@ -60,6 +60,16 @@ bool is_destination(const Impl* leaf, const Tensor& grad) {
 // A leaf's gradient for this backward is complete: add it into .grad, then tell the hooks.
 void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
   run_hooks(leaf.get(), grad);
+  // grad() can be replaced through mutable_grad(); adding into one of another shape would
+  // broadcast or fail far from the cause, and an optimizer reads it beside the data.
+  const Tensor& held = leaf->grad;
+  ENGINE_REQUIRE(!held.defined() || (held.shape() == leaf->data.shape() && held.dtype() == leaf->data.dtype() &&
+                                     held.device() == leaf->data.device()),
+                 "[backward] the grad() of a leaf of shape ", shape_str(leaf->data.shape()), " (",
+                 dtype_name(leaf->data.dtype()), ") holds a tensor of shape ", shape_str(held.shape()), " (",
+                 held.defined() ? dtype_name(held.dtype()) : "",
+                 "), assigned through mutable_grad(): the "
+                 "gradient cannot be added into it. Assign a tensor of the leaf's shape and dtype, or zero_grad()");
   if (!leaf->grad.defined()) {
     // .grad must own its buffer (an optimizer or DDP writes into it). A gradient that is a
     // fresh, dense tensor held nowhere else can be taken as is, and so can one computed
@@ -165,6 +175,10 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
   }
   ENGINE_REQUIRE(seed.shape() == impl_->data.shape(), "[backward] gradient of shape ", shape_str(seed.shape()),
                  " does not match output of shape ", shape_str(impl_->data.shape()));
+  ENGINE_REQUIRE(seed.dtype() == impl_->data.dtype() && seed.device() == impl_->data.device(),
+                 "[backward] gradient of shape ", shape_str(seed.shape()), " is ", dtype_name(seed.dtype()), " on ",
+                 seed.device().str(), ", the output ", dtype_name(impl_->data.dtype()), " on ",
+                 impl_->data.device().str(), "; they must match");
 
   const std::vector<Impl*> order = reverse_topological_order(impl_.get());
   std::unordered_map<Impl*, int> pending;
@@ -229,7 +243,11 @@ void Variable::backward_pass(const Tensor& grad_in, bool retain_graph) const {
       const std::shared_ptr<Impl>& in = node.inputs[i];
       if (!in) continue;
       Tensor g = i < in_grads.size() ? std::move(in_grads[i]) : Tensor();
-      ENGINE_CHECK(!g.defined() || g.shape() == in->data.shape());
+      // A formula gives its input's shape at the forward; only set_data() can change it since.
+      ENGINE_REQUIRE(!g.defined() || g.shape() == in->data.shape(), "[backward] '", node.name,
+                     "' computed a gradient of shape ", shape_str(g.shape()), " for its input ", i + 1,
+                     ", whose data now has shape ", shape_str(in->data.shape()),
+                     ": set_data() changed its shape after the forward that used it. Run the forward again");
       deliver(in, std::move(g));
     }
     if (!retain_graph) {

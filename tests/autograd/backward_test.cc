@@ -49,8 +49,31 @@ TEST_CASE("backward with an explicit gradient, and its errors") {
                       Catch::Contains("[backward] a gradient can be implied only for a one-element output"));
   REQUIRE_THROWS_WITH(y2.backward(ones({2})),
                       Catch::Contains("[backward] gradient of shape (2,) does not match output of shape (3,)"));
+  REQUIRE_THROWS_WITH(y2.backward(ones({3}).to(DType::Int64)),
+                      Catch::Contains("[backward] gradient of shape (3,) is int64 on cpu, the output float32 on cpu"));
   Variable c(tensor({1}));
   REQUIRE_THROWS_WITH(c.backward(), Catch::Contains("does not require grad"));
+}
+
+TEST_CASE("a leaf whose shape changed after the forward, or whose grad() was replaced, is named in backward") {
+  // set_data() of another shape between forward and backward: the formula's gradient has
+  // the old shape. PyTorch refuses it too ("invalid gradient ... expected shape").
+  Variable w(ones({3}), true);
+  Variable y = sum(w * w);
+  w.set_data(ones({4}));
+  REQUIRE_THROWS_WITH(y.backward(), Catch::Contains("[backward] 'mul' computed a gradient of shape (3,) for its input "
+                                                    "1, whose data now has shape (4,): set_data() changed its shape"));
+  // grad() assigned through mutable_grad() with another shape: not broadcast into.
+  Variable v(ones({3}), true);
+  sum(v * 2.0).backward();
+  v.mutable_grad() = ones({1});
+  REQUIRE_THROWS_WITH(sum(v * 2.0).backward(),
+                      Catch::Contains("the grad() of a leaf of shape (3,) (float32) holds a tensor of shape (1,)"));
+  v.mutable_grad() = ones({3}).to(DType::Int64);
+  REQUIRE_THROWS_WITH(sum(v * 2.0).backward(), Catch::Contains("holds a tensor of shape (3,) (int64)"));
+  v.zero_grad();
+  sum(v * 2.0).backward();
+  REQUIRE(v.grad().to_vector<float>() == V{2, 2, 2});
 }
 
 TEST_CASE("backward twice through a freed graph is a clear error; retain_graph allows it") {
