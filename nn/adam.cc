@@ -29,8 +29,8 @@ void Adam::check_options() const {
 void Adam::step() {
   const AdamOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& grad = params_[i].grad();
-    if (!grad.defined()) continue;
+    const Tensor* grad = grad_to_step(i);
+    if (!grad) continue;
     Tensor p = params_[i].data();
     if (!exp_avg_[i].defined()) {
       exp_avg_[i] = zeros_like(p);
@@ -43,10 +43,19 @@ void Adam::step() {
     const double step_size = o.lr / bc1;
     // The state update and the step for each element, in one pass (tensor/nn_ops.cc).
     const float decay = decoupled_ ? float(1 - o.lr * o.weight_decay) : 1.0f;
-    adam_step_(p, grad, exp_avg_[i], exp_avg_sq_[i],
+    adam_step_(p, *grad, exp_avg_[i], exp_avg_sq_[i],
                {float(o.beta1), float(o.beta2), float(o.eps), float(o.weight_decay), float(step_size), float(bc2_sqrt),
                 decay, decoupled_});
   }
+}
+
+// A mean of squares is never negative; the square root in the step would make it NaN.
+void Adam::check_state(const std::string& name, const std::string& key, const Tensor& value) const {
+  if (name != "exp_avg_sq" || value.numel() == 0) return;
+  const double lowest = min(value).item();
+  ENGINE_REQUIRE(!(lowest < 0), "[", name_, ".load_state_dict] \"", key, "\" holds ", lowest,
+                 ": a running mean of squared gradients is never negative (the file is not a state this optimizer "
+                 "saved)");
 }
 
 std::map<std::string, Tensor*> Adam::state_slots() {

@@ -30,6 +30,7 @@ class Adam : public Optimizer {
   std::map<std::string, Tensor*> state_slots() override;
   std::map<std::string, double*> hyperparameters() override;
   void check_options() const override;
+  void check_state(const std::string& name, const std::string& key, const Tensor& value) const override;
 
  private:
   AdamOptions options_;

@@ -29,6 +29,23 @@ namespace {
 Variable float32_input(const Variable& x) { return is_half(x.data().dtype()) ? autograd::to(x, DType::Float32) : x; }
 }  // namespace
 
+// A variance is never negative: evaluation divides by sqrt(running_var + eps), which would
+// turn a negative one into NaN outputs with no error. A count of batches is never negative.
+void BatchNorm::check_state(const std::string& prefix, const StateDict& state) const {
+  auto var = state.find(prefix + "running_var");
+  if (var != state.end() && var->second.numel() > 0) {
+    const double lowest = min(var->second.to(DType::Float32)).item();
+    ENGINE_REQUIRE(!(lowest < 0), "[load_state_dict] \"", var->first, "\" holds ", lowest,
+                   ": a running variance is never negative (the file is not a state this BatchNorm saved)");
+  }
+  auto count = state.find(prefix + "num_batches_tracked");
+  if (count != state.end() && count->second.numel() == 1) {
+    const double n = count->second.item();
+    ENGINE_REQUIRE(n >= 0, "[load_state_dict] \"", count->first, "\" holds ", n,
+                   ": a count of batches is never negative");
+  }
+}
+
 Variable BatchNorm::forward(const Variable& x0) {
   const Variable x = float32_input(x0);
   ENGINE_REQUIRE(

@@ -34,6 +34,9 @@ class BatchNorm : public Module {
   int64_t features;
   double eps, momentum;
 
+ protected:
+  void check_state(const std::string& prefix, const StateDict& state) const override;
+
  private:
   Variable train_fused(const Variable& x, bool relu);
   void update_running_statistics(const BatchNormTrain& batch, int64_t count);

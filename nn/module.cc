@@ -93,6 +93,11 @@ StateDict Module::state_dict() const {
   return out;
 }
 
+void Module::check_state_tree(const std::string& prefix, const StateDict& state) const {
+  check_state(prefix, state);
+  for (const auto& [name, child] : children_) child->check_state_tree(prefix + name + ".", state);
+}
+
 void Module::load_state_dict(const StateDict& state, bool strict) {
   const StateDict mine = state_dict();
   // Check everything first, so a bad state dict changes nothing.
@@ -110,6 +115,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     for (const auto& [name, t] : state)
       ENGINE_REQUIRE(mine.count(name), "[load_state_dict] unexpected key \"", name, "\" (shape ", shape_str(t.shape()),
                      ") is not in the model");
+  check_state_tree("", state);
   for (const auto& [name, t] : mine) {
     auto it = state.find(name);
     if (it != state.end()) Tensor(t).copy_(it->second);  // in place: views and handles stay valid

@@ -71,6 +71,10 @@ class Module {
   // Registers a buffer held in a member of the subclass, which is read through the pointer
   // (so to() can replace it). The member must live as long as the module.
   void register_buffer(const std::string& name, Tensor* buffer);
+  // Called by load_state_dict before it copies anything: throws naming the key when the
+  // entry `prefix + name` of `state` holds a value this module could not have saved (a
+  // negative running variance). Accepts anything by default.
+  virtual void check_state(const std::string& prefix, const StateDict& state) const {}
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -78,6 +82,7 @@ class Module {
   }
 
  private:
+  void check_state_tree(const std::string& prefix, const StateDict& state) const;
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>* params,
                std::vector<std::pair<std::string, Tensor>>* buffers) const;
 

@@ -32,6 +32,17 @@ void Optimizer::set_lr(double lr) {
   *hyperparameters().at("lr") = lr;
 }
 
+const Tensor* Optimizer::grad_to_step(size_t i) const {
+  const Tensor& grad = params_[i].grad();
+  if (!grad.defined()) return nullptr;
+  const Tensor& p = params_[i].data();
+  ENGINE_REQUIRE(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), "[", name_,
+                 ".step] parameter ", i, " is ", shape_str(p.shape()), " ", dtype_name(p.dtype()), " on ",
+                 p.device().str(), " but its grad() is ", shape_str(grad.shape()), " ", dtype_name(grad.dtype()),
+                 " on ", grad.device().str(), ": a gradient must match its parameter");
+  return &grad;
+}
+
 void Optimizer::zero_grad() {
   for (auto& p : params_) p.zero_grad();
 }
@@ -44,6 +55,11 @@ StateDict Optimizer::state_dict() const {
     out["param_groups.0." + key] = scalar_tensor(*value);
   return out;
 }
+
+namespace {
+// State tensors have their parameter's shape, except the scalar step counters ("state.3.step").
+bool is_step_count(const std::string& key) { return key.size() >= 5 && key.compare(key.size() - 5, 5, ".step") == 0; }
+}  // namespace
 
 void Optimizer::load_state_dict(const StateDict& state) {
   auto slots_now = state_slots();
@@ -58,9 +74,8 @@ void Optimizer::load_state_dict(const StateDict& state) {
     auto it = slots_now.find(key);
     ENGINE_REQUIRE(it != slots_now.end(), "[", name_, ".load_state_dict] unexpected key \"", key,
                    "\" (this optimizer has ", params_.size(), " parameters)");
-    // State tensors have the parameter's shape, except scalar step counters.
     const size_t index = std::stoul(key.substr(6, key.find('.', 6) - 6));
-    const bool scalar = key.size() >= 5 && key.compare(key.size() - 5, 5, ".step") == 0;
+    const bool scalar = is_step_count(key);
     const Shape want = scalar ? Shape{} : params_[index].shape();
     ENGINE_REQUIRE(t.shape() == want, "[", name_, ".load_state_dict] shape mismatch for \"", key, "\": checkpoint has ",
                    shape_str(t.shape()), ", parameter has ", shape_str(want));
@@ -68,7 +83,19 @@ void Optimizer::load_state_dict(const StateDict& state) {
       const double step = t.item();
       ENGINE_REQUIRE(std::isfinite(step) && step >= 0 && step <= 9007199254740992.0 && step == std::floor(step), "[",
                      name_, ".load_state_dict] \"", key, "\" must be a whole number of steps >= 0, got ", step);
+    } else {
+      check_state(key.substr(key.find('.', 6) + 1), key, t.to(params_[index].data().dtype()));
     }
+  }
+  // A parameter's state is all there (it has stepped) or all absent: Adam with exp_avg and
+  // no exp_avg_sq would have nothing to step with.
+  for (auto& [key, slot] : slots_now) {
+    const std::string prefix = key.substr(0, key.find('.', 6) + 1);
+    for (auto& [other, unused] : slots_now)
+      if (other.rfind(prefix, 0) == 0)
+        ENGINE_REQUIRE(state.count(key) == state.count(other), "[", name_, ".load_state_dict] the state has \"",
+                       state.count(key) ? key : other, "\" but not \"", state.count(key) ? other : key,
+                       "\": a parameter's state is saved whole");
   }
   for (const auto& [key, value] : hyper)
     ENGINE_REQUIRE(state.count("param_groups.0." + key), "[", name_, ".load_state_dict] missing key \"param_groups.0.",
@@ -88,9 +115,18 @@ void Optimizer::load_state_dict(const StateDict& state) {
     for (auto& [key, value] : hyper) *value = before[key];
     throw;
   }
+  // Taken as the parameter's dtype and device (as PyTorch does; a checkpoint is read onto
+  // the CPU), and step counts as int64; absent: that parameter has not stepped yet.
   for (auto& [key, slot] : slots_now) {
     auto it = state.find(key);
-    *slot = it == state.end() ? Tensor() : it->second.clone();  // absent: that parameter has not stepped yet
+    if (it == state.end()) {
+      *slot = Tensor();
+      continue;
+    }
+    const Tensor& p = params_[std::stoul(key.substr(6, key.find('.', 6) - 6))].data();
+    const Tensor& t = it->second;
+    *slot = is_step_count(key) ? t.to(DType::Int64).to(Device::cpu()) : t.to(p.dtype()).to(p.device());
+    if (slot->storage() == t.storage()) *slot = t.clone();  // to() may return the tensor itself
   }
 }
 

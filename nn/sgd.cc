@@ -23,13 +23,13 @@ void SGD::check_options() const {
 void SGD::step() {
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& grad = params_[i].grad();
-    if (!grad.defined()) continue;  // no gradient this step: leave it alone, as PyTorch does
+    const Tensor* grad = grad_to_step(i);
+    if (!grad) continue;  // no gradient this step: leave it alone, as PyTorch does
     Tensor p = params_[i].data();
     const bool first = o.momentum != 0 && !buffers_[i].defined();
     if (first) buffers_[i] = empty(p.shape(), DType::Float32, p.device());
     // The whole update rule (see sgd.h) in one pass over the parameter (tensor/nn_ops.cc).
-    sgd_step_(p, grad, &buffers_[i],
+    sgd_step_(p, *grad, &buffers_[i],
               {float(o.lr), float(o.weight_decay), float(o.momentum), float(o.dampening), o.nesterov, first});
   }
 }

@@ -77,6 +77,29 @@ TEST_CASE("state_dict round trip; strict loading names the key") {
   REQUIRE(b->state_dict().at("0.weight").to_vector<float>() == before);  // nothing changed
 }
 
+TEST_CASE("a BatchNorm's running variance and batch count from a checkpoint are range-checked, in any child") {
+  // A negative running variance would make every evaluation output NaN (sqrt(var + eps)),
+  // with no error; the check reaches a BatchNorm at any depth and changes nothing.
+  Generator g(5);
+  auto model = std::make_shared<Sequential>(
+      std::vector<ModulePtr>{std::make_shared<Linear>(4, 3, true, &g), std::make_shared<BatchNorm1d>(3)});
+  StateDict bad = model->state_dict();
+  for (auto& [name, t] : bad) t = t.clone();
+  bad["1.running_var"] = tensor({1, -0.5, 2});
+  bad["0.weight"] = zeros({3, 4});
+  REQUIRE_THROWS_WITH(model->load_state_dict(bad),
+                      Catch::Contains("[load_state_dict] \"1.running_var\" holds -0.5: a running variance is never "
+                                      "negative"));
+  REQUIRE(model->state_dict().at("0.weight").to_vector<float>() != V(12, 0.0f));  // nothing was copied
+  bad["1.running_var"] = tensor({1, 0, 2});  // zero is a variance (a constant channel)
+  bad["1.num_batches_tracked"] = scalar_tensor(-3).to(DType::Int64);
+  REQUIRE_THROWS_WITH(model->load_state_dict(bad),
+                      Catch::Contains("\"1.num_batches_tracked\" holds -3: a count of batches is never negative"));
+  bad["1.num_batches_tracked"] = scalar_tensor(3).to(DType::Int64);
+  model->load_state_dict(bad);
+  REQUIRE(model->state_dict().at("1.running_var").to_vector<float>() == V{1, 0, 2});
+}
+
 TEST_CASE("train/eval reach every child; zero_grad clears every gradient") {
   Generator g(0);
   auto model = mlp(&g);

@@ -141,6 +141,58 @@ TEST_CASE("a checkpoint's hyperparameters and step counts are range-checked, and
   REQUIRE(other.lr() == Approx(0.01));
 }
 
+TEST_CASE("a checkpoint's state tensors: whole per parameter, non-negative squares, taken as the parameter's dtype") {
+  Variable p = start();
+  Adam opt({p}, {.lr = 0.01});
+  loss_of(p).backward();
+  opt.step();
+  const StateDict good = opt.state_dict();
+  StateDict partial = good, negative = good, other_dtypes = good;
+  partial.erase("state.0.exp_avg_sq");
+  negative["state.0.exp_avg_sq"] = tensor({0.5, -0.25});
+  Adam other({start()}, {.lr = 0.5});
+  REQUIRE_THROWS_WITH(other.load_state_dict(partial),
+                      Catch::Contains("[Adam.load_state_dict] the state has \"state.0.exp_avg\" but not "
+                                      "\"state.0.exp_avg_sq\": a parameter's state is saved whole"));
+  REQUIRE_THROWS_WITH(other.load_state_dict(negative),
+                      Catch::Contains("\"state.0.exp_avg_sq\" holds -0.25: a running mean of squared gradients is "
+                                      "never negative"));
+  REQUIRE(other.lr() == 0.5);
+  REQUIRE(other.state_dict().count("state.0.exp_avg") == 0);
+  // Written by another tool in other dtypes (PyTorch casts state to the parameter's): the
+  // run continues as from the same values in float32 and int64.
+  other_dtypes["state.0.step"] = good.at("state.0.step").to(DType::Float32);
+  other_dtypes["state.0.exp_avg"] = good.at("state.0.exp_avg").to(DType::BFloat16);
+  StateDict same_values = good;
+  same_values["state.0.exp_avg"] = other_dtypes.at("state.0.exp_avg").to(DType::Float32);
+  Variable q(p.data().clone(), true), r(p.data().clone(), true);
+  Adam resumed({q}, {.lr = 0.01}), reference({r}, {.lr = 0.01});
+  resumed.load_state_dict(other_dtypes);
+  reference.load_state_dict(same_values);
+  REQUIRE(resumed.state_dict().at("state.0.step").dtype() == DType::Int64);
+  REQUIRE(resumed.state_dict().at("state.0.exp_avg").dtype() == DType::Float32);
+  REQUIRE(run(resumed, q, 3) == run(reference, r, 3));
+}
+
+TEST_CASE("a gradient that does not match its parameter is named at step(), not broadcast into the update") {
+  for (bool adam : {false, true}) {
+    Variable w(tensor({1, 2}), true);
+    std::unique_ptr<engine::nn::Optimizer> opt;
+    if (adam)
+      opt = std::make_unique<engine::nn::Adam>(std::vector<Variable>{w}, engine::nn::AdamOptions{});
+    else
+      opt = std::make_unique<engine::nn::SGD>(std::vector<Variable>{w}, engine::nn::SGDOptions{.lr = 0.1});
+    const std::string name = adam ? "[Adam.step]" : "[SGD.step]";
+    w.mutable_grad() = ones({1});  // a (1,) gradient would be added to both elements
+    REQUIRE_THROWS_WITH(opt->step(),
+                        Catch::Contains(name + " parameter 0 is (2,) float32 on cpu but its grad() is "
+                                               "(1,) float32 on cpu: a gradient must match its parameter"));
+    w.mutable_grad() = ones({2}).to(DType::Int64);
+    REQUIRE_THROWS_WITH(opt->step(), Catch::Contains("its grad() is (2,) int64 on cpu"));
+    REQUIRE(w.data().to_vector<float>() == std::vector<float>{1, 2});  // untouched
+  }
+}
+
 TEST_CASE("a step between the forward and its backward is named, not turned into a wrong gradient") {
   // for batch: loss = f(w); opt.step(); loss.backward()   (PyTorch: "one of the variables
   // needed for gradient computation has been modified by an inplace operation")
