@@ -110,6 +110,9 @@ TEST_CASE("conv2d errors name the shapes") {
                       Catch::Contains("needs kernel > 0, stride > 0, padding >= 0, got kernel 3x3, stride 0"));
   REQUIRE_THROWS_WITH(max_pool2d(x, INT64_MAX, 1),
                       Catch::Contains("[max_pool2d] kernel") && Catch::Contains("must each be at most"));
+  // The layer says so when it is built.
+  REQUIRE_THROWS_WITH(Conv2d(3, 4, 3, 0), Catch::Contains("[Conv2d] needs stride > 0 and padding >= 0, got stride 0"));
+  REQUIRE_THROWS_WITH(Conv2d(3, 4, 3, 1, -1), Catch::Contains("got stride 1, padding -1"));
 }
 
 TEST_CASE("max_pool2d matches the direct loops and routes gradients to the maxima") {
