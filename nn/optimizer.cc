@@ -8,8 +8,9 @@ Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name)
     : params_(std::move(params)), name_(name) {
   ENGINE_REQUIRE(!params_.empty(), "[", name_, "] got an empty parameter list (did the model register its layers?)");
   for (size_t i = 0; i < params_.size(); ++i) {
-    ENGINE_REQUIRE(params_[i].defined() && params_[i].requires_grad(), "[", name_, "] parameter ", i,
-                   " does not require grad");
+    // A frozen parameter (requires_grad false, as in fine-tuning) is accepted, as PyTorch
+    // does: it gets no gradient, so step() leaves it alone.
+    ENGINE_REQUIRE(params_[i].defined(), "[", name_, "] parameter ", i, " is undefined");
     // A computed tensor gets no .grad of its own to step with, and its update would not
     // reach the leaves it came from.
     ENGINE_REQUIRE(params_[i].is_leaf(), "[", name_, "] parameter ", i, " is not a leaf: it was computed by ",

@@ -102,7 +102,7 @@ TEST_CASE("state_dict round trip: a restored optimizer continues exactly") {
 TEST_CASE("optimizer arguments are checked") {
   Variable p = start();
   REQUIRE_THROWS_WITH(Adam({p}, {.beta1 = 1.0}), Catch::Contains("[Adam] betas must be in [0, 1)"));
-  REQUIRE_THROWS_WITH(SGD({Variable(tensor({1}))}, {}), Catch::Contains("[SGD] parameter 0 does not require grad"));
+  REQUIRE_THROWS_WITH(SGD({Variable()}, {}), Catch::Contains("[SGD] parameter 0 is undefined"));
   REQUIRE_THROWS_WITH(SGD({p}, {.nesterov = true}), Catch::Contains("Nesterov momentum needs momentum > 0"));
   // Every hyperparameter finite and in range (PyTorch lets an infinite lr or a NaN decay through).
   const double inf = INFINITY, nan = NAN;
@@ -119,6 +119,26 @@ TEST_CASE("optimizer arguments are checked") {
   REQUIRE_THROWS_WITH(SGD({p * 2.0}, {}), Catch::Contains("[SGD] parameter 0 is not a leaf: it was computed by mul"));
   Variable q = start();
   REQUIRE_THROWS_WITH(Adam({p, q, p}, {}), Catch::Contains("[Adam] parameter 2 is parameter 0 again"));
+}
+
+TEST_CASE("a frozen parameter (requires_grad false) is accepted and left alone, as torch.optim does") {
+  // Fine-tuning: SGD(model.parameters()) with some layers frozen.
+  for (bool adam : {false, true}) {
+    Variable frozen(tensor({5, 6}), false), p = start();
+    std::unique_ptr<engine::nn::Optimizer> opt;
+    if (adam)
+      opt = std::make_unique<engine::nn::Adam>(std::vector<Variable>{frozen, p}, engine::nn::AdamOptions{.lr = 0.1});
+    else
+      opt = std::make_unique<engine::nn::SGD>(std::vector<Variable>{frozen, p}, engine::nn::SGDOptions{.lr = 0.1});
+    for (int s = 0; s < 2; ++s) {
+      opt->zero_grad();
+      autograd::sum(frozen * p).backward();
+      opt->step();
+    }
+    REQUIRE(frozen.data().to_vector<float>() == std::vector<float>{5, 6});
+    REQUIRE(p.data().to_vector<float>() != std::vector<float>{1, -2});
+    REQUIRE(opt->state_dict().count("state.0." + std::string(adam ? "exp_avg" : "momentum_buffer")) == 0);
+  }
 }
 
 TEST_CASE("a checkpoint's hyperparameters and step counts are range-checked, and a bad one changes nothing") {
