@@ -68,13 +68,17 @@ void Variable::set_grad(const Tensor& grad) {
 }
 
 void Variable::set_grad_destination(const Tensor& destination) {
-  ENGINE_REQUIRE(impl_ && requires_grad() && is_leaf(), "[set_grad_destination] needs a leaf that requires grad");
-  ENGINE_REQUIRE(
-      !destination.defined() || (destination.shape() == impl_->data.shape() && destination.dtype() == DType::Float32 &&
-                                 destination.is_contiguous() && destination.device() == impl_->data.device()),
-      "[set_grad_destination] the destination must be a contiguous float32 tensor of the leaf's shape ",
-      shape_str(impl_->data.shape()), " on ", impl_->data.device().str(), ", got ",
-      destination.defined() ? shape_str(destination.shape()) : std::string("undefined"));
+  ENGINE_REQUIRE(impl_, "[set_grad_destination] Variable is undefined");
+  if (!destination.defined()) {  // removing one works on any Variable (its owner may have frozen it since)
+    impl_->grad_destination = Tensor();
+    return;
+  }
+  ENGINE_REQUIRE(requires_grad() && is_leaf(), "[set_grad_destination] needs a leaf that requires grad");
+  ENGINE_REQUIRE(destination.shape() == impl_->data.shape() && destination.dtype() == DType::Float32 &&
+                     destination.is_contiguous() && destination.device() == impl_->data.device(),
+                 "[set_grad_destination] the destination must be a contiguous float32 tensor of the leaf's shape ",
+                 shape_str(impl_->data.shape()), " on ", impl_->data.device().str(), ", got ",
+                 shape_str(destination.shape()));
   impl_->grad_destination = destination;
 }
 

@@ -1,5 +1,7 @@
 #include "dist/ddp.h"
 
+#include <mutex>
+#include <set>
 #include <unordered_set>
 
 #include "dist/dist.h"
@@ -19,26 +21,58 @@ struct DistributedDataParallel::Bucket {
   bool launched = false;
 };
 
+namespace {
+// The parameters of every live DDP. Two DDPs over one model would both hook its gradients
+// and write each other's buckets while they are being reduced.
+std::mutex g_wrapped_mutex;
+std::set<const autograd::VariableImpl*> g_wrapped;
+}  // namespace
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions options)
     : module_(std::move(module)), options_(options) {
   ENGINE_REQUIRE(module_ != nullptr, "[DistributedDataParallel] module is null");
+  // 0 puts each parameter in its own bucket, infinity all in one; NaN or a negative size
+  // would silently do one of those.
+  ENGINE_REQUIRE(options_.bucket_cap_mb >= 0 && options_.first_bucket_mb >= 0,
+                 "[DistributedDataParallel] bucket_cap_mb and first_bucket_mb must be >= 0 (MiB), got ",
+                 options_.bucket_cap_mb, " and ", options_.first_bucket_mb);
   group_ = options_.group ? options_.group : &default_group();
   register_module("module", module_);  // so state_dict() names are "module.<name>", as in PyTorch
+  std::vector<std::string> all_names;
   for (auto& [name, p] : module_->named_parameters()) {
     ENGINE_REQUIRE(p.data().dtype() == DType::Float32, "[DistributedDataParallel] parameter \"", name,
                    "\" is not float32");
+    all_params_.push_back(p);
+    all_names.push_back(name);
+    frozen_.push_back(!p.requires_grad());
+    if (frozen_.back()) continue;  // a frozen layer is broadcast with the rest, never reduced (as PyTorch)
     names_.push_back(name);
     params_.push_back(p);
   }
-  check_same_parameters(*group_, params_, names_, "[DistributedDataParallel]");
-  broadcast_state(0);  // start from rank 0's weights and buffers, so every replica is identical
-  build_buckets();
+  {
+    std::lock_guard<std::mutex> lock(g_wrapped_mutex);
+    for (size_t i = 0; i < all_params_.size(); ++i)
+      ENGINE_REQUIRE(!g_wrapped.count(all_params_[i].impl().get()), "[DistributedDataParallel] parameter \"",
+                     all_names[i],
+                     "\" is already in another DistributedDataParallel: wrap a model once, and use that wrapper");
+    for (auto& p : all_params_) g_wrapped.insert(p.impl().get());
+  }
+  try {
+    check_same_parameters(*group_, all_params_, all_names, "[DistributedDataParallel]");
+    broadcast_state(0);  // start from rank 0's weights and buffers, so every replica is identical
+    build_buckets();
+  } catch (...) {  // no destructor runs: leave the model as it was given, free to wrap again
+    for (auto& p : params_) p.set_grad_destination(Tensor());
+    release_parameters();
+    throw;
+  }
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](nn::Variable&) { on_grad_ready(i); }));
   reset_for_backward();
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
+  release_parameters();
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].remove_hook(hook_ids_[i]);
     params_[i].set_grad_destination(Tensor());
@@ -47,6 +81,11 @@ DistributedDataParallel::~DistributedDataParallel() {
     if (b->launched) try {
         b->reduced.wait();
       } catch (const Error&) {}
+}
+
+void DistributedDataParallel::release_parameters() {
+  std::lock_guard<std::mutex> lock(g_wrapped_mutex);
+  for (auto& p : all_params_) g_wrapped.erase(p.impl().get());
 }
 
 void DistributedDataParallel::register_comm_hook(CommHook hook) {
@@ -114,7 +153,7 @@ void DistributedDataParallel::reset_for_backward() {
 }
 
 void DistributedDataParallel::broadcast_state(int root) {
-  for (auto& p : params_) group_->broadcast(p.data(), root).wait();
+  for (auto& p : all_params_) group_->broadcast(p.data(), root).wait();
   for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, root).wait();
 }
 
@@ -137,6 +176,7 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
     ENGINE_REQUIRE(sync_, "[Join] no_sync() is not supported inside a Join");
     join_->count_training(true);
   }
+  check_frozen_unchanged();
   broadcast_buffers_if_needed();
   nn::Variable out = (*module_)(x);
   if (options_.find_unused_parameters && sync_ && group_->size() > 1 && autograd::is_grad_enabled()) {
@@ -149,6 +189,21 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
     launch_ready_buckets();
   }
   return out;
+}
+
+// The buckets hold the parameters that required grad when DDP was built. One unfrozen since
+// would train without being averaged, and the replicas would drift apart with no error;
+// one frozen since would leave its bucket waiting.
+void DistributedDataParallel::check_frozen_unchanged() const {
+  for (size_t i = 0; i < all_params_.size(); ++i)
+    if (all_params_[i].requires_grad() == frozen_[i]) {
+      std::string name;
+      for (auto& [n, p] : module_->named_parameters())
+        if (p.impl() == all_params_[i].impl()) name = n;
+      throw Error("[DistributedDataParallel] parameter \"" + name + "\" was " + (frozen_[i] ? "unfrozen" : "frozen") +
+                  " (set_requires_grad) after the model was wrapped: DDP reduces the parameters that required grad "
+                  "when it was built. Freeze or unfreeze layers first, then wrap the model (or wrap it again)");
+    }
 }
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
@@ -190,7 +245,7 @@ void DistributedDataParallel::finalize() {
       if (!ready_[i]) missing += (missing.empty() ? "" : ", ") + names_[i];
     reset_for_backward();
     throw Error("[DistributedDataParallel] these parameters received no gradient in this backward: " + missing +
-                ". If some parameters are unused on purpose (a branch not taken, a frozen layer), construct DDP with "
+                ". If some parameters are unused on purpose (a branch not taken), construct DDP with "
                 "find_unused_parameters = true; otherwise make the loss depend on them. (Every rank must reduce every "
                 "bucket, so a missing gradient would leave the others waiting.)");
   }

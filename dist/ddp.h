@@ -22,6 +22,10 @@
 // register_comm_hook replaces the bucket's all-reduce with a hook (comm_hooks.h): gradients
 // compressed to bfloat16 or float16, PowerSGD (powersgd.h), or your own.
 //
+// Parameters that do not require grad when DDP is built (frozen layers, as in fine-tuning)
+// are broadcast from rank 0 with the rest but stay out of the buckets, as in PyTorch; a
+// layer frozen or unfrozen after that is named at the next forward.
+//
 // A parameter that gets no gradient would leave its bucket waiting forever: DDP reports it
 // by name at the end of backward, unless find_unused_parameters is set, in which case it
 // finds them after each forward and counts them as ready (with a zero gradient).
@@ -93,6 +97,8 @@ class DistributedDataParallel : public nn::Module {
   void broadcast_state(int root);  // every parameter and buffer from `root` to all
   void broadcast_buffers_if_needed();
   void reduce_zero_buckets();  // a step's all-reduces with nothing to add (Join's shadow)
+  void check_frozen_unchanged() const;
+  void release_parameters();  // another DDP may wrap them now
   void on_grad_ready(size_t param);
   void mark_ready(size_t param, const Tensor* grad);
   Tensor slot(size_t param) const;  // the parameter's place in its bucket, shaped like it
@@ -103,8 +109,10 @@ class DistributedDataParallel : public nn::Module {
   std::shared_ptr<nn::Module> module_;
   DDPOptions options_;
   ProcessGroup* group_;
-  std::vector<nn::Variable> params_;
+  std::vector<nn::Variable> params_;  // those that require grad: the ones reduced
   std::vector<std::string> names_;
+  std::vector<nn::Variable> all_params_;  // frozen ones too: broadcast, and watched by forward()
+  std::vector<bool> frozen_;              // per all_params_: requires_grad was false when built
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::vector<std::string>> bucket_names_;
   std::vector<std::pair<size_t, size_t>> where_;  // param -> (bucket, offset in elements)

@@ -98,6 +98,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   std::vector<nn::Variable> params;
   for (auto& [name, p] : model_->named_parameters()) names.push_back(name), params.push_back(p);
   check_same_parameters(*group_, params, names, "[FSDP]");
+  // A unit's parameters become one flat, trained shard; a frozen one would be trained with them.
+  for (size_t i = 0; i < params.size(); ++i)
+    ENGINE_REQUIRE(params[i].requires_grad(), "[FSDP] parameter \"", names[i],
+                   "\" is frozen (requires_grad false): FSDP flattens each layer's parameters into one trained "
+                   "shard, so it trains every parameter. Unfreeze it, or train with DistributedDataParallel, which "
+                   "leaves frozen layers out of its buckets");
   for (auto& p : params) group_->broadcast(p.data(), 0).wait();
   for (auto& [name, b] : model_->named_buffers()) {
     group_->broadcast(b, 0).wait();

@@ -1,5 +1,7 @@
 #include "dist/zero.h"
 
+#include <algorithm>
+
 #include "dist/dist.h"
 #include "dist/same_model.h"
 #include "tensor/ops.h"
@@ -49,6 +51,7 @@ void ZeroRedundancyOptimizer::step() {
   // 2. Update this rank's shard; only here does optimizer state exist.
   shard_param_.set_grad(grad_shard);
   inner_->step();
+  restore_frozen();
   // 3. All-gather the updated shards into every rank's parameters.
   std::vector<Tensor> shards;
   group_->all_gather(&shards, shard_param_.data()).wait();
@@ -63,6 +66,20 @@ void ZeroRedundancyOptimizer::step() {
       dst.narrow(0, done, len).copy_(shards[size_t(r)].narrow(0, in, len));
       done += len;
     }
+    off += p.numel();
+  }
+}
+
+// A frozen parameter (requires_grad false, as torch.optim leaves alone) gets a zero gradient
+// in the flat shard, but the inner optimizer steps the whole shard: weight decay or earlier
+// momentum would still move it. Its elements in this rank's shard are put back first.
+void ZeroRedundancyOptimizer::restore_frozen() {
+  const int64_t lo = int64_t(group_->rank()) * shard_, hi = lo + shard_;
+  int64_t off = 0;
+  for (auto& p : params_) {
+    const int64_t a = std::max(off, lo), b = std::min(off + p.numel(), hi);
+    if (!p.requires_grad() && a < b)
+      shard_param_.data().narrow(0, a - lo, b - a).copy_(p.data().reshape({-1}).narrow(0, a - off, b - a));
     off += p.numel();
   }
 }

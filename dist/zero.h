@@ -58,6 +58,7 @@ class ZeroRedundancyOptimizer {
 
  private:
   Tensor flatten_grads() const;
+  void restore_frozen();
   std::vector<nn::Variable> params_;
   ZeroOptimizer kind_;
   ZeroOptions options_;

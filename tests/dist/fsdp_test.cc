@@ -291,3 +291,23 @@ TEST_CASE("a model that differs between ranks is named before anything is sharde
   RANK_REQUIRE_THAT(errors[0], Catch::Contains("[FSDP] the model differs between ranks: parameter \"0.weight\""));
   RANK_REQUIRE_THAT(errors[1], Catch::Contains("has shape (3,2) on rank 1"));
 }
+
+TEST_CASE("a frozen parameter is refused with what to do, in every strategy, before anything is sharded") {
+  // Each layer's parameters become one trained flat shard: a frozen one would be trained.
+  for (ShardingStrategy strategy : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD}) {
+    std::vector<std::string> errors(2);
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      auto model = std::make_shared<Sequential>(
+          std::vector<ModulePtr>{std::make_shared<Linear>(3, 2), std::make_shared<Linear>(2, 2)});
+      model->parameters()[2].set_requires_grad(false);
+      try {
+        FullyShardedDataParallel fsdp(model, {.sharding_strategy = strategy, .group = &g});
+      } catch (const Error& e) {
+        errors[size_t(g.rank())] = e.what();
+      }
+    });
+    for (auto& e : errors)
+      RANK_REQUIRE_THAT(e, Catch::Contains("[FSDP] parameter \"1.weight\" is frozen (requires_grad false)") &&
+                               Catch::Contains("train with DistributedDataParallel"));
+  }
+}

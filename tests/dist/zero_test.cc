@@ -100,6 +100,46 @@ TEST_CASE("ZeRO-1 equals DDP with an unsharded optimizer; state is split N ways"
     }
 }
 
+TEST_CASE("a frozen layer is not moved by ZeRO's flat shard (weight decay, momentum), as torch.optim leaves it") {
+  // The first layer frozen; weight decay would shrink it and momentum carry it if ZeRO
+  // stepped it like the rest. Reference: DDP (which leaves it out) and the unsharded optimizer.
+  auto freeze_first = [](std::shared_ptr<Sequential> m) {
+    m->parameters()[0].set_requires_grad(false);
+    m->parameters()[1].set_requires_grad(false);
+    return m;
+  };
+  for (ZeroOptimizer kind : {ZeroOptimizer::SGD, ZeroOptimizer::Adam}) {
+    INFO((kind == ZeroOptimizer::SGD ? "SGD" : "Adam with L2 weight decay"));
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      ZeroOptions zo;
+      zo.sgd = {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1};
+      zo.adam = {.lr = 0.01, .weight_decay = 0.1};
+      zo.group = &g;
+      auto ref_model = freeze_first(small_mlp());
+      DistributedDataParallel ddp(ref_model, {.group = &g});
+      std::unique_ptr<Optimizer> ref_opt;
+      if (kind == ZeroOptimizer::SGD)
+        ref_opt = std::make_unique<SGD>(ddp.parameters(), zo.sgd);
+      else
+        ref_opt = std::make_unique<Adam>(ddp.parameters(), zo.adam);
+      auto model = freeze_first(small_mlp());
+      const std::vector<float> frozen = model->parameters()[0].data().to_vector<float>();
+      ZeroRedundancyOptimizer zero(model->parameters(), kind, zo);
+      for (int step = 0; step < 3; ++step) {
+        ref_opt->zero_grad();
+        loss_on(ddp, g.rank(), step).backward();
+        ref_opt->step();
+        zero.zero_grad();
+        loss_on(*model, g.rank(), step).backward();
+        zero.step();
+      }
+      RANK_REQUIRE(model->parameters()[0].data().to_vector<float>() == frozen);
+      const auto a = flat(*ref_model), b = flat(*model);
+      for (size_t i = 0; i < a.size(); ++i) RANK_REQUIRE(b[i] == Approx(a[i]).epsilon(1e-6).margin(1e-7));
+    });
+  }
+}
+
 TEST_CASE("a consolidated ZeRO state loads back sharded and training continues identically") {
   run_threads(2, [](ProcessGroupTCP& g) {
     ZeroOptions zo;
