@@ -59,7 +59,18 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
                      [](const Tensor& b) { return std::pair<const void*, int64_t>(b.storage().get(), b.offset()); });
 }
 
+bool Module::reaches(const Module* other) const {
+  if (this == other) return true;
+  for (const auto& [name, child] : children_)
+    if (child->reaches(other)) return true;
+  return false;
+}
+
 void Module::set_child(const std::string& name, std::shared_ptr<Module> module) {
+  ENGINE_REQUIRE(module != nullptr, "[set_child] the module given for \"", name, "\" is null");
+  // A module inside itself would make parameters(), train() and forward() recurse forever.
+  ENGINE_REQUIRE(!module->reaches(this), "[set_child] the module given for \"", name,
+                 "\" contains this module (or is it): a model cannot be inside itself");
   for (auto& [n, child] : children_)
     if (n == name) {
       child = std::move(module);

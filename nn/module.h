@@ -83,6 +83,7 @@ class Module {
 
  private:
   void check_state_tree(const std::string& prefix, const StateDict& state) const;
+  bool reaches(const Module* other) const;  // other is this module or one of its descendants
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Variable>>* params,
                std::vector<std::pair<std::string, Tensor>>* buffers) const;
 

@@ -196,3 +196,18 @@ TEST_CASE("to(device) keeps parameters and buffers, and says so when the device 
   model->to(Device::cpu());
   REQUIRE(w.data().device() == Device::cpu());
 }
+
+TEST_CASE("set_child refuses a null module and a module that would contain itself") {
+  // A cycle would make parameters(), train() and forward() recurse until the stack overflows.
+  auto inner = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<ReLU>()});
+  auto outer = std::make_shared<Sequential>(std::vector<ModulePtr>{inner});
+  REQUIRE_THROWS_WITH(outer->set_child("0", nullptr),
+                      Catch::Contains("[set_child] the module given for \"0\" is null"));
+  REQUIRE_THROWS_WITH(inner->set_child("0", outer),
+                      Catch::Contains("the module given for \"0\" contains this module (or is it): a model cannot be "
+                                      "inside itself"));
+  REQUIRE_THROWS_WITH(outer->set_child("0", outer), Catch::Contains("cannot be inside itself"));
+  REQUIRE(outer->parameters().empty());  // still a tree
+  inner->set_child("0", std::make_shared<Linear>(2, 2));
+  REQUIRE(outer->parameters().size() == 2);
+}
