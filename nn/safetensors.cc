@@ -87,6 +87,7 @@ void remove_stale_temporaries(const std::string& path) {
 
 void save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
+  check_save_path(path);  // an empty path or a folder named before anything is written
   std::vector<Tensor> dense;
   const std::string header = build_header(tensors, metadata, &dense);
   remove_stale_temporaries(path);
