@@ -38,6 +38,12 @@ void require_trace(const Trace& got, const Trace& want) {
 }
 
 Variable start() { return Variable(tensor({1, -2}), true); }
+
+// SGD (lr 0.1) or Adam (its defaults) over `params`, for the cases run with both.
+std::unique_ptr<Optimizer> sgd_or_adam(bool adam, std::vector<Variable> params) {
+  if (adam) return std::make_unique<Adam>(std::move(params), AdamOptions{});
+  return std::make_unique<SGD>(std::move(params), SGDOptions{.lr = 0.1});
+}
 }  // namespace
 
 TEST_CASE("Adam, Adam with L2 weight decay, and AdamW step as torch.optim does") {
@@ -125,11 +131,7 @@ TEST_CASE("a frozen parameter (requires_grad false) is accepted and left alone, 
   // Fine-tuning: SGD(model.parameters()) with some layers frozen.
   for (bool adam : {false, true}) {
     Variable frozen(tensor({5, 6}), false), p = start();
-    std::unique_ptr<engine::nn::Optimizer> opt;
-    if (adam)
-      opt = std::make_unique<engine::nn::Adam>(std::vector<Variable>{frozen, p}, engine::nn::AdamOptions{.lr = 0.1});
-    else
-      opt = std::make_unique<engine::nn::SGD>(std::vector<Variable>{frozen, p}, engine::nn::SGDOptions{.lr = 0.1});
+    std::unique_ptr<Optimizer> opt = sgd_or_adam(adam, {frozen, p});
     for (int s = 0; s < 2; ++s) {
       opt->zero_grad();
       autograd::sum(frozen * p).backward();
@@ -197,11 +199,7 @@ TEST_CASE("a checkpoint's state tensors: whole per parameter, non-negative squar
 TEST_CASE("a gradient that does not match its parameter is named at step(), not broadcast into the update") {
   for (bool adam : {false, true}) {
     Variable w(tensor({1, 2}), true);
-    std::unique_ptr<engine::nn::Optimizer> opt;
-    if (adam)
-      opt = std::make_unique<engine::nn::Adam>(std::vector<Variable>{w}, engine::nn::AdamOptions{});
-    else
-      opt = std::make_unique<engine::nn::SGD>(std::vector<Variable>{w}, engine::nn::SGDOptions{.lr = 0.1});
+    std::unique_ptr<Optimizer> opt = sgd_or_adam(adam, {w});
     const std::string name = adam ? "[Adam.step]" : "[SGD.step]";
     w.mutable_grad() = ones({1});  // a (1,) gradient would be added to both elements
     REQUIRE_THROWS_WITH(opt->step(),
@@ -218,11 +216,7 @@ TEST_CASE("a step between the forward and its backward is named, not turned into
   // needed for gradient computation has been modified by an inplace operation")
   for (bool adam : {false, true}) {
     Variable w(tensor({1, 2}), true);
-    std::unique_ptr<engine::nn::Optimizer> opt;
-    if (adam)
-      opt = std::make_unique<engine::nn::Adam>(std::vector<Variable>{w}, engine::nn::AdamOptions{});
-    else
-      opt = std::make_unique<engine::nn::SGD>(std::vector<Variable>{w}, engine::nn::SGDOptions{.lr = 0.1});
+    std::unique_ptr<Optimizer> opt = sgd_or_adam(adam, {w});
     sum(w * w).backward();
     Variable loss = sum(w * w);
     opt->step();
