@@ -40,6 +40,7 @@ struct FullyShardedDataParallel::Unit {
   int ready = 0;             // parameters whose gradient is complete in this backward
   bool reduced = false;      // its gradients reduced in this backward
   bool ran_forward = false;  // in this step
+  bool frozen = false;       // every parameter has requires_grad false: gathered, never reduced
   Tensor flat_grad;          // this backward's unsharded gradients (the parameters' grad destination)
 };
 
@@ -98,12 +99,6 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   std::vector<nn::Variable> params;
   for (auto& [name, p] : model_->named_parameters()) names.push_back(name), params.push_back(p);
   check_same_parameters(*group_, params, names, "[FSDP]");
-  // A unit's parameters become one flat, trained shard; a frozen one would be trained with them.
-  for (size_t i = 0; i < params.size(); ++i)
-    ENGINE_REQUIRE(params[i].requires_grad(), "[FSDP] parameter \"", names[i],
-                   "\" is frozen (requires_grad false): FSDP flattens each layer's parameters into one trained "
-                   "shard, so it trains every parameter. Unfreeze it, or train with DistributedDataParallel, which "
-                   "leaves frozen layers out of its buckets");
   for (auto& p : params) group_->broadcast(p.data(), 0).wait();
   for (auto& [name, b] : model_->named_buffers()) {
     group_->broadcast(b, 0).wait();
@@ -154,6 +149,7 @@ void FullyShardedDataParallel::build_units() {
   auto add_unit = [&](const std::string& name, const std::vector<std::pair<std::string, Variable>>& params) {
     auto u = std::make_unique<Unit>();
     u->name = name;
+    u->frozen = !params.front().second.requires_grad();  // all or none (checked before any unit is built)
     int64_t total = 0;
     for (auto& [pname, p] : params) {
       u->names.push_back(name.empty() ? pname : name + "." + pname);
@@ -173,19 +169,28 @@ void FullyShardedDataParallel::build_units() {
     // NO_SHARD: the shard is the whole buffer (the optimizer updates the views' memory).
     const Tensor shard = no_shard ? u->full : u->full.narrow(0, r * u->shard, u->shard).clone();
     u->flat_shard = register_parameter((name.empty() ? "" : name + ".") + "flat_param", shard);
+    if (u->frozen) u->flat_shard.set_requires_grad(false);  // an optimizer leaves it alone
     memory_.sharded_params += size_t(u->shard) * 4;
     u->fresh = true;
     add_full(u->padded * 4);
     const size_t k = units_.size();
     for (auto& p : u->params)
-      p.register_post_accumulate_grad_hook([this, k](Variable& leaf) {
-        const Tensor& flat = units_[k]->flat_grad;
-        if (!flat.defined() || leaf.grad().storage() != flat.storage()) add_grad(long(leaf.grad().nbytes()));
-        on_grad_ready(k);
-      });
+      if (!u->frozen)
+        p.register_post_accumulate_grad_hook([this, k](Variable& leaf) {
+          const Tensor& flat = units_[k]->flat_grad;
+          if (!flat.defined() || leaf.grad().storage() != flat.storage()) add_grad(long(leaf.grad().nbytes()));
+          on_grad_ready(k);
+        });
     units_.push_back(std::move(u));
     return k;
   };
+  // The units' parameters: each child's, then the model's own that no child holds.
+  struct Planned {
+    std::string name;
+    std::vector<std::pair<std::string, Variable>> params;
+    std::shared_ptr<nn::Module> child;  // null for the model's own parameters
+  };
+  std::vector<Planned> plan;
   std::vector<std::pair<std::string, Variable>> own;
   for (auto& [pname, p] : model_->named_parameters()) own.push_back({pname, p});
   for (auto& [cname, child] : model_->children()) {
@@ -195,10 +200,22 @@ void FullyShardedDataParallel::build_units() {
       const auto& impl = named.second.impl();  // (a lambda may not capture a structured binding in C++17)
       own.erase(std::remove_if(own.begin(), own.end(), [&](auto& e) { return e.second.impl() == impl; }), own.end());
     }
-    const size_t k = add_unit(cname, params);
-    wrapped.push_back({cname, std::make_shared<UnitModule>(this, k, child)});
+    plan.push_back({cname, params, child});
   }
-  if (!own.empty()) add_unit("", own);
+  if (!own.empty()) plan.push_back({"", own, nullptr});
+  // A unit becomes one flat shard, trained or frozen as a whole (as PyTorch's FSDP without
+  // use_orig_params): a layer half frozen is refused before anything is changed.
+  for (const Planned& unit : plan)
+    for (auto& [pname, p] : unit.params)
+      ENGINE_REQUIRE(p.requires_grad() == unit.params.front().second.requires_grad(), "[FSDP] layer \"", unit.name,
+                     "\" has \"", p.requires_grad() ? unit.params.front().first : pname,
+                     "\" frozen (requires_grad false) and \"", p.requires_grad() ? pname : unit.params.front().first,
+                     "\" trained: FSDP flattens each layer's parameters into one shard, so a layer is frozen or "
+                     "trained as a whole. Freeze whole layers, or train with DistributedDataParallel");
+  for (const Planned& unit : plan) {
+    const size_t k = add_unit(unit.name, unit.params);
+    if (unit.child) wrapped.push_back({unit.name, std::make_shared<UnitModule>(this, k, unit.child)});
+  }
   for (auto& [cname, unit] : wrapped) model_->set_child(cname, unit);
   for (auto& u : units_) release(*u);  // gathered again when needed (NO_SHARD: kept)
 }
@@ -275,7 +292,8 @@ void FullyShardedDataParallel::before_backward(size_t k) {
     autograd::queue_callback([this] { end_of_backward(); });
   }
   Unit& u = *units_[k];
-  materialize(u);  // FULL_SHARD: gathered again
+  materialize(u);        // FULL_SHARD: gathered again (a frozen layer too: the gradient of its input needs it)
+  if (u.frozen) return;  // no gradients: released at the end of backward
   // The unit's gradients are born in one flat buffer (a linear layer's weight gradient is
   // computed there directly): no second copy of them before the reduce-scatter.
   if (!u.flat_grad.defined()) {
@@ -348,8 +366,10 @@ void FullyShardedDataParallel::finish_reduce() {
 void FullyShardedDataParallel::end_of_backward() {
   // Units whose gradients never all arrived (a parameter unused this step): reduced now,
   // the missing ones as zeros, so every rank makes the same collectives.
-  for (auto& u : units_)
-    if (u->ran_forward && !u->reduced) reduce_gradients(*u);
+  for (auto& u : units_) {
+    if (u->frozen && options_.sharding_strategy != ShardingStrategy::NO_SHARD) release(*u);
+    if (u->ran_forward && !u->reduced && !u->frozen) reduce_gradients(*u);
+  }
   finish_reduce();
   for (auto& u : units_) u->ready = 0, u->reduced = false, u->ran_forward = false;
   drop_prefetches();

@@ -23,6 +23,10 @@
 //   NO_SHARD       every rank holds everything; gradients all-reduced: DDP.
 //   HYBRID_SHARD   FULL_SHARD within each machine (blocks of ranks_per_node consecutive
 //                  ranks), and the shard gradients all-reduced between machines.
+// A layer whose parameters are all frozen (requires_grad false, as when fine-tuning) is a
+// frozen unit: gathered for its forward and backward like the others, never reduced, and its
+// flat shard does not require grad, so an optimizer leaves it alone. A layer with frozen and
+// trained parameters is refused (as PyTorch's FSDP without use_orig_params refuses it).
 // With forward_prefetch, the next unit's all-gather starts while this one computes
 // (backward: the previous unit's). Buffers (batch-norm statistics) are rank 0's at the
 // start and then each rank's own, as DDP with broadcast_buffers=false.

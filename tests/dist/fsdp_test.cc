@@ -292,22 +292,73 @@ TEST_CASE("a model that differs between ranks is named before anything is sharde
   RANK_REQUIRE_THAT(errors[1], Catch::Contains("has shape (3,2) on rank 1"));
 }
 
-TEST_CASE("a frozen parameter is refused with what to do, in every strategy, before anything is sharded") {
-  // Each layer's parameters become one trained flat shard: a frozen one would be trained.
-  for (ShardingStrategy strategy : {ShardingStrategy::FULL_SHARD, ShardingStrategy::NO_SHARD}) {
-    std::vector<std::string> errors(2);
-    run_threads(2, [&](ProcessGroupTCP& g) {
-      auto model = std::make_shared<Sequential>(
-          std::vector<ModulePtr>{std::make_shared<Linear>(3, 2), std::make_shared<Linear>(2, 2)});
-      model->parameters()[2].set_requires_grad(false);
-      try {
-        FullyShardedDataParallel fsdp(model, {.sharding_strategy = strategy, .group = &g});
-      } catch (const Error& e) {
-        errors[size_t(g.rank())] = e.what();
+TEST_CASE("a frozen middle layer: gathered for backward, never reduced or stepped; training equals DDP's") {
+  // Linear, ReLU, Linear (frozen), ReLU, Linear: the first layer's gradient flows back
+  // through the frozen one, so FSDP must still gather it for backward. Adam with weight
+  // decay would move it if it were stepped.
+  auto model = [] {
+    Generator gen(4);
+    auto m = std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Linear>(6, 7, true, &gen), std::make_shared<ReLU>(),
+                               std::make_shared<Linear>(7, 7, true, &gen), std::make_shared<ReLU>(),
+                               std::make_shared<Linear>(7, 3, true, &gen)});
+    for (auto& [name, p] : m->named_parameters())
+      if (name.rfind("2.", 0) == 0) p.set_requires_grad(false);
+    return m;
+  };
+  const std::vector<float> frozen = model()->state_dict().at("2.weight").to_vector<float>();
+  std::vector<std::pair<ShardingStrategy, int>> cases;
+  for (ShardingStrategy s : kAll)
+    for (int world : {2, 3}) cases.push_back({s, world});
+  cases.push_back({ShardingStrategy::HYBRID_SHARD, 2});  // 2 machines of 1 rank
+  for (auto [strategy, world] : cases) {
+    INFO(sharding_strategy_name(strategy) << " world " << world);
+    std::vector<double> diff(static_cast<size_t>(world), 1);
+    std::vector<std::vector<float>> after(static_cast<size_t>(world));
+    run_threads(world, [&, strategy = strategy](ProcessGroupTCP& g) {
+      auto ref = model();
+      DistributedDataParallel ddp(ref, {.group = &g});
+      FullyShardedDataParallel fsdp(model(), {.sharding_strategy = strategy, .group = &g, .ranks_per_node = 1});
+      const AdamOptions adam{.lr = 0.01, .weight_decay = 0.1};
+      Adam o1(ddp.parameters(), adam), o2(fsdp.parameters(), adam);
+      for (int step = 0; step < 3; ++step) {
+        o1.zero_grad();
+        loss_on(ddp, g.rank(), step).backward();
+        o1.step();
+        o2.zero_grad();
+        loss_on(fsdp, g.rank(), step).backward();
+        o2.step();
       }
+      const StateDict full = fsdp.full_state_dict(/*rank0_only=*/false);
+      diff[size_t(g.rank())] = max_rel_diff(full, ref->state_dict());
+      after[size_t(g.rank())] = full.at("2.weight").to_vector<float>();
     });
-    for (auto& e : errors)
-      RANK_REQUIRE_THAT(e, Catch::Contains("[FSDP] parameter \"1.weight\" is frozen (requires_grad false)") &&
-                               Catch::Contains("train with DistributedDataParallel"));
+    for (int r = 0; r < world; ++r) {
+      CHECK(diff[size_t(r)] < 1e-5);
+      CHECK(after[size_t(r)] == frozen);
+    }
+  }
+}
+
+TEST_CASE("a layer half frozen is refused with what to do, before anything is sharded") {
+  // Each layer's parameters become one flat shard: it is trained or frozen as a whole.
+  std::vector<std::string> errors(2);
+  std::vector<size_t> kept(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    auto model = std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Linear>(3, 2), std::make_shared<Linear>(2, 2)});
+    model->parameters()[3].set_requires_grad(false);  // 1.bias frozen, 1.weight trained
+    try {
+      FullyShardedDataParallel fsdp(model, {.group = &g});
+    } catch (const Error& e) {
+      errors[size_t(g.rank())] = e.what();
+    }
+    kept[size_t(g.rank())] = model->state_dict().size();  // no child was replaced
+  });
+  for (int r = 0; r < 2; ++r) {
+    RANK_REQUIRE_THAT(errors[size_t(r)], Catch::Contains("[FSDP] layer \"1\" has \"bias\" frozen (requires_grad "
+                                                         "false) and \"weight\" trained") &&
+                                             Catch::Contains("train with DistributedDataParallel"));
+    RANK_REQUIRE(kept[size_t(r)] == 4);
   }
 }
