@@ -91,6 +91,16 @@ void Variable::retain_grad() {
   impl_->retains_grad = true;
 }
 
+void Variable::set_trained_through(const std::string& what) {
+  ENGINE_REQUIRE(impl_, "[set_trained_through] Variable is undefined");
+  impl_->trained_through = what;
+}
+
+const std::string& Variable::trained_through() const {
+  static const std::string none;
+  return impl_ ? impl_->trained_through : none;
+}
+
 std::string Variable::grad_fn_name() const { return impl_ && impl_->grad_fn ? impl_->grad_fn->name : ""; }
 
 Variable Variable::detach() const { return Variable(data(), false); }

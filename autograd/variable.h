@@ -63,6 +63,10 @@ class Variable {
   void set_grad_destination(const Tensor& destination);
   // The op that produced this Variable ("matmul", ...), or "" for a leaf.
   std::string grad_fn_name() const;
+  // Set by a wrapper that trains this parameter through other Variables (FSDP trains its
+  // flat shards): what to optimize instead. An optimizer given this Variable says so.
+  void set_trained_through(const std::string& what);
+  const std::string& trained_through() const;
 
   // Runs backpropagation from this Variable. Without `grad`, it must hold one element and
   // the seed gradient is 1. Gradients of leaves add into their grad(). The graph's saved
@@ -159,6 +163,7 @@ struct VariableImpl {
   std::shared_ptr<Node> grad_fn;  // null for leaves
   std::vector<std::pair<int, TensorHook>> hooks;
   std::vector<std::pair<int, PostAccumulateHook>> post_hooks;
+  std::string trained_through;  // see Variable::set_trained_through
 };
 
 // Wraps an op's output: when grad mode is on and some input requires grad, the output

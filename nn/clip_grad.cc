@@ -15,10 +15,20 @@ void check_norm_type(const char* op, double norm_type) {
   ENGINE_REQUIRE(norm_type > 0 && !std::isnan(norm_type), "[", op, "] norm_type must be > 0 (or inf), got ", norm_type);
 }
 
+// A parameter whose gradient goes elsewhere (an FSDP unit's shard) has none here: its norm
+// would count as 0 and nothing would be clipped.
+void check_own_gradients(const char* op, const std::vector<autograd::Variable>& params) {
+  for (size_t i = 0; i < params.size(); ++i)
+    ENGINE_REQUIRE(params[i].trained_through().empty(), "[", op, "] parameter ", i,
+                   " is trained through another one: ", params[i].trained_through(),
+                   " (with FSDP, call fsdp.clip_grad_norm_)");
+}
+
 }  // namespace
 
 double grad_norm_part(const std::vector<autograd::Variable>& params, double norm_type) {
   check_norm_type("clip_grad_norm_", norm_type);
+  check_own_gradients("clip_grad_norm_", params);
   double part = 0;
   for (const autograd::Variable& p : params) {
     const Tensor& g = p.grad();
@@ -66,6 +76,7 @@ double clip_grad_norm_(const std::vector<autograd::Variable>& params, double max
 
 void clip_grad_value_(const std::vector<autograd::Variable>& params, double clip_value) {
   ENGINE_REQUIRE(clip_value >= 0, "[clip_grad_value_] clip_value must be >= 0, got ", clip_value);
+  check_own_gradients("clip_grad_value_", params);
   for (const autograd::Variable& p : params) {
     autograd::Variable handle = p;  // shares p's gradient
     if (handle.grad().defined()) handle.mutable_grad().copy_(clamp(handle.grad(), -clip_value, clip_value));

@@ -11,6 +11,9 @@ Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name)
     // A frozen parameter (requires_grad false, as in fine-tuning) is accepted, as PyTorch
     // does: it gets no gradient, so step() leaves it alone.
     ENGINE_REQUIRE(params_[i].defined(), "[", name_, "] parameter ", i, " is undefined");
+    // Its gradient goes elsewhere (an FSDP unit's shard): stepping it would train nothing.
+    ENGINE_REQUIRE(params_[i].trained_through().empty(), "[", name_, "] parameter ", i,
+                   " is trained through another one: ", params_[i].trained_through());
     // A computed tensor gets no .grad of its own to step with, and its update would not
     // reach the leaves it came from.
     ENGINE_REQUIRE(params_[i].is_leaf(), "[", name_, "] parameter ", i, " is not a leaf: it was computed by ",

@@ -362,3 +362,22 @@ TEST_CASE("a layer half frozen is refused with what to do, before anything is sh
     RANK_REQUIRE(kept[size_t(r)] == 4);
   }
 }
+
+TEST_CASE("an optimizer over the wrapped model's parameters, or a second FSDP, is refused") {
+  // FSDP trains each unit's flat shard; the model's own parameters are views it fills in
+  // and whose gradients it moves to the shard. SGD over them used to step nothing, silently.
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    auto model = small_mlp();
+    FullyShardedDataParallel fsdp(model, {.group = &g});
+    RANK_REQUIRE_THROWS_WITH(SGD(model->parameters(), {.lr = 0.1}),
+                             Catch::Contains("[SGD] parameter 0 is trained through another one: it is in FSDP's unit "
+                                             "\"0\", which trains its flat shard: optimize fsdp.parameters()"));
+    RANK_REQUIRE_THROWS_WITH(FullyShardedDataParallel(model, {.group = &g}),
+                             Catch::Contains("[FSDP] parameter \"0.module.weight\" is already in another FSDP: wrap a "
+                                             "model once"));
+    RANK_REQUIRE_THROWS_WITH(clip_grad_norm_(model->parameters(), 1.0),
+                             Catch::Contains("[clip_grad_norm_] parameter 0 is trained through another one") &&
+                                 Catch::Contains("with FSDP, call fsdp.clip_grad_norm_"));
+    SGD right(fsdp.parameters(), {.lr = 0.1});  // the shards
+  });
+}
