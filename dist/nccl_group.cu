@@ -292,9 +292,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     auto event = std::shared_ptr<CUevent_st>(e, [](cudaEvent_t ev) { cudaEventDestroy(ev); });
     dog_->watch(what + " #" + std::to_string(calls_++),
                 [event] { return cudaEventQuery(event.get()) != cudaErrorNotReady; });
-    Work w;
-    w.finish();
-    return w;
+    return Work();  // complete for the host: the compute stream waits on the collective, and the watchdog watches it
   }
 
   // With a non-blocking communicator a call may return before NCCL has finished taking it

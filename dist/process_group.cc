@@ -19,7 +19,13 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-Work::Work() : state_(std::make_shared<State>()) {}
+Work::Work() : state_(std::make_shared<State>()) { state_->done = true; }
+
+Work Work::pending() {
+  Work w;
+  w.state_->done = false;
+  return w;
+}
 
 void Work::wait() const {
   // First run queued work here (this one's, and any queued before it) rather than sleep
@@ -107,9 +113,7 @@ Work ProcessGroup::all_gather_into_tensor(Tensor output, Tensor input) {
   Tensor flat = output.reshape({-1});
   for (int r = 0; r < size_; ++r)
     flat.narrow(0, int64_t(r) * input.numel(), input.numel()).copy_(parts[size_t(r)].reshape({-1}));
-  Work w;
-  w.finish();
-  return w;
+  return Work();  // done already
 }
 
 Work ProcessGroup::gather(std::vector<Tensor>*, Tensor, int) { unsupported(*this, "gather"); }

@@ -38,7 +38,12 @@ std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> spl
 // The handle of a collective in flight.
 class Work {
  public:
+  // Complete already: what a collective that finished at once returns, and what a
+  // communication hook's Future may carry for a result it computed itself. Nothing can
+  // be left waiting on a Work made by hand.
   Work();
+  // Not complete until the group that runs the collective calls finish() or fail().
+  static Work pending();
   // Blocks until the collective finished; throws engine::Error if it failed.
   void wait() const;
   bool is_completed() const;

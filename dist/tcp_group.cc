@@ -140,7 +140,7 @@ ProcessGroupTCP::~ProcessGroupTCP() {
 // The queue: collectives run in order, on the worker or on a thread that waits for one.
 
 Work ProcessGroupTCP::enqueue(MessageHeader desc, std::function<void(const MessageHeader&, Deadline)> run) {
-  Work work;
+  Work work = Work::pending();
   work.set_helper([q = queue_] { return run_next(q); });
   {
     std::lock_guard<std::mutex> lock(queue_->mu);

@@ -27,7 +27,7 @@ TracingGroup::~TracingGroup() {
 }
 
 Work TracingGroup::watch(Work inner, const std::string& name) {
-  Pending p{inner, Work(), {}};
+  Pending p{inner, Work::pending(), {}};
   p.event.name = name;
   p.event.category = "comm";
   p.event.rank = rank();

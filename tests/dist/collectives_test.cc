@@ -40,7 +40,7 @@ TEST_CASE("all_reduce: every op, world sizes 1 to 8, counts 0 to 2^20+3, shared 
 }
 
 TEST_CASE("Work::wait asks its helper to run queued work until it is done, then sleeps") {
-  Work done_by_helper;
+  Work done_by_helper = Work::pending();
   std::atomic<int> calls{0};
   done_by_helper.set_helper([&] {
     if (++calls == 3) done_by_helper.finish();  // the third queued task was this work
@@ -54,7 +54,7 @@ TEST_CASE("Work::wait asks its helper to run queued work until it is done, then 
   fallback.join();
   CHECK(calls == 3);
   // A helper with nothing to run (the worker has the task): wait sleeps until it finishes.
-  Work done_elsewhere;
+  Work done_elsewhere = Work::pending();
   int asked = 0;
   done_elsewhere.set_helper([&] {
     ++asked;

@@ -312,3 +312,25 @@ TEST_CASE("hooks: registered once, a wrong result is named, not with Join") {
             "must be a float32 tensor of 180 elements (the bucket), got 3 float32"));  // 180 = mlp()'s parameters
   });
 }
+
+TEST_CASE("a hook's Future with a Work made by hand: complete at once, never a wait with no end") {
+  // A hook that reduces synchronously and returns Future(Work(), result): the Work it made
+  // is complete, so DDP goes on (a default Work used to be one nothing would ever finish).
+  REQUIRE(Work().is_completed());
+  REQUIRE_FALSE(Work::pending().is_completed());
+  const auto [plain, plain_bytes] = one_step(2, nullptr, /*shm=*/true);
+  const auto [by_hand, by_hand_bytes] = one_step(
+      2,
+      [](GradBucket& b) {
+        b.group->all_reduce(b.buffer, ReduceOp::Avg).wait();
+        return Future(Work(), b.buffer);
+      },
+      /*shm=*/true);
+  REQUIRE(by_hand == plain);
+  // The same with a result of the wrong size is named, as above, instead of waiting.
+  run_threads(2, [](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(mlp(), {.group = &g});
+    ddp.register_comm_hook([](GradBucket&) { return Future(Work(), zeros({3})); });
+    RANK_REQUIRE_THROWS_WITH(loss_of(ddp, g.rank(), 0).backward(), Catch::Contains("got 3 float32"));
+  });
+}
