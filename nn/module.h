@@ -74,7 +74,7 @@ class Module {
   // Called by load_state_dict before it copies anything: throws naming the key when the
   // entry `prefix + name` of `state` holds a value this module could not have saved (a
   // negative running variance). Accepts anything by default.
-  virtual void check_state(const std::string& prefix, const StateDict& state) const {}
+  virtual void check_state(const std::string& /*prefix*/, const StateDict& /*state*/) const {}
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);

@@ -46,7 +46,7 @@ class Optimizer {
   // Called by load_state_dict for each state tensor a checkpoint brings ("exp_avg_sq", ...,
   // already of the parameter's dtype): throws naming `key` when its values are ones this
   // optimizer could not have written. Accepts anything by default.
-  virtual void check_state(const std::string& name, const std::string& key, const Tensor& value) const {}
+  virtual void check_state(const std::string& /*name*/, const std::string& /*key*/, const Tensor& /*value*/) const {}
   // The gradient step() uses for parameter i, or null when it has none this step. Throws
   // naming the parameter when the gradient does not match it (shape, dtype or device): one
   // assigned through mutable_grad() would otherwise be broadcast into the update.
