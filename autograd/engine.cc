@@ -67,7 +67,7 @@ void finish_leaf(const std::shared_ptr<Impl>& leaf, const Tensor& grad) {
                                      held.device() == leaf->data.device()),
                  "[backward] the grad() of a leaf of shape ", shape_str(leaf->data.shape()), " (",
                  dtype_name(leaf->data.dtype()), ") holds a tensor of shape ", shape_str(held.shape()), " (",
-                 held.defined() ? dtype_name(held.dtype()) : "",
+                 dtype_name(held.dtype()),
                  "), assigned through mutable_grad(): the "
                  "gradient cannot be added into it. Assign a tensor of the leaf's shape and dtype, or zero_grad()");
   if (!leaf->grad.defined()) {

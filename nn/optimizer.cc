@@ -61,8 +61,11 @@ StateDict Optimizer::state_dict() const {
 }
 
 namespace {
+// A state key "state.<index>.<name>" (a slot of state_slots()): its parameter's index, and its name.
+size_t param_index(const std::string& key) { return std::stoul(key.substr(6, key.find('.', 6) - 6)); }
+std::string slot_name(const std::string& key) { return key.substr(key.find('.', 6) + 1); }
 // State tensors have their parameter's shape, except the scalar step counters ("state.3.step").
-bool is_step_count(const std::string& key) { return key.size() >= 5 && key.compare(key.size() - 5, 5, ".step") == 0; }
+bool is_step_count(const std::string& key) { return slot_name(key) == "step"; }
 }  // namespace
 
 void Optimizer::load_state_dict(const StateDict& state) {
@@ -78,7 +81,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
     auto it = slots_now.find(key);
     ENGINE_REQUIRE(it != slots_now.end(), "[", name_, ".load_state_dict] unexpected key \"", key,
                    "\" (this optimizer has ", params_.size(), " parameters)");
-    const size_t index = std::stoul(key.substr(6, key.find('.', 6) - 6));
+    const size_t index = param_index(key);
     const bool scalar = is_step_count(key);
     const Shape want = scalar ? Shape{} : params_[index].shape();
     ENGINE_REQUIRE(t.shape() == want, "[", name_, ".load_state_dict] shape mismatch for \"", key, "\": checkpoint has ",
@@ -88,18 +91,18 @@ void Optimizer::load_state_dict(const StateDict& state) {
       ENGINE_REQUIRE(std::isfinite(step) && step >= 0 && step <= 9007199254740992.0 && step == std::floor(step), "[",
                      name_, ".load_state_dict] \"", key, "\" must be a whole number of steps >= 0, got ", step);
     } else {
-      check_state(key.substr(key.find('.', 6) + 1), key, t.to(params_[index].data().dtype()));
+      check_state(slot_name(key), key, t.to(params_[index].data().dtype()));
     }
   }
   // A parameter's state is all there (it has stepped) or all absent: Adam with exp_avg and
-  // no exp_avg_sq would have nothing to step with.
+  // no exp_avg_sq would have nothing to step with. Slots come sorted, a parameter's together.
+  const std::string* seen = nullptr;  // a slot of the parameter before, in or out of the state
   for (auto& [key, slot] : slots_now) {
-    const std::string prefix = key.substr(0, key.find('.', 6) + 1);
-    for (auto& [other, unused] : slots_now)
-      if (other.rfind(prefix, 0) == 0)
-        ENGINE_REQUIRE(state.count(key) == state.count(other), "[", name_, ".load_state_dict] the state has \"",
-                       state.count(key) ? key : other, "\" but not \"", state.count(key) ? other : key,
-                       "\": a parameter's state is saved whole");
+    if (seen && param_index(*seen) == param_index(key))
+      ENGINE_REQUIRE(state.count(*seen) == state.count(key), "[", name_, ".load_state_dict] the state has \"",
+                     state.count(key) ? key : *seen, "\" but not \"", state.count(key) ? *seen : key,
+                     "\": a parameter's state is saved whole");
+    seen = &key;
   }
   for (const auto& [key, value] : hyper)
     ENGINE_REQUIRE(state.count("param_groups.0." + key), "[", name_, ".load_state_dict] missing key \"param_groups.0.",
@@ -127,7 +130,7 @@ void Optimizer::load_state_dict(const StateDict& state) {
       *slot = Tensor();
       continue;
     }
-    const Tensor& p = params_[std::stoul(key.substr(6, key.find('.', 6) - 6))].data();
+    const Tensor& p = params_[param_index(key)].data();
     const Tensor& t = it->second;
     *slot = is_step_count(key) ? t.to(DType::Int64).to(Device::cpu()) : t.to(p.dtype()).to(p.device());
     if (slot->storage() == t.storage()) *slot = t.clone();  // to() may return the tensor itself
