@@ -31,6 +31,13 @@ void GradScaler::unscale_(Optimizer& opt) {
   ENGINE_REQUIRE(it == states_.end(), "[GradScaler] unscale_() was already ",
                  it != states_.end() && it->second.stage == Stage::Stepped ? "done by step()" : "called",
                  " for this optimizer since the last update(): call update() after each step");
+  // With no gradient at all (backward() forgotten, or run on the unscaled loss after a
+  // zero_grad), a step would silently do nothing and update() would count it as a good
+  // step; PyTorch refuses it too ("No inf checks were recorded for this optimizer").
+  bool any_grad = false;
+  for (const Variable& p : opt.params()) any_grad = any_grad || p.grad().defined();
+  ENGINE_REQUIRE(any_grad, "[GradScaler] none of this optimizer's ", opt.params().size(),
+                 " parameters has a gradient: call scaler.scale(loss).backward() before unscale_() or step()");
   const double inv = 1.0 / scale_;
   bool found_inf = false;
   for (const Variable& p : opt.params()) {
@@ -64,6 +71,11 @@ bool GradScaler::step(Optimizer& opt) {
 
 void GradScaler::update() {
   if (!options_.enabled) return;
+  // Growth counts steps: an update() with no step since the last one would count a step
+  // that never happened (PyTorch: "No inf checks were recorded prior to update").
+  ENGINE_REQUIRE(!states_.empty(),
+                 "[GradScaler] update() was called without a step() (or unscale_()) since the last update(): "
+                 "call it once after each scaler.step(optimizer)");
   bool found_inf = false;  // in any optimizer's gradients
   for (const auto& [opt, state] : states_) found_inf = found_inf || state.found_inf;
   if (found_inf) {

@@ -119,3 +119,18 @@ TEST_CASE("a GradScaler refuses a second unscale_ or step() before update(), as 
   REQUIRE(scaler.step(opt));  // after update(), a new step unscales again
   REQUIRE(p.grad().to_vector<float>() == std::vector<float>{3, 4});
 }
+
+TEST_CASE("a GradScaler refuses a step with no gradient and an update() with no step") {
+  Variable p(tensor({1, 1}), true);
+  SGD opt({p}, {.lr = 1});
+  GradScaler scaler({.init_scale = 1024, .growth_interval = 1});
+  // backward() forgotten: the step would do nothing and update() would grow the scale.
+  REQUIRE_THROWS_WITH(scaler.step(opt), Catch::Contains("none of this optimizer's 1 parameters has a gradient"));
+  REQUIRE_THROWS_WITH(scaler.update(), Catch::Contains("update() was called without a step()"));
+  REQUIRE(scaler.get_scale() == 1024);
+  autograd::sum(scaler.scale(p * Variable(tensor({3, 4})))).backward();
+  REQUIRE(scaler.step(opt));  // the refusals left nothing behind
+  scaler.update();
+  REQUIRE(scaler.get_scale() == 2048);
+  REQUIRE_THROWS_WITH(scaler.update(), Catch::Contains("without a step()"));  // update() twice
+}
