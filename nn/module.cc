@@ -109,6 +109,40 @@ void Module::check_state_tree(const std::string& prefix, const StateDict& state)
   for (const auto& [name, child] : children_) child->check_state_tree(prefix + name + ".", state);
 }
 
+namespace {
+// Whether every key of `keys` starts with `prefix`.
+bool all_start_with(const StateDict& keys, const std::string& prefix) {
+  for (const auto& [key, t] : keys)
+    if (key.compare(0, prefix.size(), prefix) != 0) return false;
+  return true;
+}
+
+// When the model's key `name` is missing from `state` because every key of one carries a
+// prefix the other lacks ("module.0.weight", from a PyTorch DistributedDataParallel's
+// state_dict(), against "0.weight"), say so: otherwise the error names only the first
+// missing key.
+std::string prefix_hint(const std::string& name, const StateDict& state, const StateDict& mine) {
+  for (const auto& [key, t] : state) {
+    const bool longer = key.size() > name.size() && key.compare(key.size() - name.size(), name.size(), name) == 0;
+    const bool shorter = name.size() > key.size() && name.compare(name.size() - key.size(), key.size(), key) == 0;
+    if (longer) {
+      const std::string prefix = key.substr(0, key.size() - name.size());
+      if (prefix.back() == '.' && all_start_with(state, prefix))
+        return "; every key of the state starts with \"" + prefix + "\" (\"" + key +
+               "\"; PyTorch's DistributedDataParallel.state_dict() adds \"module.\"): remove that prefix from the "
+               "keys, or save the wrapped model's state_dict()";
+    }
+    if (shorter) {
+      const std::string prefix = name.substr(0, name.size() - key.size());
+      if (prefix.back() == '.' && all_start_with(mine, prefix))
+        return "; the state has \"" + key + "\": it was saved from a model without the prefix \"" + prefix +
+               "\" that every key of this one has";
+    }
+  }
+  return "";
+}
+}  // namespace
+
 void Module::load_state_dict(const StateDict& state, bool strict) {
   const StateDict mine = state_dict();
   // Check everything first, so a bad state dict changes nothing.
@@ -116,7 +150,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(name);
     if (it == state.end()) {
       ENGINE_REQUIRE(!strict, "[load_state_dict] missing key \"", name, "\" (expected shape ", shape_str(t.shape()),
-                     ")");
+                     ")", prefix_hint(name, state, mine));
       continue;
     }
     ENGINE_REQUIRE(it->second.shape() == t.shape(), "[load_state_dict] shape mismatch for \"", name,

@@ -77,6 +77,22 @@ TEST_CASE("state_dict round trip; strict loading names the key") {
   REQUIRE(b->state_dict().at("0.weight").to_vector<float>() == before);  // nothing changed
 }
 
+TEST_CASE("loading a state whose keys carry a prefix the model lacks names the prefix") {
+  Generator g(1);
+  auto a = mlp(&g);
+  StateDict wrapped;  // as PyTorch's DistributedDataParallel.state_dict() saves it
+  for (auto& [name, t] : a->state_dict()) wrapped["module." + name] = t;
+  REQUIRE_THROWS_WITH(a->load_state_dict(wrapped), Catch::Contains("every key of the state starts with \"module.\"") &&
+                                                       Catch::Contains("remove that prefix"));
+  auto outer = std::make_shared<Sequential>(std::vector<ModulePtr>{a});  // every key gains "0."
+  REQUIRE_THROWS_WITH(outer->load_state_dict(a->state_dict()),
+                      Catch::Contains("saved from a model without the prefix \"0.\""));
+  StateDict partial = a->state_dict();  // one key missing, the rest without a prefix: no hint
+  partial.erase("0.bias");
+  partial["x.0.bias"] = zeros({8});
+  REQUIRE_THROWS_WITH(a->load_state_dict(partial), !Catch::Contains("prefix"));
+}
+
 TEST_CASE("a BatchNorm's running variance and batch count from a checkpoint are range-checked, in any child") {
   // A negative running variance would make every evaluation output NaN (sqrt(var + eps)),
   // with no error; the check reaches a BatchNorm at any depth and changes nothing.
