@@ -34,7 +34,37 @@ Variable log_softmax(const Variable& x) {
   });
 }
 
+namespace {
+// PyTorch's other shapes, brought to (N, C) rows: logits (C,) with a 0-d target (one
+// example), and (N, C, d1, ..., dk) with targets (N, d1, ..., dk), a class at every
+// position (per-pixel labels). The class dim is moved last and the rest flattened into
+// rows, so the mean runs over every position counted, as PyTorch's.
+std::pair<Variable, Tensor> as_rows(const Variable& logits, const Tensor& targets) {
+  if (logits.dim() == 1) {
+    ENGINE_REQUIRE(targets.dim() == 0, "[cross_entropy] logits of shape ", shape_str(logits.shape()),
+                   " (one example) take a 0-d target, got shape ", shape_str(targets.shape()));
+    return {autograd::unsqueeze(logits, 0), targets.reshape({1})};
+  }
+  const Shape& ls = logits.shape();
+  Shape positions(ls.begin() + 2, ls.end());  // d1 ... dk
+  Shape expected{ls[0]};
+  expected.insert(expected.end(), positions.begin(), positions.end());
+  ENGINE_REQUIRE(targets.shape() == expected, "[cross_entropy] targets of shape ", shape_str(targets.shape()),
+                 " do not match logits of shape ", shape_str(ls), ": expected ", shape_str(expected),
+                 " (the logits' shape without its class dim, dim 1)");
+  std::vector<int64_t> order{0};
+  for (int64_t d = 2; d < logits.dim(); ++d) order.push_back(d);
+  order.push_back(1);
+  const int64_t c = ls[1], rows = c == 0 ? 0 : logits.data().numel() / c;
+  return {autograd::reshape(autograd::permute(logits, order), {rows, c}), targets.reshape({rows})};
+}
+}  // namespace
+
 Variable cross_entropy(const Variable& logits0, const Tensor& targets, int64_t ignore_index) {
+  if (logits0.dim() != 2 && logits0.dim() > 0 && targets.defined()) {
+    const auto [rows, flat] = as_rows(logits0, targets);
+    return cross_entropy(rows, flat, ignore_index);
+  }
   // 16-bit logits (from layers under autocast) are widened: the log-softmax of 10 classes
   // needs float32's digits, as in PyTorch's autocast, whose float32 list has this loss.
   const Variable logits = is_half(logits0.data().dtype()) ? autograd::to(logits0, DType::Float32) : logits0;

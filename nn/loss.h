@@ -22,6 +22,8 @@ Variable log_softmax(const Variable& x);
 // the softmax, the backward is (softmax - one_hot(target)) / N. As in PyTorch, rows whose
 // target is ignore_index (-100 unless given) are left out: no loss, no gradient, and N
 // counts only the others (every row left out: the loss is NaN, 0 / 0, the gradient 0).
+// Also PyTorch's other shapes: logits (C,) with a 0-d target, and (N, C, d1, ..., dk) with
+// targets (N, d1, ..., dk), a class at every position, the mean taken over all of them.
 Variable cross_entropy(const Variable& logits, const Tensor& targets, int64_t ignore_index = -100);
 
 Variable mse_loss(const Variable& input, const Variable& target);

@@ -106,6 +106,35 @@ TEST_CASE("cross_entropy leaves out rows whose target is ignore_index (-100), as
   CHECK(max(abs(none.grad())).item() == 0);
 }
 
+TEST_CASE("cross_entropy of (N, C, d) logits and of one (C,) example, as PyTorch's") {
+  // Values printed by PyTorch 1.13: x = sin(0.37 * arange(12)).reshape(2, 3, 2), targets
+  // [[2, 0], [-100, 1]]: a class per position, one position left out, the mean over three.
+  std::vector<float> xs;
+  for (int i = 0; i < 12; ++i) xs.push_back(std::sin(0.37f * float(i)));
+  Variable x(from_vector(xs, {2, 3, 2}), true);
+  Variable loss = cross_entropy(x, from_vector(std::vector<int64_t>{2, 0, -100, 1}, {2, 2}));
+  REQUIRE(loss.item() == Approx(1.174759030342102).epsilon(1e-6));
+  loss.backward();
+  const V torch_grad{0.0587916225, -0.2597072721, 0.1153864786, 0.1255975068,  -0.1741780937, 0.1341097951,
+                     0.0,          0.1897317767,  0.0,          -0.2401776016, 0.0,           0.0504458398};
+  const V grad = x.grad().to_vector<float>();
+  for (size_t i = 0; i < grad.size(); ++i) CHECK(grad[i] == Approx(torch_grad[i]).margin(1e-6));
+  const Tensor t3 = from_vector(std::vector<int64_t>{0, 3, 1, 2, 3, 0}, {2, 3});
+  check_gradients("cross_entropy over positions", [t3](const Vs& v) { return cross_entropy(v[0], t3); },
+                  {randn({2, 4, 3})});
+  // One example: logits (3,), a 0-d target.
+  Variable one(from_vector(V{0.5, -1, 2}), true);
+  Variable l1 = cross_entropy(one, full({}, 2, DType::Int64));
+  REQUIRE(l1.item() == Approx(0.24131132662296295).epsilon(1e-6));
+  l1.backward();
+  const V one_grad{0.17529039, 0.03911257, -0.21440297};
+  for (int64_t j = 0; j < 3; ++j) CHECK(one.grad().at({j}) == Approx(one_grad[size_t(j)]).margin(1e-6));
+  REQUIRE_THROWS_WITH(cross_entropy(x, from_vector(std::vector<int64_t>{0, 1}, {2, 1})),
+                      Catch::Contains("targets of shape (2,1) do not match logits of shape (2,3,2): expected (2,2)"));
+  REQUIRE_THROWS_WITH(cross_entropy(one, from_vector(std::vector<int64_t>{2})),
+                      Catch::Contains("take a 0-d target, got shape (1,)"));
+}
+
 TEST_CASE("cross_entropy rejects bad targets, naming them") {
   Variable logits(zeros({2, 3}));
   REQUIRE_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int64_t>{0, 3})),
