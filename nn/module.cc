@@ -118,7 +118,7 @@ bool all_start_with(const StateDict& keys, const std::string& prefix) {
 }
 
 // When the model's key `name` is missing from `state` because every key of one carries a
-// prefix the other lacks ("module.0.weight", from a PyTorch DistributedDataParallel's
+// prefix the other lacks ("module.0.weight", from a DistributedDataParallel's, ours or PyTorch's
 // state_dict(), against "0.weight"), say so: otherwise the error names only the first
 // missing key.
 std::string prefix_hint(const std::string& name, const StateDict& state, const StateDict& mine) {
@@ -128,15 +128,17 @@ std::string prefix_hint(const std::string& name, const StateDict& state, const S
     if (longer) {
       const std::string prefix = key.substr(0, key.size() - name.size());
       if (prefix.back() == '.' && all_start_with(state, prefix))
-        return "; every key of the state starts with \"" + prefix + "\" (\"" + key +
-               "\"; PyTorch's DistributedDataParallel.state_dict() adds \"module.\"): remove that prefix from the "
-               "keys, or save the wrapped model's state_dict()";
+        return "; every key of the state starts with \"" + prefix + "\" (\"" + key + "\")" +
+               (prefix == "module." ? ", as a DistributedDataParallel's state_dict() names them (here and in PyTorch)"
+                                    : "") +
+               ": remove that prefix from the keys, or save the wrapped model's state_dict() (ddp.module())";
     }
     if (shorter) {
       const std::string prefix = name.substr(0, name.size() - key.size());
       if (prefix.back() == '.' && all_start_with(mine, prefix))
         return "; the state has \"" + key + "\": it was saved from a model without the prefix \"" + prefix +
-               "\" that every key of this one has";
+               "\" that every key of this one has" +
+               (prefix == "module." ? ": load it into the wrapped model (ddp.module())" : "");
     }
   }
   return "";

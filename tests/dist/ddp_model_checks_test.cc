@@ -150,3 +150,20 @@ TEST_CASE("a model wrapped twice is named; once the first wrapper is gone, or fa
     DistributedDataParallel fixed(model, {.group = &g});
   });
 }
+
+TEST_CASE("the wrapper's state_dict() names keys \"module.<name>\"; loading it into the bare model says so") {
+  run_threads(1, [&](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(mlp(1), {.group = &g});
+    const StateDict wrapped = ddp.state_dict();
+    RANK_REQUIRE(wrapped.count("module.0.weight") == 1);
+    auto bare = mlp(2);
+    RANK_REQUIRE_THROWS_WITH(bare->load_state_dict(wrapped),
+                             Catch::Contains("every key of the state starts with \"module.\"") &&
+                                 Catch::Contains("save the wrapped model's state_dict() (ddp.module())"));
+    RANK_REQUIRE_THROWS_WITH(ddp.load_state_dict(bare->state_dict()),
+                             Catch::Contains("without the prefix \"module.\"") &&
+                                 Catch::Contains("load it into the wrapped model (ddp.module())"));
+    ddp.module().load_state_dict(bare->state_dict());  // the right way round
+    RANK_REQUIRE(flat(ddp.module()) == flat(*bare));
+  });
+}
