@@ -50,10 +50,11 @@ namespace {
 // row-major order, from `gen` or the default generator.
 template <class T, class Draw>
 Tensor draw_each(const Shape& shape, Generator* gen, Draw draw) {
-  Generator& g = gen ? *gen : default_generator();
   Tensor t = empty(shape, dtype_of<T>());
   T* p = t.data<T>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = draw(g);
+  with_generator(gen, [&](Generator& g) {
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = draw(g);
+  });
   return t;
 }
 
@@ -61,8 +62,7 @@ Tensor draw_each(const Shape& shape, Generator* gen, Draw draw) {
 // two draws of the generator: different numbers from the CPU's, equally reproducible.
 template <class Fill>
 Tensor draw_on_gpu(const Shape& shape, Generator* gen, Device device, Fill fill) {
-  Generator& g = gen ? *gen : default_generator();
-  const uint64_t seed = (uint64_t(g.next_u32()) << 32) | g.next_u32();
+  const uint64_t seed = with_generator(gen, [](Generator& g) { return (uint64_t(g.next_u32()) << 32) | g.next_u32(); });
   Tensor t = empty(shape, DType::Float32, device);
   fill(device.index, t.numel(), t.data<float>(), seed);
   return t;

@@ -68,6 +68,13 @@ Generator& default_generator() {
   return g;
 }
 
-void manual_seed(uint64_t seed) { default_generator().seed_with(seed); }
+std::mutex& default_generator_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void manual_seed(uint64_t seed) {
+  with_generator(nullptr, [seed](Generator& g) { g.seed_with(seed); });
+}
 
 }  // namespace engine

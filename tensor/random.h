@@ -7,9 +7,11 @@
 //   float n = g.normal();           // mean 0, std 1 (Box-Muller)
 //   int64_t k = g.randint(0, 10);   // in [0, 10)
 //   manual_seed(0);                 // reseeds default_generator()
+//   Tensor r = rand({3});           // draws from it (under its lock: threads may share it)
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 
 namespace engine {
 
@@ -38,8 +40,18 @@ class Generator {
   float spare_ = 0;
 };
 
-// The generator used when an op is not given one.
+// The generator used when an op is not given one: one per process, as PyTorch's, shared by
+// the process's threads, so it is drawn from under its lock. with_generator(gen, use) runs
+// use(*gen), or use(the default generator) holding that lock when gen is null.
 Generator& default_generator();
+std::mutex& default_generator_mutex();
 void manual_seed(uint64_t seed);
+
+template <class Use>
+auto with_generator(Generator* gen, Use use) -> decltype(use(*gen)) {
+  if (gen) return use(*gen);
+  std::lock_guard<std::mutex> lock(default_generator_mutex());
+  return use(default_generator());
+}
 
 }  // namespace engine

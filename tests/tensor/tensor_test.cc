@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "catch2/catch.hpp"
 #include "tensor/ops.h"
@@ -27,6 +28,21 @@ TEST_CASE("creation functions fill shape, dtype and values") {
   REQUIRE(scalar_tensor(4).dim() == 0);
   REQUIRE(scalar_tensor(4).item() == 4);
   REQUIRE(empty({0, 3}).numel() == 0);
+}
+
+TEST_CASE("threads share the default generator: each draw is one whole stretch of its sequence") {
+  // As PyTorch's default generator, ours is one per process and locked per draw: two
+  // threads' rand() calls take two consecutive stretches of the seed's sequence, in either
+  // order. Unlocked, their draws interleave (and race on its state: ThreadSanitizer names it).
+  const int64_t n = 200000;
+  manual_seed(5);
+  std::vector<float> a, b;
+  std::thread t([&] { a = rand({n}).to_vector<float>(); });
+  b = rand({n}).to_vector<float>();
+  t.join();
+  Generator g(5);
+  const std::vector<float> first = rand({n}, &g).to_vector<float>(), second = rand({n}, &g).to_vector<float>();
+  REQUIRE(((a == first && b == second) || (a == second && b == first)));
 }
 
 TEST_CASE("random creation is seedable and in range") {
