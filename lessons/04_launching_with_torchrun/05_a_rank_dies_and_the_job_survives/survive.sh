@@ -28,7 +28,9 @@ echo "2. the same run under launch --max_restarts=1; rank $victim is killed with
 LESSON_RESULTS="$results.resumed" LESSON_OUT="$out/resumed" "$launch" --nproc_per_node=2 --max_restarts=1 "$recap" "${run[@]}" \
   --state "$out/resumed/state.safetensors" --checkpoint "$out/resumed/final.safetensors" >"$out/resumed/log.txt" 2>&1 &
 job=$!
-for _ in $(seq 1 600); do [[ -s "$out/resumed/state.safetensors" ]] && break; sleep 0.01; done
+# Up to 60 s for the first saved state (a second or so here; much more under a sanitizer).
+for _ in $(seq 1 6000); do [[ -s "$out/resumed/state.safetensors" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+if [[ ! -s "$out/resumed/state.safetensors" ]]; then echo "no training state was saved within 60 s: nothing to resume from"; exit 1; fi
 sleep "$(awk -v ms=$delay_ms 'BEGIN { print ms / 1000 }')"
 pids=($(pgrep -P $job || true))
 if [[ ${#pids[@]} -lt 2 ]]; then echo "the job ended before the kill: nothing to show"; exit 1; fi
