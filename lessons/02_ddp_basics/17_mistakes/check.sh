@@ -29,5 +29,13 @@ holds "t < 2" "... within 2 s (no timeout needed)" t="$t"
 # 5. A rank that hangs: the others time out after ENGINE_DIST_TIMEOUT=3 and name it.
 expect "timed out after 3 s in all_reduce\(SUM, 4 x float32\) #0 on rank 0, waiting for rank 1" \
   "the hanging rank is named by the rank waiting for it"
-t=$(sed -n '/^5\. a_rank_hangs/,$p' "$OUTPUT" | grep -oE 'job exit status [0-9]+, after [0-9.]+ s' | grep -oE '[0-9.]+ s' | grep -oE '[0-9.]+')
+t=$(sed -n '/^5\. a_rank_hangs/,/^6\./p' "$OUTPUT" | grep -oE 'job exit status [0-9]+, after [0-9.]+ s' | grep -oE '[0-9.]+ s' | grep -oE '[0-9.]+')
 holds "t >= 2.9 && t < 10" "... after the 3 s timeout, not the sleeping rank's 30 s" t="$t"
+# 6. The wrapper's state_dict() loaded into the bare model: the "module." prefix is named.
+for e in "$(on saved_the_wrapper prefix_error | head -1)" "$(on saved_the_wrapper prefix_error | tail -1)"; do
+  [[ "$e" == *'every key of the state starts with "module."'* && "$e" == *"ddp.module()"* ]] ||
+    fail "loading the wrapper's state into the bare model should name the prefix and the fix: $e"
+done
+echo "ok: every rank names the \"module.\" prefix and ddp.module()"
+[[ $(on saved_the_wrapper prefix_fixed | wc -l) -eq 2 ]] || fail "the state of ddp.module() should load into the bare model"
+echo "ok: saved from ddp.module(), the checkpoint loads into the bare model"

@@ -2,7 +2,7 @@
 // (mistakes.sh runs them all, each as its own job, with a 3-second collective timeout).
 //
 //   17_mistakes --mistake forgot_set_epoch|every_rank_saves|unused_parameter|
-//                         collective_on_one_rank|a_rank_hangs
+//                         collective_on_one_rank|a_rank_hangs|saved_the_wrapper
 #include <unistd.h>
 #include <chrono>
 #include <cstdio>
@@ -109,13 +109,36 @@ void a_rank_hangs(int rank) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
+// 6. Rank 0 saves the wrapper's state_dict(), whose keys are "module.<name>" (DDP holds the
+// model as its child "module", as PyTorch's does). A program that loads it into the bare
+// model (an evaluation script, say) finds none of the model's own names.
+void saved_the_wrapper(int rank) {
+  dist::DistributedDataParallel ddp(lessons::toy_mlp(0));
+  const std::string path = lessons::output_dir("02_mistakes") + "/wrapper.safetensors";
+  dist::save_on_rank0(path, ddp.state_dict());  // should be: ddp.module().state_dict()
+  const StateDict saved = load_safetensors(path);
+  std::printf("rank %d: the checkpoint's keys: %s, ...\n", rank, saved.begin()->first.c_str());
+  auto bare = lessons::toy_mlp(1);  // the model without DDP, as an evaluation program builds it
+  try {
+    bare->load_state_dict(saved);
+  } catch (const std::exception& e) {
+    std::printf("rank %d: %s\n", rank, e.what());
+    lessons::report("prefix_error", e.what());
+  }
+  dist::save_on_rank0(path, ddp.module().state_dict());  // the fix: the wrapped model's own names
+  bare->load_state_dict(load_safetensors(path));
+  std::printf("rank %d: saved from ddp.module(), it loads into the bare model\n", rank);
+  lessons::report("prefix_fixed", 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mistake;
   Flags flags("17_mistakes", "Makes one of DDP's usual mistakes, to show what it looks like.");
   flags.add("--mistake", &mistake,
-            {"forgot_set_epoch", "every_rank_saves", "unused_parameter", "collective_on_one_rank", "a_rank_hangs"},
+            {"forgot_set_epoch", "every_rank_saves", "unused_parameter", "collective_on_one_rank", "a_rank_hangs",
+             "saved_the_wrapper"},
             "which mistake");
   flags.parse_or_exit(argc, argv);
   int rank = -1;
@@ -127,6 +150,7 @@ int main(int argc, char** argv) {
     if (mistake == "unused_parameter") unused_parameter(rank);
     if (mistake == "collective_on_one_rank") collective_on_one_rank(rank);
     if (mistake == "a_rank_hangs") a_rank_hangs(rank);
+    if (mistake == "saved_the_wrapper") saved_the_wrapper(rank);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {
