@@ -131,7 +131,8 @@ std::string prefix_hint(const std::string& name, const StateDict& state, const S
         return "; every key of the state starts with \"" + prefix + "\" (\"" + key + "\")" +
                (prefix == "module." ? ", as a DistributedDataParallel's state_dict() names them (here and in PyTorch)"
                                     : "") +
-               ": remove that prefix from the keys, or save the wrapped model's state_dict() (ddp.module())";
+               ": remove that prefix from the keys, or save the wrapped model's state_dict()" +
+               (prefix == "module." ? " (ddp.module())" : "");
     }
     if (shorter) {
       const std::string prefix = name.substr(0, name.size() - key.size());
