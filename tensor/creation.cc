@@ -62,7 +62,8 @@ Tensor draw_each(const Shape& shape, Generator* gen, Draw draw) {
 // two draws of the generator: different numbers from the CPU's, equally reproducible.
 template <class Fill>
 Tensor draw_on_gpu(const Shape& shape, Generator* gen, Device device, Fill fill) {
-  const uint64_t seed = with_generator(gen, [](Generator& g) { return (uint64_t(g.next_u32()) << 32) | g.next_u32(); });
+  uint64_t seed = 0;
+  with_generator(gen, [&seed](Generator& g) { seed = (uint64_t(g.next_u32()) << 32) | g.next_u32(); });
   Tensor t = empty(shape, DType::Float32, device);
   fill(device.index, t.numel(), t.data<float>(), seed);
   return t;

@@ -1,6 +1,7 @@
 #include "tensor/random.h"
 
 #include <cmath>
+#include <mutex>
 
 #include "tensor/check.h"
 
@@ -63,14 +64,12 @@ void Generator::set_state(const State& s) {
   spare_ = s.spare;
 }
 
-Generator& default_generator() {
-  static Generator g(0);
-  return g;
-}
-
-std::mutex& default_generator_mutex() {
-  static std::mutex m;
-  return m;
+void with_generator(Generator* gen, const std::function<void(Generator&)>& use) {
+  if (gen) return use(*gen);
+  static Generator default_generator(0);
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  use(default_generator);
 }
 
 void manual_seed(uint64_t seed) {

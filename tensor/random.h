@@ -6,12 +6,12 @@
 //   float u = g.uniform();          // in [0, 1)
 //   float n = g.normal();           // mean 0, std 1 (Box-Muller)
 //   int64_t k = g.randint(0, 10);   // in [0, 10)
-//   manual_seed(0);                 // reseeds default_generator()
+//   manual_seed(0);                 // reseeds the default generator
 //   Tensor r = rand({3});           // draws from it (under its lock: threads may share it)
 #pragma once
 
 #include <cstdint>
-#include <mutex>
+#include <functional>
 
 namespace engine {
 
@@ -41,17 +41,9 @@ class Generator {
 };
 
 // The generator used when an op is not given one: one per process, as PyTorch's, shared by
-// the process's threads, so it is drawn from under its lock. with_generator(gen, use) runs
-// use(*gen), or use(the default generator) holding that lock when gen is null.
-Generator& default_generator();
-std::mutex& default_generator_mutex();
-void manual_seed(uint64_t seed);
-
-template <class Use>
-auto with_generator(Generator* gen, Use use) -> decltype(use(*gen)) {
-  if (gen) return use(*gen);
-  std::lock_guard<std::mutex> lock(default_generator_mutex());
-  return use(default_generator());
-}
+// the process's threads, so it is only reached under its lock. with_generator(gen, use)
+// runs use(*gen), or use(the default generator) holding that lock when gen is null.
+void with_generator(Generator* gen, const std::function<void(Generator&)>& use);
+void manual_seed(uint64_t seed);  // reseeds the default generator
 
 }  // namespace engine
