@@ -46,9 +46,8 @@ std::pair<Variable, Tensor> as_rows(const Variable& logits, const Tensor& target
     return {autograd::unsqueeze(logits, 0), targets.reshape({1})};
   }
   const Shape& ls = logits.shape();
-  Shape positions(ls.begin() + 2, ls.end());  // d1 ... dk
-  Shape expected{ls[0]};
-  expected.insert(expected.end(), positions.begin(), positions.end());
+  Shape expected = ls;  // (N, d1, ..., dk)
+  expected.erase(expected.begin() + 1);
   ENGINE_REQUIRE(targets.shape() == expected, "[cross_entropy] targets of shape ", shape_str(targets.shape()),
                  " do not match logits of shape ", shape_str(ls), ": expected ", shape_str(expected),
                  " (the logits' shape without its class dim, dim 1)");
