@@ -115,6 +115,11 @@ using Failures = std::vector<Child*>;
 // first; it is the consequence, the killed one the cause.
 constexpr auto kCauseGrace = std::chrono::milliseconds(1000);
 
+// How long a rank may take between printing its error and exiting (closing its group,
+// flushing, its destructors: on a loaded machine more than a second). A rank's last
+// stderr output within this of its exit is when it said why it failed.
+constexpr auto kExitGrace = std::chrono::milliseconds(5000);
+
 // Reaps what exited since the last call.
 void reap(std::vector<Child>& children, Failures& failures) {
   int rec[2];
@@ -131,18 +136,32 @@ void reap(std::vector<Child>& children, Failures& failures) {
 }
 
 // When a rank that exited with an error said why: its last stderr output, if that came
-// within kCauseGrace of its exit (a program prints its error, then exits), else its exit.
+// within kExitGrace of its exit (a program prints its error, then exits), else its exit.
 std::chrono::steady_clock::time_point said_at(const Child& c) {
-  return c.err_at != std::chrono::steady_clock::time_point{} && c.reaped_at - c.err_at <= kCauseGrace ? c.err_at
-                                                                                                      : c.reaped_at;
+  return c.err_at != std::chrono::steady_clock::time_point{} && c.reaped_at - c.err_at <= kExitGrace ? c.err_at
+                                                                                                     : c.reaped_at;
+}
+
+// True when a rank still running printed to stderr before every failed rank said why, and
+// recently: most likely the cause, on its way out (its error printed, its exit not yet
+// reaped), while the peers that lost it were quicker to exit.
+bool cause_still_exiting(const std::vector<Child>& children, const Failures& failures) {
+  auto first_said = said_at(*failures.front());
+  for (const Child* f : failures) first_said = std::min(first_said, said_at(*f));
+  const auto now = std::chrono::steady_clock::now();
+  return std::any_of(children.begin(), children.end(), [&](const Child& c) {
+    return c.running && c.err_at != std::chrono::steady_clock::time_point{} && c.err_at < first_said &&
+           now - c.err_at < kExitGrace;
+  });
 }
 
 // Names the attempt's first failure: a rank killed by a signal over ranks that exited with
 // an error (most likely because their peer had gone), else the one that said so first. A
 // failing rank prints its error before it exits and closes its connections; the peers that
 // then lose it print theirs after, but may be reaped before it. Waits up to
-// kCauseGrace for the killed one unless `now` (no rank is left to wait for) or a rank is
-// stopped (then that one is named, by describe_failure).
+// kCauseGrace for a killed one, and up to kExitGrace for a rank that spoke first to exit,
+// unless `now` (no rank is left to wait for) or a rank is stopped (then that one is named,
+// by describe_failure).
 void decide(std::vector<Child>& children, const Failures& failures, bool now, Outcome& out, bool& stopping) {
   if (stopping || failures.empty()) return;
   const auto killed =
@@ -150,7 +169,8 @@ void decide(std::vector<Child>& children, const Failures& failures, bool now, Ou
   const bool peer_stopped =
       std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running && is_stopped(c.pid); });
   if (killed == failures.end() && !now && !peer_stopped &&
-      std::chrono::steady_clock::now() - failures.front()->reaped_at < kCauseGrace)
+      (std::chrono::steady_clock::now() - failures.front()->reaped_at < kCauseGrace ||
+       cause_still_exiting(children, failures)))
     return;
   const auto earliest = std::min_element(failures.begin(), failures.end(),
                                          [](const Child* a, const Child* b) { return said_at(*a) < said_at(*b); });
