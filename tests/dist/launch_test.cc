@@ -396,5 +396,6 @@ TEST_CASE("ranks end when their launcher is killed with kill -9, instead of runn
   for (pid_t r : ranks)
     if (running(r)) kill(r, SIGKILL);  // whatever the outcome, leave nothing behind
   REQUIRE(left == 0);
-  REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  REQUIRE(std::chrono::steady_clock::now() - t0 <
+          std::chrono::seconds(5));  // SIGTERM at once; a loaded machine may take a while to run them
 }
