@@ -5,6 +5,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -177,7 +178,16 @@ std::string machine_id() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string id;
   std::getline(boot, id);
-  return std::string(host) + "/" + id;
+  // Containers on one host can share its name and boot id (Kubernetes pods with
+  // hostNetwork do) yet each see their own pids and their own /dev/shm: then neither the
+  // segments nor the pid checks of the shared-memory path reach across. Ranks count as one
+  // machine only where both are the same.
+  char pid_ns[64] = {};
+  (void)!readlink("/proc/self/ns/pid", pid_ns, sizeof pid_ns - 1);
+  struct stat shm {};
+  const bool has_shm = stat("/dev/shm", &shm) == 0;
+  return std::string(host) + "/" + id + "/" + pid_ns +
+         "/shm:" + (has_shm ? std::to_string(shm.st_dev) + ":" + std::to_string(shm.st_ino) : "none");
 }
 
 std::string shm_job_tag(const std::string& token) {

@@ -110,7 +110,8 @@ class ShmAllReduce {
   std::string scope_;       // the members' store keys start with it
 };
 
-// This machine, as "hostname/boot id": processes with equal ids can share memory.
+// This machine, as "hostname/boot id/pid namespace/shm:dev:inode": processes with equal
+// ids see each other's pids and the same /dev/shm, so they can share memory.
 std::string machine_id();
 
 // The tag every shared-memory name of the job with this token starts with

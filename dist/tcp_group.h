@@ -53,7 +53,8 @@ struct TCPGroupOptions {
   // set, overrides "auto".
   std::string all_reduce = "auto";
   // Which machine this rank is on, as the topology sees it (empty: machine_id(), the host
-  // name and boot id). Tests give ranks of one process different ids to act as machines.
+  // name, boot id, pid namespace and /dev/shm). Tests give ranks of one process different
+  // ids to act as machines.
   std::string host_id;
   // Where this group's keys live in the store: "" for the default group, "g<id>/" under its
   // parent's prefix for a group made by new_group.

@@ -1,5 +1,5 @@
 // A tiny distributed program for the launcher's tests: reports what its rank sees, sums
-// the ranks with all_reduce, and fails or hangs on request.
+// the ranks with all_reduce (and says which algorithm ran), and fails or hangs on request.
 //   PROBE_FAIL_RANK=r : rank r exits with status 3 before the all-reduce
 //   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
 //   PROBE_FAIL_ATTEMPTS=n : with PROBE_FAIL_RANK, fail only in the first n attempts (restarts)
@@ -74,6 +74,7 @@ int main() try {
   Tensor t = full({1}, double(rank));
   dist::all_reduce(t);
   std::printf("sum %d\n", int(t.item()));
+  std::printf("all_reduce ran %s\n", dist::default_group().all_reduce_algorithm().c_str());
   if (std::getenv("PROBE_PRINT_PARTIAL")) std::printf("no newline");
   dist::destroy_process_group();
   return 0;

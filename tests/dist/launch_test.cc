@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -87,6 +88,34 @@ TEST_CASE("the rank that failed first is named, not a peer that lost it and was 
     REQUIRE(r.status == 3);
     REQUIRE_THAT(r.output, Catch::Contains("launch: rank 0 (pid") && Catch::Contains("exited with status 3"));
   }
+}
+
+TEST_CASE("containers on one host, with their own pids and /dev/shm, are separate machines") {
+  // Two launchers, each in its own pid and mount namespace with its own /dev/shm, but with
+  // the host's name and boot id (as Kubernetes pods with hostNetwork have): two machines of
+  // 2 ranks. Taken for one machine, the ranks tried to share memory through two different
+  // /dev/shm and read each other's pids as dead: "rank 0 (pid N) died while the ranks were
+  // setting up shared memory".
+  const std::string box = "unshare --pid --fork --mount --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && ";
+  if (run(box + "echo ready'").output != "ready\n") {
+    std::cout << "SKIPPED: containers on one host (unshare --pid --mount, or mounting /dev/shm, is not allowed here)"
+              << std::endl;
+    WARN("SKIPPED: unshare --pid --mount is not allowed here");
+    return;
+  }
+  const std::string job = " --nnodes=2 --nproc_per_node=2 --master_port=29820 --job_token=boxes ";
+  Run node0;
+  std::thread first([&] {
+    node0 = run("ENGINE_DIST_TIMEOUT=20 " + box + "exec " + kLaunch + job + "--node_rank=0 " + kProbe + "'");
+  });
+  const Run node1 = run("ENGINE_DIST_TIMEOUT=20 " + box + "exec " + kLaunch + job + "--node_rank=1 " + kProbe + "'");
+  first.join();
+  INFO(node0.output << "\n---\n" << node1.output);
+  REQUIRE(node0.status == 0);
+  REQUIRE(node1.status == 0);
+  for (int r = 0; r < 4; ++r)
+    REQUIRE_THAT(node0.output + node1.output, Catch::Contains("[rank " + std::to_string(r) + "] sum 6\n[rank " +
+                                                              std::to_string(r) + "] all_reduce ran hierarchical"));
 }
 
 TEST_CASE("node ranks and multi-node arguments") {
