@@ -6,11 +6,13 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "tensor/cpu_features.h"
 #include "tensor/half_convert.h"
 #include "tensor/storage.h"
+#include "tensor/tensor.h"
 
 namespace engine::dist {
 
@@ -155,6 +158,35 @@ struct UnlinkOnExit {
   }
 };
 
+// Sizes a new segment and reserves its pages. /dev/shm is a tmpfs: a page it has no room
+// for is not an error at ftruncate or mmap but a SIGBUS at the first write to it (Docker
+// gives a container 64 MB by default). Reserved here, a full /dev/shm is an error code.
+// Returns 0 or the errno.
+int size_segment(int fd, size_t bytes) {
+  if (ftruncate(fd, off_t(bytes)) != 0) return errno;
+  int err;
+  while ((err = posix_fallocate(fd, 0, off_t(bytes))) == EINTR) {}
+  return err;
+}
+
+// A size in words: "512 KiB", "4.0 MiB".
+std::string size_words(double bytes) {
+  char buf[32];
+  if (bytes < (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.0f KiB", bytes / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1 << 20));
+  return buf;
+}
+
+// "/dev/shm has 1.0 MiB free of 5.0 MiB", for the messages after a failed reservation.
+std::string shm_room() {
+  struct statvfs v {};
+  if (statvfs("/dev/shm", &v) != 0) return "/dev/shm cannot be read";
+  return "/dev/shm has " + size_words(double(v.f_bavail) * double(v.f_frsize)) + " free of " +
+         size_words(double(v.f_blocks) * double(v.f_frsize));
+}
+
 // Polls the store until `key` exists. Rank `owner` (process `pid`) is the one to set it:
 // its death is named at once; at the deadline the error is `late`.
 std::string wait_for_key(TCPStore& store, const std::string& key, int owner, pid_t pid, Deadline deadline,
@@ -224,9 +256,15 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, const std::s
   if (rank == 0) {
     unlink.name = unique_shm_name(job_tag, "ring");
     fd = shm_open(unlink.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd >= 0 && ftruncate(fd, off_t(bytes)) != 0) close(fd), fd = -1;
-    if (fd < 0) {
+    const int err = fd < 0 ? errno : size_segment(fd, bytes);
+    if (err != 0) {
+      if (fd >= 0) close(fd);
       store.set(scope + "name", "");  // tell the others to stay on TCP
+      std::fprintf(stderr,
+                   "[dist] warning: rank %d cannot reserve %s of shared memory (%s; %s): all_reduce among "
+                   "this machine's ranks takes the TCP ring. Enlarge /dev/shm (docker run --shm-size=1g), or set "
+                   "ENGINE_SHM=0 to choose the ring without this warning\n",
+                   ranks[0], size_words(double(bytes)).c_str(), std::strerror(err), shm_room().c_str());
       return nullptr;
     }
     store.set(scope + "name", unlink.name);
@@ -353,15 +391,24 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
   if (rank_ == 0) {
     unlink.name = unique_shm_name(job_tag_, "buf");
     fd = shm_open(unlink.name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd >= 0 && ftruncate(fd, off_t(per_rank * size_t(size_))) != 0) close(fd), fd = -1;
-    const int err = errno;
-    store.set(key, fd >= 0 ? unlink.name : "");  // "": the others fail too, pointing here
-    ENGINE_REQUIRE(fd >= 0, "[dist] cannot create a shared buffer of ", per_rank * size_t(size_),
-                   " bytes: ", std::strerror(err));
+    const int err = fd < 0 ? errno : size_segment(fd, per_rank * size_t(size_));
+    if (err != 0) {
+      // No room: every rank of this machine takes a private buffer, which all_reduce
+      // stages through the ring segment like any other tensor (slower, the same sums).
+      if (fd >= 0) close(fd);
+      store.set(key, "");
+      std::fprintf(stderr,
+                   "[dist] warning: rank %d cannot reserve a shared buffer of %s (%s; %s): its all_reduce copies "
+                   "through the staging buffers instead. Enlarge /dev/shm (docker run --shm-size=1g)\n",
+                   ranks_[0], size_words(double(per_rank * size_t(size_))).c_str(), std::strerror(err),
+                   shm_room().c_str());
+      return zeros({numel});
+    }
+    store.set(key, unlink.name);
   } else {
     unlink.name = wait_for_key(store, key, ranks_[0], pids[0], d, "a shared buffer",
                                "[dist] timed out setting up a shared buffer: rank 0 never published its name");
-    ENGINE_REQUIRE(!unlink.name.empty(), "[dist] rank 0 could not create a shared buffer (its error says why)");
+    if (unlink.name.empty()) return zeros({numel});  // rank 0 found no room (its warning says so)
     fd = shm_open(unlink.name.c_str(), O_RDWR, 0600);
     ENGINE_REQUIRE(fd >= 0, "[dist] cannot open the shared buffer ", unlink.name, ": ", std::strerror(errno));
   }

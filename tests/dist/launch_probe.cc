@@ -11,6 +11,8 @@
 //   PROBE_LEAK_SHM=1 : rank 0 creates a shared-memory name of the job's, then kill -9s itself
 //   PROBE_HOLD_MS=t : every rank waits t ms after the rendezvous (keeps a job's store up, so
 //                     two jobs started together surely overlap on a busy machine)
+//   PROBE_SHARED_FLOATS=n : also sums rank + 1 over a shared buffer of n floats (DDP keeps
+//                           its buckets in these) and says whether every element is right
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -75,6 +77,16 @@ int main() try {
   dist::all_reduce(t);
   std::printf("sum %d\n", int(t.item()));
   std::printf("all_reduce ran %s\n", dist::default_group().all_reduce_algorithm().c_str());
+  if (const char* n = std::getenv("PROBE_SHARED_FLOATS")) {
+    Tensor b = dist::default_group().shared_buffer(std::atoll(n));
+    b.fill_(double(rank + 1));
+    dist::all_reduce(b);
+    const double want = dist::get_world_size() * (dist::get_world_size() + 1) / 2.0;
+    const float* v = b.data<float>();
+    bool right = true;
+    for (int64_t i = 0; i < b.numel(); ++i) right = right && v[i] == want;
+    std::printf("shared buffer sum %s\n", right ? "right" : "WRONG");
+  }
   if (std::getenv("PROBE_PRINT_PARTIAL")) std::printf("no newline");
   dist::destroy_process_group();
   return 0;
