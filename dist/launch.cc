@@ -20,6 +20,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -188,6 +190,39 @@ void set_worker_env(const Job& job, const Child& c, int attempt) {
   setenv("OMP_NUM_THREADS", "1", 0);       // as torchrun: one thread per process unless told otherwise
 }
 
+// What a failed pipe or fork most likely ran into, for the message.
+std::string limit_hint(int err) {
+  struct rlimit l {};
+  if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &l) == 0)
+    return " (this process may open " + std::to_string(l.rlim_cur) +
+           " files, ulimit -n; the launcher keeps 2 per rank, and each rank needs more for its connections)";
+  if (err == EAGAIN) return " (the limit on processes: ulimit -u, or the container's pids.max)";
+  return "";
+}
+
+// A rank could not be started (no file descriptor or process left): the ranks already
+// started are stopped (SIGTERM, then SIGKILL after 5 s) and the launcher says which rank
+// failed to start and why. Never signals a pid that is not one of its children.
+[[noreturn]] void abandon_start(std::vector<Child>& children, int rank, const std::string& what, int err,
+                                const std::string& token) {
+  for (auto& c : children)
+    if (c.pid > 0) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto any_left = [&] {
+    bool left = false;
+    for (auto& c : children)
+      if (c.pid > 0 && waitpid(c.pid, nullptr, WNOHANG) == 0) left = true;
+    return left;
+  };
+  while (any_left() && std::chrono::steady_clock::now() < until) usleep(10000);
+  for (auto& c : children)
+    if (c.pid > 0 && waitpid(c.pid, nullptr, WNOHANG) == 0) kill(c.pid, SIGKILL), waitpid(c.pid, nullptr, 0);
+  remove_job_segments(token);
+  std::fprintf(stderr, "launch: cannot start rank %d: %s failed: %s%s; the ranks already started were stopped\n", rank,
+               what.c_str(), std::strerror(err), limit_hint(err).c_str());
+  std::exit(1);
+}
+
 std::vector<Child> spawn(const Job& job, int attempt) {
   const auto& o = job.args;
   std::vector<Child> children(size_t(o.nproc_per_node));
@@ -203,10 +238,20 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       c.out_console = !(o.redirects & 1);
       c.err_console = !(o.redirects & 2);
     }
-    int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) usage(std::string("pipe failed: ") + std::strerror(errno));
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (pipe(out) != 0 || pipe(err) != 0) {
+      const int e = errno;
+      for (int fd : {out[0], out[1]})
+        if (fd >= 0) close(fd);
+      abandon_start(children, c.rank, "pipe", e, o.token);
+    }
     const pid_t launcher = getpid();
     c.pid = fork();
+    if (c.pid < 0) {
+      const int e = errno;
+      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+      abandon_start(children, c.rank, "fork", e, o.token);
+    }
     if (c.pid == 0) {
       // A rank must not outlive its launcher: if the launcher is killed (kill -9, the OOM
       // killer), the kernel sends the rank SIGTERM, as the launcher itself would have, and

@@ -103,7 +103,7 @@ std::string describe_failure(const Child& c, const std::vector<Child>& children)
 
 void stop_all(std::vector<Child>& children) {
   for (auto& c : children)
-    if (c.running) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
+    if (c.running && c.pid > 0) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
 }
 
 // The ranks that failed, in the order they were reaped (each knows when: reaped_at).
@@ -246,7 +246,7 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
     // Ranks that ignore SIGTERM for 5 s are killed.
     if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
       for (auto& c : children)
-        if (c.running) kill(c.pid, SIGKILL);
+        if (c.running && c.pid > 0) kill(c.pid, SIGKILL);  // never kill(-1, ...): every process
     bool pipes_open = false;
     any_running = false;
     for (auto& c : children)

@@ -11,40 +11,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "tests/dist/run_command.h"
 #include "tests/testing/tmp_path.h"
 
 namespace {
-std::string runfile(const std::string& path) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/ddp_engine/" + path;
-}
-
-struct Run {
-  int status;
-  std::string output;
-  double seconds;
-};
-
-Run run(const std::string& cmd) {
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  // No REQUIRE here: run() is also called from threads, and Catch2's assertions are not
-  // thread-safe. A failed popen is a status the caller's REQUIRE names.
-  if (p == nullptr) return {-1, "popen failed: " + std::string(std::strerror(errno)), 0};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-}
+using engine::testing::run;
+using engine::testing::Run;
+using engine::testing::runfile;
 
 const std::string kLaunch = runfile("dist/launch"), kProbe = runfile("tests/dist/launch_probe");
 }  // namespace
@@ -88,63 +67,6 @@ TEST_CASE("the rank that failed first is named, not a peer that lost it and was 
     REQUIRE(r.status == 3);
     REQUIRE_THAT(r.output, Catch::Contains("launch: rank 0 (pid") && Catch::Contains("exited with status 3"));
   }
-}
-
-TEST_CASE("containers on one host, with their own pids and /dev/shm, are separate machines") {
-  // Two launchers, each in its own pid and mount namespace with its own /dev/shm, but with
-  // the host's name and boot id (as Kubernetes pods with hostNetwork have): two machines of
-  // 2 ranks. Taken for one machine, the ranks tried to share memory through two different
-  // /dev/shm and read each other's pids as dead: "rank 0 (pid N) died while the ranks were
-  // setting up shared memory".
-  const std::string box = "unshare --pid --fork --mount --mount-proc sh -c 'mount -t tmpfs tmpfs /dev/shm && ";
-  if (run(box + "echo ready'").output != "ready\n") {
-    std::cout << "SKIPPED: containers on one host (unshare --pid --mount, or mounting /dev/shm, is not allowed here)"
-              << std::endl;
-    WARN("SKIPPED: unshare --pid --mount is not allowed here");
-    return;
-  }
-  const std::string job = " --nnodes=2 --nproc_per_node=2 --master_port=29820 --job_token=boxes ";
-  Run node0;
-  std::thread first([&] {
-    node0 = run("ENGINE_DIST_TIMEOUT=20 " + box + "exec " + kLaunch + job + "--node_rank=0 " + kProbe + "'");
-  });
-  const Run node1 = run("ENGINE_DIST_TIMEOUT=20 " + box + "exec " + kLaunch + job + "--node_rank=1 " + kProbe + "'");
-  first.join();
-  INFO(node0.output << "\n---\n" << node1.output);
-  REQUIRE(node0.status == 0);
-  REQUIRE(node1.status == 0);
-  for (int r = 0; r < 4; ++r)
-    REQUIRE_THAT(node0.output + node1.output, Catch::Contains("[rank " + std::to_string(r) + "] sum 6\n[rank " +
-                                                              std::to_string(r) + "] all_reduce ran hierarchical"));
-}
-
-TEST_CASE("a /dev/shm too small for shared memory: a warning and the slower path, not a bus error") {
-  // /dev/shm is a tmpfs: a page it has no room for used to be a SIGBUS at the first write
-  // (Docker gives a container 64 MB). 64 KiB: not even the staging buffers fit (4 MiB for 2
-  // ranks); 6 MiB: they do, a 16 MB shared buffer (DDP's buckets) does not.
-  const std::string small = "unshare --mount sh -c 'mount -t tmpfs -o size=";
-  if (run(small + "64k tmpfs /dev/shm && echo ready'").output != "ready\n") {
-    std::cout << "SKIPPED: a small /dev/shm (unshare --mount, or mounting a tmpfs, is not allowed here)" << std::endl;
-    WARN("SKIPPED: unshare --mount is not allowed here");
-    return;
-  }
-  const Run none = run(small + "64k tmpfs /dev/shm && exec " + kLaunch + " --nproc_per_node=2 " + kProbe + "'");
-  INFO(none.output);
-  REQUIRE(none.status == 0);
-  REQUIRE_THAT(none.output, Catch::Contains("[rank 0] [dist] warning: rank 0 cannot reserve 4.0 MiB of shared "
-                                            "memory (No space left on device; /dev/shm has") &&
-                                Catch::Contains("free of 64 KiB): all_reduce among this machine's ranks takes the "
-                                                "TCP ring. Enlarge /dev/shm"));
-  REQUIRE_THAT(none.output, Catch::Contains("[rank 1] sum 1\n[rank 1] all_reduce ran ring"));
-  const Run buffers = run("PROBE_SHARED_FLOATS=2000000 " + small + "6m tmpfs /dev/shm && exec " + kLaunch +
-                          " --nproc_per_node=2 " + kProbe + "'");
-  INFO(buffers.output);
-  REQUIRE(buffers.status == 0);
-  REQUIRE_THAT(buffers.output, Catch::Contains("[rank 0] [dist] warning: rank 0 cannot reserve a shared buffer of "
-                                               "15.3 MiB (No space left on device; /dev/shm has"));
-  for (int r = 0; r < 2; ++r)
-    REQUIRE_THAT(buffers.output, Catch::Contains("[rank " + std::to_string(r) + "] all_reduce ran shm\n[rank " +
-                                                 std::to_string(r) + "] shared buffer sum right"));
 }
 
 TEST_CASE("node ranks and multi-node arguments") {
