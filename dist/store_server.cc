@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dist/start_thread.h"
 #include "tensor/check.h"
 
 namespace engine::dist {
@@ -32,7 +33,7 @@ struct TCPStore::Server::Pending {
 
 TCPStore::Server::Server(Listener listener, std::string token, uint32_t generation)
     : listener_(std::move(listener)), token_(std::move(token)), generation_(generation) {
-  accept_thread_ = std::thread([this] { accept_loop(); });
+  accept_thread_ = start_thread("the rendezvous store", [this] { accept_loop(); });
 }
 
 TCPStore::Server::~Server() {
@@ -141,12 +142,19 @@ bool TCPStore::Server::advance(Pending& p) {
 void TCPStore::Server::admit(Socket s) {
   auto client = std::make_shared<Client>();
   client->socket = std::move(s);
+  try {
+    client->thread = start_thread("a store client", [this, client] {
+      serve(client->socket);
+      client->socket.shutdown();  // the client sees the connection end, not a silent stall
+      client->finished = true;
+    });
+  } catch (const Error& e) {
+    // Out of threads: this runs on the accept thread, where an exception would abort the
+    // process. The client is turned away (its connection closes) and the server goes on.
+    log(std::string(e.what()) + "; closed that connection");
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  client->thread = std::thread([this, client] {
-    serve(client->socket);
-    client->socket.shutdown();  // the client sees the connection end, not a silent stall
-    client->finished = true;
-  });
   clients_.push_back(client);
 }
 

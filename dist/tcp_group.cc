@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dist/start_thread.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
@@ -32,7 +33,7 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   discover_topology();
   choose_algorithm();
   queue_->group = this;
-  worker_ = std::thread([this] { worker_loop(); });
+  worker_ = start_thread("the collective worker", [this] { worker_loop(); });
 }
 
 const char* algorithm_name(AllReduceAlgorithm a) {

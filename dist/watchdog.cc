@@ -1,11 +1,13 @@
 #include "dist/watchdog.h"
 
+#include "dist/start_thread.h"
+
 namespace engine::dist {
 
 Watchdog::Watchdog(int rank, std::chrono::milliseconds timeout, std::function<void(const std::string&)> abort,
                    std::function<std::string()> async_error, std::chrono::milliseconds poll)
     : rank_(rank), timeout_(timeout), poll_(poll), abort_(std::move(abort)), async_error_(std::move(async_error)) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = start_thread("the watchdog", [this] { loop(); });
 }
 
 Watchdog::~Watchdog() {
