@@ -137,6 +137,8 @@ void reap(std::vector<Child>& children, Failures& failures) {
 
 // When a rank that exited with an error said why: its last stderr output, if that came
 // within kExitGrace of its exit (a program prints its error, then exits), else its exit.
+// It is when the launcher read it: two ranks' errors written within one pass of the reads
+// (microseconds, more on a loaded machine) may be read in either order.
 std::chrono::steady_clock::time_point said_at(const Child& c) {
   return c.err_at != std::chrono::steady_clock::time_point{} && c.reaped_at - c.err_at <= kExitGrace ? c.err_at
                                                                                                      : c.reaped_at;

@@ -187,6 +187,11 @@ std::string shm_room() {
          size_words(double(v.f_blocks) * double(v.f_frsize));
 }
 
+// What to do about it: room, or a /dev/shm that can be written at all.
+const char* shm_advice(int err) {
+  return err == ENOSPC ? "Enlarge /dev/shm (docker run --shm-size=1g)" : "Make /dev/shm a writable tmpfs";
+}
+
 // Polls the store until `key` exists. Rank `owner` (process `pid`) is the one to set it:
 // its death is named at once; at the deadline the error is `late`.
 std::string wait_for_key(TCPStore& store, const std::string& key, int owner, pid_t pid, Deadline deadline,
@@ -262,9 +267,10 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, const std::s
       store.set(scope + "name", "");  // tell the others to stay on TCP
       std::fprintf(stderr,
                    "[dist] warning: rank %d cannot reserve %s of shared memory (%s; %s): all_reduce among "
-                   "this machine's ranks takes the TCP ring. Enlarge /dev/shm (docker run --shm-size=1g), or set "
-                   "ENGINE_SHM=0 to choose the ring without this warning\n",
-                   ranks[0], size_words(double(bytes)).c_str(), std::strerror(err), shm_room().c_str());
+                   "this machine's ranks takes the TCP ring. %s, or set ENGINE_SHM=0 to choose the ring without "
+                   "this warning\n",
+                   ranks[0], size_words(double(bytes)).c_str(), std::strerror(err), shm_room().c_str(),
+                   shm_advice(err));
       return nullptr;
     }
     store.set(scope + "name", unlink.name);
@@ -399,9 +405,9 @@ Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {
       store.set(key, "");
       std::fprintf(stderr,
                    "[dist] warning: rank %d cannot reserve a shared buffer of %s (%s; %s): its all_reduce copies "
-                   "through the staging buffers instead. Enlarge /dev/shm (docker run --shm-size=1g)\n",
+                   "through the staging buffers instead. %s\n",
                    ranks_[0], size_words(double(per_rank * size_t(size_))).c_str(), std::strerror(err),
-                   shm_room().c_str());
+                   shm_room().c_str(), shm_advice(err));
       return zeros({numel});
     }
     store.set(key, unlink.name);

@@ -64,6 +64,15 @@ TEST_CASE("a /dev/shm too small for shared memory: a warning and the slower path
                                 Catch::Contains("free of 64 KiB): all_reduce among this machine's ranks takes the "
                                                 "TCP ring. Enlarge /dev/shm"));
   REQUIRE_THAT(none.output, Catch::Contains("[rank 1] sum 1\n[rank 1] all_reduce ran ring"));
+  // A /dev/shm that cannot be written at all: the same path, and advice that fits.
+  const Run read_only = run("unshare --mount sh -c 'mount -t tmpfs -o ro tmpfs /dev/shm && exec " + kLaunch +
+                            " --nproc_per_node=2 " + kProbe + "'");
+  INFO(read_only.output);
+  REQUIRE(read_only.status == 0);
+  REQUIRE_THAT(read_only.output, Catch::Contains("(Read-only file system; /dev/shm has") &&
+                                     Catch::Contains("takes the TCP ring. Make /dev/shm a writable tmpfs, or set "
+                                                     "ENGINE_SHM=0"));
+  REQUIRE_THAT(read_only.output, Catch::Contains("[rank 0] sum 1\n[rank 0] all_reduce ran ring"));
   const Run buffers = run("PROBE_SHARED_FLOATS=2000000 " + small + "6m tmpfs /dev/shm && exec " + kLaunch +
                           " --nproc_per_node=2 " + kProbe + "'");
   INFO(buffers.output);

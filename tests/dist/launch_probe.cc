@@ -3,8 +3,9 @@
 //   PROBE_FAIL_RANK=r : rank r exits with status 3 before the all-reduce
 //   PROBE_PRINT_PARTIAL=1 : also print a line without a trailing newline at the end
 //   PROBE_FAIL_ATTEMPTS=n : with PROBE_FAIL_RANK, fail only in the first n attempts (restarts)
-//   PROBE_LINGER_MS=t : with PROBE_FAIL_RANK, the failing rank leaves the group (its peers
-//                       lose it and fail) and exits only t ms later: reaped after them
+//   PROBE_LINGER_MS=t : with PROBE_FAIL_RANK, the failing rank leaves the group 200 ms after
+//                       its error (its peers lose it and fail) and exits only t ms later:
+//                       reaped after them
 //   PROBE_KILL_RANK=r : rank r kill -9s itself after the rendezvous
 //   PROBE_KILL_AFTER_MS=t : with PROBE_KILL_RANK, it waits t ms first
 //   PROBE_STOP_RANK=r : rank r stops itself (SIGSTOP) before the all-reduce
@@ -55,6 +56,10 @@ int main() try {
   if (fail && std::atoi(fail) == rank && fail_now) {
     std::fprintf(stderr, "failing on purpose\n");
     if (const char* linger = std::getenv("PROBE_LINGER_MS")) {
+      // Leaving the group makes its peers fail at once (their all_reduce meets its
+      // barrier). The error goes out 200 ms before that: two ranks' errors that reach the
+      // launcher within one pass of its reads cannot be told apart in time.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
       dist::destroy_process_group();
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
     }
