@@ -1,19 +1,38 @@
 #include "lessons/common/curves.h"
 
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include "tensor/check.h"
 
 namespace lessons {
 
+// A number as the CSV holds it: 6 significant digits, and "nan", "inf" or "-inf" for the
+// values a diverged run leaves (printf would write "-nan" for a NaN with its sign bit set).
+static std::string csv_number(double v) {
+  if (std::isnan(v)) return "nan";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
 void write_curves_csv(const std::string& path, const std::vector<EpochPoint>& points) {
   std::ofstream f(path);
   f << "epoch,loss,test_accuracy_percent\n";
-  f.precision(6);
-  for (const auto& p : points) f << p.epoch << ',' << p.loss << ',' << p.accuracy << '\n';
+  for (const auto& p : points) f << p.epoch << ',' << csv_number(p.loss) << ',' << csv_number(p.accuracy) << '\n';
   f.close();
   ENGINE_REQUIRE(f.good(), "[write_curves_csv] cannot write ", path);
+}
+
+// One field of a line: the whole of it must be a number (strtod also reads nan and inf).
+static bool parse_field(const std::string& field, double& out) {
+  if (field.empty() || std::isspace(static_cast<unsigned char>(field[0]))) return false;
+  char* end = nullptr;
+  out = std::strtod(field.c_str(), &end);
+  return end == field.c_str() + field.size();
 }
 
 std::vector<EpochPoint> read_curves_csv(const std::string& path) {
@@ -25,11 +44,18 @@ std::vector<EpochPoint> read_curves_csv(const std::string& path) {
                  "\"");
   std::vector<EpochPoint> points;
   for (int n = 2; std::getline(f, line); ++n) {
-    std::istringstream s(line);
+    std::vector<std::string> fields(1);
+    for (char ch : line)
+      if (ch == ',')
+        fields.emplace_back();
+      else
+        fields.back().push_back(ch);
+    double epoch = 0;
     EpochPoint p;
-    char c1 = 0, c2 = 0;
-    ENGINE_REQUIRE(s >> p.epoch >> c1 >> p.loss >> c2 >> p.accuracy && c1 == ',' && c2 == ',', "[read_curves_csv] ",
-                   path, " line ", n, ": expected epoch,loss,accuracy, got \"", line, "\"");
+    const bool ok = fields.size() == 3 && parse_field(fields[0], epoch) && epoch >= 0 && epoch <= 1e9 &&
+                    epoch == std::floor(epoch) && parse_field(fields[1], p.loss) && parse_field(fields[2], p.accuracy);
+    ENGINE_REQUIRE(ok, "[read_curves_csv] ", path, " line ", n, ": expected epoch,loss,accuracy, got \"", line, "\"");
+    p.epoch = int(epoch);
     points.push_back(p);
   }
   return points;

@@ -6,7 +6,9 @@
 //   chart.save_png("out/loss.png");
 //
 // A chart maps data to pixels through to_pixel(), which tests use to check that the line
-// of every series passes through every one of its points.
+// of every series passes through every one of its points. A point that is not finite (a
+// loss that became NaN) is left out, with a gap in its line, and a line of text on the
+// chart says how many were left out; a flat series gets 5% of its value above and below.
 #pragma once
 
 #include <array>
@@ -31,6 +33,7 @@ class Canvas {
   void set(int x, int y, Color c);  // pixels outside are ignored
   Color get(int x, int y) const;
   void fill_rect(int x0, int y0, int x1, int y1, Color c);  // [x0, x1) x [y0, y1)
+  // Only the part inside the canvas is drawn; a line with an end that is not finite is not.
   void line(double x0, double y0, double x1, double y1, Color c, int thickness = 1);
   // Text with its top-left corner at (x, y); scale 2 makes letters about 14 px tall.
   void text(int x, int y, const std::string& s, Color c, int scale = 2);
@@ -56,7 +59,7 @@ struct LineChart {
   // Fixed y range; when lo >= hi the range comes from the data (with a margin).
   double y_lo = 0, y_hi = 0;
 
-  // Where the data point (x, y) lands in the picture.
+  // Where the data point (x, y) lands in the picture; throws when x or y is not finite.
   std::pair<int, int> to_pixel(double x, double y) const;
   Canvas draw() const;
   void save_png(const std::string& path) const { draw().save_png(path); }
@@ -70,7 +73,7 @@ struct LineChart {
 };
 
 // Reads the picture back from png_path and checks that it shows `chart`: "" when at every
-// point of every series the pixel has the series' colour (or that of a series drawn after
+// finite point of every series the pixel has the series' colour (or that of a series drawn after
 // it, on top); otherwise what is wrong, naming the series and the point. (x0, y0): where
 // the chart sits in the picture; size: the picture's expected size (0: the chart's).
 std::string check_chart_png(const std::string& png_path, const LineChart& chart, int x0 = 0, int y0 = 0, int width = 0,

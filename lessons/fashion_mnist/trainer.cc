@@ -130,6 +130,12 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) 
 
 }  // namespace
 
+std::string first_non_finite(const Module& model) {
+  for (const auto& [name, t] : model.state_dict())
+    if (!all_finite(t)) return name;
+  return "";
+}
+
 int checkpoint_epoch(const Metadata& meta, const std::string& path) {
   // Every value read from the file is checked before it steers the run: a negative or
   // huge epoch would otherwise skip training or loop for a million epochs.
@@ -180,6 +186,13 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochStats s{epoch, loss_sum / double(std::max<int64_t>(batches, 1)), test_accuracy(*model, o.test_limit),
                  double(seen) / seconds};
+    const std::string diverged = first_non_finite(*model);
+    ENGINE_REQUIRE(
+        diverged.empty(), "[train] training diverged in epoch ", epoch, " (mean loss ",
+        std::isnan(s.train_loss) ? "nan" : std::to_string(s.train_loss), "): the model's \"", diverged,
+        "\" holds NaN or inf, and every later step would too. ",
+        o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
+        "Try a smaller learning rate (this run's peak is ", o.lr, ").");
     if (!o.checkpoint.empty()) save(o, *model, *opt, sampler->generator(), epoch);
     on_epoch(s);
   }

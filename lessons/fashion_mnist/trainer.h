@@ -57,6 +57,12 @@ std::shared_ptr<engine::nn::Module> train(const TrainOptions& options,
 // [0, kMaxEpochs], or an engine::Error that names the file and the key.
 int checkpoint_epoch(const engine::nn::Metadata& meta, const std::string& path);
 
+// The name of the model's first parameter or buffer that holds NaN or inf ("" when every
+// value is finite). A run whose weights reach NaN (a learning rate too high) cannot come
+// back: every later step is NaN too. The trainers stop there, before saving over the last
+// good checkpoint.
+std::string first_non_finite(const engine::nn::Module& model);
+
 // Fraction of `limit` test images (0: all) the model classifies correctly.
 double test_accuracy(engine::nn::Module& model, int64_t limit = 0);
 

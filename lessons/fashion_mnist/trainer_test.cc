@@ -112,6 +112,31 @@ TEST_CASE("malformed checkpoint metadata is refused, naming the file and the key
                       Catch::Contains("sampler.generator is malformed"));
 }
 
+TEST_CASE("a run whose weights become NaN stops there and keeps the last good checkpoint") {
+  fmnist::TrainOptions o = small("mlp");
+  o.epochs = 1;
+  o.train_limit = 500;
+  o.checkpoint = tmp_path("diverged.safetensors");
+  std::remove(o.checkpoint.c_str());
+  fmnist::train(o, [](const fmnist::EpochStats&) {});
+  const auto good = nn::load_safetensors(o.checkpoint);
+  o.resume = true;
+  o.epochs = 3;
+  o.lr = 100;  // far too high: the weights reach NaN within the epoch
+  int epochs_run = 0;
+  REQUIRE_THROWS_WITH(fmnist::train(o, [&](const fmnist::EpochStats&) { ++epochs_run; }),
+                      Catch::Contains("[train] training diverged in epoch 2 (mean loss nan): the model's") &&
+                          Catch::Contains("Nothing was saved: " + o.checkpoint + " keeps what it held") &&
+                          Catch::Contains("this run's peak is 100"));
+  CHECK(epochs_run == 0);
+  const auto kept = nn::load_safetensors(o.checkpoint);
+  for (const auto& [k, t] : good) {
+    INFO(k);
+    REQUIRE(kept.at(k).to_vector<float>() == t.to_vector<float>());
+  }
+  CHECK(fmnist::first_non_finite(*fmnist::make_model("mlp", 0)).empty());
+}
+
 TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted run") {
   fmnist::TrainOptions o = small("mlp");
   o.epochs = 4;

@@ -61,3 +61,28 @@ grep -q "^\[rank 1\] 13_recap: \[resume\] the ranks do not start from the same p
 grep -q "^\[rank 0\] 13_recap: \[resume\] .*rank 0 resumed from $LESSON_OUT/state_mlp.safetensors at epoch 3" \
   "$TEST_TMPDIR/no_state.txt" || fail "rank 0 should say where it resumed: $(cat "$TEST_TMPDIR/no_state.txt")"
 echo "ok: a training state that only some ranks can read is refused at the start, on every rank"
+# A learning rate far too high: the weights reach NaN within the first epoch, and every
+# later step would be NaN too. Every rank stops there, rank 0 saying why, and nothing is
+# saved over the last good training state or checkpoint; the picture shows the epoch's
+# accuracy and says the loss was not finite.
+cp "$LESSON_OUT/state_mlp.safetensors" "$TEST_TMPDIR/state_before.safetensors"
+cp "$LESSON_OUT/ddp_mlp.safetensors" "$TEST_TMPDIR/checkpoint_before.safetensors"
+if "$root/dist/launch" --nproc_per_node=2 "$recap" --epochs 2 --train-limit 1000 --test-limit 500 --lr 100 \
+  >"$TEST_TMPDIR/diverged.txt" 2>&1; then
+  fail "a run whose weights became NaN should stop with an error"
+fi
+grep -q "^\[rank 0\] epoch  1  loss nan " "$TEST_TMPDIR/diverged.txt" ||
+  fail "epoch 1's line should show loss nan: $(cat "$TEST_TMPDIR/diverged.txt")"
+grep -q "^\[rank 0\] 13_recap: training diverged in epoch 1: the model's \".*\" holds NaN or inf.*Nothing was saved" \
+  "$TEST_TMPDIR/diverged.txt" || fail "rank 0 should say the run diverged: $(cat "$TEST_TMPDIR/diverged.txt")"
+grep -q "^\[rank 1\] 13_recap: training diverged in epoch 1 (on every rank: rank 0 says more)" \
+  "$TEST_TMPDIR/diverged.txt" || fail "rank 1 should stop too: $(cat "$TEST_TMPDIR/diverged.txt")"
+grep -q "^\[rank 0\] epoch  2" "$TEST_TMPDIR/diverged.txt" && fail "no epoch should follow the one that diverged"
+cmp -s "$LESSON_OUT/state_mlp.safetensors" "$TEST_TMPDIR/state_before.safetensors" ||
+  fail "the training state was overwritten by a diverged run"
+cmp -s "$LESSON_OUT/ddp_mlp.safetensors" "$TEST_TMPDIR/checkpoint_before.safetensors" ||
+  fail "the checkpoint was overwritten by a diverged run"
+grep -qx "1,nan,.*" "$LESSON_OUT/curves.csv" || fail "curves.csv should hold epoch 1's nan: $(cat "$LESSON_OUT/curves.csv")"
+"$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" ||
+  fail "the picture does not show the diverged run's finite points"
+echo "ok: a run that diverges stops at once, says why, and keeps the last good state"

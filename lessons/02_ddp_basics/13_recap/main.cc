@@ -150,9 +150,24 @@ int main(int argc, char** argv) try {
     std::printf("--resume: no training state at %s yet; starting from the beginning\n", state_path.c_str());
   }
   recap::require_same_start(state, resuming, state_path);
+  std::vector<lessons::EpochPoint>& curves = state.curves;
+  // Weights that reached NaN or inf (a learning rate too high) never come back: every later
+  // step is NaN too. The run stops before it saves them over the last good state. DDP keeps
+  // the replicas identical, so every rank sees the same and stops at the same point.
+  auto stop_if_diverged = [&](const std::string& when) {
+    const std::string bad = fmnist::first_non_finite(ddp.module());
+    if (bad.empty()) return;
+    if (rank == 0 && !curves.empty()) draw_curves(dir, args.model, world, curves);  // the picture shows where
+    ENGINE_REQUIRE(rank != 0, "training diverged ", when, ": the model's \"", bad,
+                   "\" holds NaN or inf, and every later step would too. Nothing was saved: ", state_path, " and ",
+                   checkpoint_path, " keep what they held. Try a smaller --lr (this run's peak is ", args.lr,
+                   ") or a warm-up (--warmup-epochs 1).");
+    ENGINE_REQUIRE(false, "training diverged ", when, " (on every rank: rank 0 says more)");
+  };
   // Every rank calls it (the loss sums are gathered); rank 0 writes, and times the writes.
   std::vector<double> save_ms;
-  auto save_state = [&] {
+  auto save_state = [&](const std::string& when) {
+    stop_if_diverged(when);
     const std::vector<double> sums = recap::gather_loss_sums(state.loss_sum);
     if (rank != 0) return;
     const auto t0 = std::chrono::steady_clock::now();
@@ -163,7 +178,6 @@ int main(int argc, char** argv) try {
   recap::TwinRecorder twin(args.twin, rank, world);
   ENGINE_REQUIRE(!twin.on() || state.step == 0, "[13_recap] --twin records a run from its start; it cannot resume one");
   twin.start(ddp.module(), settings, train->size(), loader.size());
-  std::vector<lessons::EpochPoint>& curves = state.curves;
   for (int epoch = state.epoch; epoch < args.epochs; ++epoch) {
     // ---- Reshuffle every epoch.            sampler.set_epoch(epoch)
     sampler->set_epoch(epoch);
@@ -191,26 +205,27 @@ int main(int argc, char** argv) try {
       twin.after_step(state.step, ddp.module());
       ++batches;
       ++state.step;
-      if (args.save_every > 0 && state.step % args.save_every == 0) save_state();
+      if (args.save_every > 0 && state.step % args.save_every == 0) save_state("by step " + std::to_string(state.step));
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t trained = batches - resumed_at;  // in this run, for the throughput
     // The epoch's mean loss over all ranks (each rank saw different data).
     Tensor stats = from_vector(std::vector<float>{float(loss_sum / double(std::max<int64_t>(batches, 1)))});
     dist::all_reduce(stats, dist::ReduceOp::Avg);
+    const double loss = std::isnan(stats.item()) ? std::nan("") : stats.item();  // "nan", never printf's "-nan"
     // ---- Rank 0 logs (all replicas are identical, so one evaluation says it all).
     double acc = 0;
     if (rank == 0) {
       acc = fmnist::test_accuracy(ddp.module(), args.test_limit);
-      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, stats.item(),
+      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, loss,
                   100 * acc, double(trained * args.batch * world) / seconds);
       std::fflush(stdout);
-      lessons::report("loss_epoch_" + std::to_string(epoch + 1), stats.item());
+      lessons::report("loss_epoch_" + std::to_string(epoch + 1), loss);
       lessons::report("accuracy_epoch_" + std::to_string(epoch + 1), 100 * acc);
     }
-    curves.push_back({epoch + 1, stats.item(), 100 * acc});
+    curves.push_back({epoch + 1, loss, 100 * acc});
     state.epoch = epoch + 1, state.batch = 0, state.loss_sum = 0;  // the next epoch, from its start
-    save_state();
+    save_state("in epoch " + std::to_string(epoch + 1));
     dist::barrier();  // the others wait while rank 0 evaluates and saves
   }
 
