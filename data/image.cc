@@ -1,7 +1,13 @@
 #include "data/image.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -57,29 +63,66 @@ void save_png(const std::string& path, const Tensor& image) {
   ENGINE_REQUIRE(image.dim() == 2 || image.dim() == 3, "[save_png] expects (C, H, W) or (H, W), got shape ",
                  shape_str(image.shape()));
   const Tensor chw = image.dim() == 2 ? image.unsqueeze(0) : image;
+  ENGINE_REQUIRE(chw.size(0) >= 1 && chw.size(0) <= 4, "[save_png] needs 1 to 4 channels, got ", chw.size(0));
+  // A PNG holds at least one pixel, and at most 2^31 - 1 along each side.
+  ENGINE_REQUIRE(chw.size(1) >= 1 && chw.size(2) >= 1 && chw.size(1) * chw.size(2) <= kMaxImagePixels, "[save_png] ",
+                 path, ": an image of ", chw.size(1), "x", chw.size(2), " pixels cannot be saved (1 to ",
+                 kMaxImagePixels, " pixels)");
   const int c = int(chw.size(0)), h = int(chw.size(1)), w = int(chw.size(2));
-  ENGINE_REQUIRE(c >= 1 && c <= 4, "[save_png] needs 1 to 4 channels, got ", c);
-  // Back to interleaved bytes, rounding and clamping to [0, 255].
-  const Tensor hwc = clamp(chw.permute({1, 2, 0}) * 255.0 + 0.5, 0, 255).contiguous();
+  // Back to interleaved bytes, rounding and clamping to [0, 255]. NaN has no byte: a model's
+  // output that became NaN is named here rather than saved as black.
+  const Tensor hwc = clamp(chw.to(DType::Float32).permute({1, 2, 0}) * 255.0 + 0.5, 0, 255).contiguous();
   std::vector<unsigned char> bytes(size_t(hwc.numel()));
   const float* p = hwc.data<float>();
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(p[i]);
-  const std::string tmp = path + ".tmp";
-  ENGINE_REQUIRE(stbi_write_png(tmp.c_str(), w, h, c, bytes.data(), w * c) != 0, "[save_png] cannot write ", tmp);
-  ENGINE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "[save_png] cannot rename ", tmp, " to ", path);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    ENGINE_REQUIRE(!std::isnan(p[i]), "[save_png] ", path, ": the image holds NaN (at channel ", i % size_t(c),
+                   ", row ", i / size_t(c) / size_t(w), ", column ", i / size_t(c) % size_t(w), ")");
+    bytes[i] = static_cast<unsigned char>(p[i]);
+  }
+  // Written beside the target and renamed into place, so that a reader never sees half a
+  // file; the process id keeps two writers of one path apart.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const bool written = stbi_write_png(tmp.c_str(), w, h, c, bytes.data(), w * c) != 0;
+  const int err = errno;
+  if (written && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  const int rename_err = errno;
+  std::remove(tmp.c_str());
+  const int why = written ? rename_err : err;
+  ENGINE_REQUIRE(false, "[save_png] cannot write ", path, ": ", why ? std::strerror(why) : "the PNG encoder failed");
+}
+
+// The files ImageFolder takes as images, by extension (any case), as torchvision's: other
+// files (a README, .DS_Store) are skipped instead of failing the first batch they land in.
+static bool is_image_file(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
 }
 
 ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options) : options_(options) {
+  ENGINE_REQUIRE(options.channels >= 0 && options.channels <= 4, "[ImageFolder] channels must be 0 to 4, got ",
+                 options.channels);
+  ENGINE_REQUIRE(std::isfinite(options.mean) && std::isfinite(options.std) && options.std != 0,
+                 "[ImageFolder] mean must be finite and std finite and non-zero, got mean ", options.mean, ", std ",
+                 options.std);
   std::error_code ec;
   ENGINE_REQUIRE(fs::is_directory(root, ec), "[ImageFolder] ", root, " is not a directory");
-  for (const auto& entry : fs::directory_iterator(root))
-    if (entry.is_directory()) classes_.push_back(entry.path().filename().string());
+  fs::directory_iterator it(root, ec);
+  ENGINE_REQUIRE(!ec, "[ImageFolder] cannot list ", root, ": ", ec.message());
+  for (const auto& entry : it)
+    if (entry.is_directory(ec)) classes_.push_back(entry.path().filename().string());
   std::sort(classes_.begin(), classes_.end());
   ENGINE_REQUIRE(!classes_.empty(), "[ImageFolder] ", root, " has no class subfolders (expected root/<class>/<image>)");
   for (size_t label = 0; label < classes_.size(); ++label) {
+    const fs::path dir = fs::path(root) / classes_[label];
     std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(fs::path(root) / classes_[label]))
-      if (entry.is_regular_file()) files.push_back(entry.path().string());
+    fs::directory_iterator in(dir, ec);
+    ENGINE_REQUIRE(!ec, "[ImageFolder] cannot list ", dir.string(), ": ", ec.message());
+    for (const auto& entry : in)
+      if (entry.is_regular_file(ec) && is_image_file(entry.path())) files.push_back(entry.path().string());
+    // A class without images would still take a label that no example carries.
+    ENGINE_REQUIRE(!files.empty(), "[ImageFolder] ", dir.string(),
+                   " holds no image (.png, .jpg, .jpeg or .bmp): every class subfolder needs at least one");
     std::sort(files.begin(), files.end());
     for (auto& f : files) {
       files_.push_back(f);
@@ -93,6 +136,22 @@ Example ImageFolder::get(int64_t i) const {
   Tensor img = load_image(files_[size_t(i)], options_.channels);
   if (options_.mean != 0 || options_.std != 1) img = (img - double(options_.mean)) / double(options_.std);
   return {img, scalar_tensor(double(labels_[size_t(i)]), DType::Int64)};
+}
+
+Example ImageFolder::get_batch(const std::vector<int64_t>& indices) const {
+  std::vector<Tensor> inputs, targets;
+  for (int64_t i : indices) {
+    Example e = get(i);
+    // Images of other sizes cannot be stacked: name both files, not just their shapes.
+    ENGINE_REQUIRE(inputs.empty() || e.input.shape() == inputs[0].shape(), "[ImageFolder] ", path(i), " is ",
+                   shape_str(e.input.shape()), " (C, H, W) but ", path(indices[0]), " in the same batch is ",
+                   shape_str(inputs[0].shape()),
+                   ": a batch needs images of one size (resize them first, or use batch "
+                   "size 1)");
+    inputs.push_back(e.input);
+    targets.push_back(e.target);
+  }
+  return {stack(inputs), stack(targets)};
 }
 
 }  // namespace engine::data

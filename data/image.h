@@ -8,7 +8,8 @@
 //   Example e = ds.get(0);                           // e.input (3, H, W), e.target int64 scalar
 //
 // A missing, corrupt, truncated or non-image file throws engine::Error naming the file and
-// stb's reason.
+// stb's reason. ImageFolder takes only files named .png, .jpg, .jpeg or .bmp (any case), and
+// refuses a class subfolder with none.
 #pragma once
 
 #include <string>
@@ -36,6 +37,8 @@ class ImageFolder : public Dataset {
   explicit ImageFolder(const std::string& root, ImageFolderOptions options = {});
   int64_t size() const override { return int64_t(files_.size()); }
   Example get(int64_t i) const override;  // decodes the image on each call
+  // Stacks the images; images of other sizes are refused, naming both files.
+  Example get_batch(const std::vector<int64_t>& indices) const override;
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(int64_t i) const { return files_.at(size_t(i)); }
 

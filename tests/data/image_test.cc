@@ -1,5 +1,7 @@
 // Images through stb_image: decoding, round trips, ImageFolder, and bad files named.
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "catch2/catch.hpp"
@@ -68,4 +70,66 @@ TEST_CASE("bad image files are errors that name the file") {
   REQUIRE_THROWS_WITH(ImageFolder(tmp_path("no_such_dir")), Catch::Contains("is not a directory"));
   REQUIRE_THROWS_WITH(save_png(tmp_path("x.png"), zeros({2, 2, 2, 2})),
                       Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
+}
+
+TEST_CASE("ImageFolder takes image files only, and refuses a class without one") {
+  namespace fs = std::filesystem;
+  const fs::path root = tmp_path("folder");
+  fs::remove_all(root);
+  fs::create_directories(root / "cat");
+  fs::create_directories(root / "dog");
+  save_png((root / "cat" / "a.png").string(), full({1, 4, 5}, 0.5));
+  save_png((root / "dog" / "b.PNG").string(), full({1, 4, 5}, 0.25));
+  std::ofstream((root / "cat" / "README.txt").string()) << "notes";
+  std::ofstream((root / "dog" / ".DS_Store").string()) << "x";
+  ImageFolder ds(root.string());
+  REQUIRE(ds.size() == 2);
+  CHECK(ds.path(0) == (root / "cat" / "a.png").string());
+  CHECK(ds.path(1) == (root / "dog" / "b.PNG").string());
+  DataLoader loader(std::make_shared<ImageFolder>(root.string()), {.batch_size = 2});
+  for (const Example& b : loader) CHECK(b.input.shape() == Shape{2, 1, 4, 5});
+  // A class subfolder with no image would own a label no example carries.
+  fs::create_directories(root / "empty");
+  std::ofstream((root / "empty" / "notes.txt").string()) << "none here";
+  REQUIRE_THROWS_WITH(ImageFolder(root.string()),
+                      Catch::Contains("[ImageFolder] " + (root / "empty").string() + " holds no image"));
+  fs::remove_all(root / "empty");
+  REQUIRE_THROWS_WITH(ImageFolder(root.string(), {.channels = 5}), Catch::Contains("channels must be 0 to 4, got 5"));
+  REQUIRE_THROWS_WITH(ImageFolder(root.string(), {.std = 0}), Catch::Contains("std finite and non-zero"));
+}
+
+TEST_CASE("a batch of images of other sizes names both files") {
+  namespace fs = std::filesystem;
+  const fs::path root = tmp_path("sizes");
+  fs::remove_all(root);
+  fs::create_directories(root / "a");
+  save_png((root / "a" / "1.png").string(), full({1, 4, 5}, 0.5));
+  save_png((root / "a" / "2.png").string(), full({1, 6, 5}, 0.5));
+  DataLoader loader(std::make_shared<ImageFolder>(root.string()), {.batch_size = 2});
+  REQUIRE_THROWS_WITH(*loader.begin(),
+                      Catch::Contains((root / "a" / "2.png").string() + " is (1,6,5) (C, H, W) but " +
+                                      (root / "a" / "1.png").string() + " in the same batch is (1,4,5)"));
+}
+
+TEST_CASE("save_png refuses NaN and empty images, and leaves no file behind when it cannot write") {
+  namespace fs = std::filesystem;
+  Tensor img = full({1, 2, 3}, 0.5);
+  img.data<float>()[4] = std::nanf("");  // row 1, column 1
+  REQUIRE_THROWS_WITH(save_png(tmp_path("nan.png"), img),
+                      Catch::Contains("nan.png: the image holds NaN (at channel 0, row 1, column 1)"));
+  CHECK_FALSE(fs::exists(tmp_path("nan.png")));
+  REQUIRE_THROWS_WITH(save_png(tmp_path("empty.png"), zeros({1, 0, 3})), Catch::Contains("0x3 pixels cannot be saved"));
+  REQUIRE_THROWS_WITH(save_png(tmp_path("no_dir/x.png"), zeros({1, 2, 2})),
+                      Catch::Contains("[save_png] cannot write " + tmp_path("no_dir/x.png") + ": No such file"));
+  // A folder where the file should go: the temporary file is removed.
+  fs::create_directories(tmp_path("a_folder.png"));
+  REQUIRE_THROWS_WITH(save_png(tmp_path("a_folder.png"), zeros({1, 2, 2})), Catch::Contains("a_folder.png"));
+  for (const auto& e : fs::directory_iterator(tmp_path("")))
+    CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+  // inf is a value a byte can hold: clamped to white (and -inf to black), as before.
+  Tensor bright = full({1, 1, 2}, 0.0);
+  bright.data<float>()[0] = INFINITY;
+  bright.data<float>()[1] = -INFINITY;
+  save_png(tmp_path("inf.png"), bright);
+  CHECK(load_image(tmp_path("inf.png")).to_vector<float>() == std::vector<float>{1, 0});
 }
