@@ -7,6 +7,7 @@
 //
 // The checkpoint goes to checkpoints/<model>.safetensors in the workspace (under bazel run)
 // or the current folder, unless --checkpoint says otherwise; --no-checkpoint skips it.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -53,11 +54,13 @@ int main(int argc, char** argv) try {
   }
   std::printf("Fashion-MNIST, %s, %s lr %g, batch %lld, %d epochs, 1 process\n", o.model.c_str(), o.optimizer.c_str(),
               o.lr, (long long)o.batch_size, o.epochs);
+  std::fflush(stdout);  // before any error on stderr
   int trained = 0;
   auto model = fmnist::train(o, [&](const fmnist::EpochStats& s) {
     ++trained;
-    std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s%s\n", s.epoch, s.train_loss,
-                100 * s.test_accuracy, s.samples_per_s, o.checkpoint.empty() ? "" : "  (checkpoint saved)");
+    const double loss = std::isnan(s.train_loss) ? std::nan("") : s.train_loss;  // "nan", never printf's "-nan"
+    std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s%s\n", s.epoch, loss, 100 * s.test_accuracy,
+                s.samples_per_s, o.checkpoint.empty() ? "" : "  (checkpoint saved)");
     std::fflush(stdout);
   });
   if (trained == 0) {

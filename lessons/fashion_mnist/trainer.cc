@@ -160,7 +160,7 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
   for (int epoch = done + 1; epoch <= o.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     double loss_sum = 0;
-    int64_t batches = 0, seen = 0;
+    int64_t batches = 0, seen = 0, stepped = 0;
     for (const Example& batch : loader) {
       // Cosine schedule: lr falls smoothly from its peak to 0 over all the run's steps,
       // which settles the weights at the end instead of leaving them bouncing.
@@ -173,7 +173,7 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
         loss = cross_entropy((*model)(Variable(batch.input)), batch.target);
       }
       scaler.scale(loss).backward();
-      scaler.step(*opt);
+      stepped += scaler.step(*opt) ? 1 : 0;
       scaler.update();
       loss_sum += loss.item();
       ++batches;
@@ -193,6 +193,16 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
         "\" holds NaN or inf, and every later step would too. ",
         o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
         "Try a smaller learning rate (this run's peak is ", o.lr, ").");
+    // float16 holds at most 65504: once the weights are large enough for the forward to
+    // overflow, every step's gradients are inf and the scaler skips them all. Lowering the
+    // scale cannot help a forward that overflows, so such a run is stuck for good.
+    ENGINE_REQUIRE(
+        stepped > 0 || batches == 0, "[train] no step of epoch ", epoch, " was taken: the GradScaler skipped all ",
+        batches, " steps, because every step's gradients held inf or NaN (its scale fell to ", scaler.get_scale(),
+        "), so the weights no longer change. Under --autocast fp16 this happens when the float16 forward "
+        "overflows (float16 holds at most 65504). ",
+        o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
+        "Try a smaller learning rate (this run's peak is ", o.lr, "), or --autocast bf16.");
     if (!o.checkpoint.empty()) save(o, *model, *opt, sampler->generator(), epoch);
     on_epoch(s);
   }

@@ -137,6 +137,20 @@ TEST_CASE("a run whose weights become NaN stops there and keeps the last good ch
   CHECK(fmnist::first_non_finite(*fmnist::make_model("mlp", 0)).empty());
 }
 
+TEST_CASE("under float16 autocast, an epoch whose every step the GradScaler skipped stops the run") {
+  fmnist::TrainOptions o = small("mlp");
+  o.autocast = "fp16";
+  o.lr = 100;  // the weights grow until the float16 forward overflows; then every step is skipped
+  o.train_limit = 2000;
+  o.epochs = 3;
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
+                      Catch::Contains("was taken: the GradScaler skipped all") &&
+                          Catch::Contains("the weights no longer change") && Catch::Contains("--autocast bf16"));
+  o.lr = 0.05;  // the same run at the usual rate trains
+  o.epochs = 1;
+  REQUIRE_NOTHROW(fmnist::train(o, [](const fmnist::EpochStats&) {}));
+}
+
 TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted run") {
   fmnist::TrainOptions o = small("mlp");
   o.epochs = 4;
