@@ -105,9 +105,15 @@ class ProcessGroupNCCL : public ProcessGroup {
         nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_, stream_),
         "ncclAllGather");
     Work w = end("all_gather(" + shape_of(input) + ")");
-    outputs->clear();
-    for (int r = 0; r < size_; ++r)
-      outputs->push_back(all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape()));
+    const bool given = given_outputs("all_gather", *outputs, input, size_);
+    if (!given) outputs->clear();
+    for (int r = 0; r < size_; ++r) {
+      Tensor block = all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape());
+      if (given)
+        (*outputs)[size_t(r)].copy_(block);  // on the compute stream, which waits for the collective
+      else
+        outputs->push_back(block);
+    }
     return w;
   }
   Work all_gather_into_tensor(Tensor output, Tensor input) override {
@@ -166,15 +172,17 @@ class ProcessGroupNCCL : public ProcessGroup {
     check(input, "gather");
     ENGINE_REQUIRE(dst >= 0 && dst < size_, "[gather] root ", dst, " is outside 0..", size_ - 1);
     ENGINE_REQUIRE(outputs != nullptr || rank_ != dst, "[gather] outputs is null on the destination rank ", dst);
-    if (outputs) outputs->clear();
+    const bool given = rank_ == dst && given_outputs("gather", *outputs, input, size_);
+    if (outputs && !given) outputs->clear();
+    std::vector<Tensor> got;  // received whole, then copied into the caller's tensors if it gave them
     begin();
     nccl_check(nccl().GroupStart(), "ncclGroupStart");
     if (rank_ == dst) {
       for (int r = 0; r < size_; ++r) {
-        outputs->push_back(empty(input.shape(), input.dtype(), input.device()));
+        got.push_back(empty(input.shape(), input.dtype(), input.device()));
         if (r != rank_)
           nccl_check(
-              nccl().Recv(outputs->back().bytes(), size_t(input.numel()), nccl_type(input.dtype()), r, comm_, stream_),
+              nccl().Recv(got.back().bytes(), size_t(input.numel()), nccl_type(input.dtype()), r, comm_, stream_),
               "ncclRecv");
       }
     } else {
@@ -183,10 +191,16 @@ class ProcessGroupNCCL : public ProcessGroup {
     }
     nccl_check(nccl().GroupEnd(), "ncclGroupEnd");
     if (rank_ == dst)
-      cuda_check(cudaMemcpyAsync((*outputs)[size_t(rank_)].bytes(), input.bytes(), input.nbytes(),
-                                 cudaMemcpyDeviceToDevice, stream_),
-                 "cudaMemcpyAsync");
-    return end("gather(dst " + std::to_string(dst) + ", " + shape_of(input) + ")");
+      cuda_check(
+          cudaMemcpyAsync(got[size_t(rank_)].bytes(), input.bytes(), input.nbytes(), cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync");
+    Work w = end("gather(dst " + std::to_string(dst) + ", " + shape_of(input) + ")");
+    for (size_t r = 0; r < got.size(); ++r)
+      if (given)
+        (*outputs)[r].copy_(got[r]);  // on the compute stream, which waits for the collective
+      else
+        outputs->push_back(got[r]);
+    return w;
   }
   Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src) override {
     check(output, "scatter");

@@ -97,6 +97,24 @@ std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> spl
   return splits;
 }
 
+bool given_outputs(const char* op, const std::vector<Tensor>& outputs, const Tensor& input, int size) {
+  if (outputs.empty()) return false;
+  ENGINE_REQUIRE(outputs.size() == size_t(size), "[", op, "] the output list holds ", outputs.size(),
+                 " tensors, the group has ", size, " ranks: give one per rank (or an empty list to have them made)");
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    const Tensor& o = outputs[r];
+    ENGINE_REQUIRE(o.defined(), "[", op, "] output ", r, " is undefined");
+    ENGINE_REQUIRE(o.shape() == input.shape() && o.dtype() == input.dtype() && o.device() == input.device(), "[", op,
+                   "] output ", r, " is ", shape_str(o.shape()), " ", dtype_name(o.dtype()), " on ", o.device().str(),
+                   ", the input ", shape_str(input.shape()), " ", dtype_name(input.dtype()), " on ",
+                   input.device().str(), ": every output must match the input");
+    ENGINE_REQUIRE(!repeats_elements(o.shape(), o.strides()), "[", op, "] output ", r, " (shape ", shape_str(o.shape()),
+                   ", strides ", shape_str(o.strides()),
+                   ") repeats elements, as an expand() does: it cannot be written into");
+  }
+  return true;
+}
+
 // Backends without these collectives say so by name.
 namespace {
 [[noreturn]] void unsupported(const ProcessGroup& g, const char* what) {

@@ -35,6 +35,12 @@ std::vector<int> checked_group_ranks(std::vector<int> ranks, int size);
 // checked (one per rank, none negative, adding up to t's rows), or equal pieces.
 std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> splits, const Tensor& t, int size);
 
+// all_gather's and gather's output list, as PyTorch takes it: `size` tensors of the
+// input's shape, dtype and device, which the collective writes into (views of a larger
+// tensor too). An empty list is filled with new tensors instead, and this returns false.
+// A list of another length, or a tensor that does not fit, is an error naming it.
+bool given_outputs(const char* op, const std::vector<Tensor>& outputs, const Tensor& input, int size);
+
 // The handle of a collective in flight.
 class Work {
  public:
@@ -81,7 +87,8 @@ class ProcessGroup {
   virtual Work all_reduce(Tensor tensor, ReduceOp op = ReduceOp::Sum) = 0;
   // `root`'s tensor is copied into every rank's tensor.
   virtual Work broadcast(Tensor tensor, int root) = 0;
-  // outputs[r] receives rank r's input (outputs are allocated to the input's shape).
+  // outputs[r] receives rank r's input: written into the tensors given (one per rank, each
+  // of the input's shape), or, for an empty list, into new ones (see given_outputs).
   virtual Work all_gather(std::vector<Tensor>* outputs, Tensor input) = 0;
   // The same into one tensor: output holds size() blocks, block r = rank r's input
   // (PyTorch's all_gather_into_tensor; FSDP gathers a unit's parameters this way).
@@ -94,10 +101,10 @@ class ProcessGroup {
   virtual Work send(Tensor tensor, int dst) = 0;
   virtual Work recv(Tensor tensor, int src) = 0;
 
-  // Rooted collectives. gather: on dst, outputs[r] receives rank r's input (elsewhere
-  // outputs is left empty, and may be null, as PyTorch's gather_list=None). scatter: rank r's output receives src's
-  // inputs[r] (inputs is read on src only). reduce: dst's tensor ends with op over every rank's tensor; the others' are
-  // left as they were.
+  // Rooted collectives. gather: on dst, outputs[r] receives rank r's input, as all_gather's
+  // (elsewhere outputs is left empty, and may be null, as PyTorch's gather_list=None). scatter: rank r's output
+  // receives src's inputs[r] (inputs is read on src only). reduce: dst's tensor ends with op over every rank's tensor;
+  // the others' are left as they were.
   virtual Work gather(std::vector<Tensor>* outputs, Tensor input, int dst);
   virtual Work scatter(Tensor output, const std::vector<Tensor>& inputs, int src);
   virtual Work reduce(Tensor tensor, int dst, ReduceOp op = ReduceOp::Sum);

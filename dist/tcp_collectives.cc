@@ -59,8 +59,10 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
 Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
   require_cpu_tensor("all_gather", input);
   ENGINE_REQUIRE(outputs != nullptr, "[all_gather] outputs is null");
-  outputs->assign(size_t(size_), Tensor());
-  for (auto& o : *outputs) o = empty(input.shape(), input.dtype());
+  if (!given_outputs("all_gather", *outputs, input, size_)) {
+    outputs->assign(size_t(size_), Tensor());
+    for (auto& o : *outputs) o = empty(input.shape(), input.dtype());
+  }
   return enqueue(make_desc(kAllGather, &input), [this, outputs, input](const MessageHeader& desc, Deadline d) {
     // Gather into one buffer of size() blocks (block r = rank r's input), ring-style, then
     // split it into the outputs.

@@ -36,9 +36,11 @@ Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst
   require_cpu_tensor("gather", input);
   require_root("gather", dst, size_);
   ENGINE_REQUIRE(outputs != nullptr || rank_ != dst, "[gather] outputs is null on the destination rank ", dst);
-  if (outputs) outputs->clear();
-  if (rank_ == dst)
+  if (rank_ != dst) {
+    if (outputs) outputs->clear();
+  } else if (!given_outputs("gather", *outputs, input, size_)) {
     for (int r = 0; r < size_; ++r) outputs->push_back(empty(input.shape(), input.dtype()));
+  }
   return enqueue(make_desc(kGather, &input, ReduceOp::Sum, dst),
                  [this, outputs, input, dst](const MessageHeader& desc, Deadline d) {
                    MessageHeader h = desc, ack = desc;
@@ -50,11 +52,18 @@ Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst
                      if (acks) recv_message(dst, ack, nullptr, d);  // so a sender learns of a mismatch too
                      return;
                    }
-                   for (int r = 0; r < size_; ++r)
-                     if (r == rank_)
-                       (*outputs)[size_t(r)].copy_(input);
-                     else
-                       recv_message(r, h, (*outputs)[size_t(r)].bytes(), d);
+                   for (int r = 0; r < size_; ++r) {
+                     Tensor& out = (*outputs)[size_t(r)];
+                     if (r == rank_) {
+                       out.copy_(input);
+                     } else if (out.is_contiguous()) {
+                       recv_message(r, h, out.bytes(), d);
+                     } else {  // a strided view the caller gave: received whole, then copied in
+                       Tensor whole = empty(input.shape(), input.dtype());
+                       recv_message(r, h, whole.bytes(), d);
+                       out.copy_(whole);
+                     }
+                   }
                    for (int r = 0; r < size_ && acks; ++r)
                      if (r != rank_) send_message(r, ack, nullptr, d);
                  });

@@ -284,3 +284,43 @@ TEST_CASE("shared memory sums and averages floats in rank order, dividing once: 
     });
   }
 }
+
+// As PyTorch's: the tensors in the list are written into, so views of one larger tensor
+// (a row each, or a strided column each) end up holding every rank's input.
+TEST_CASE("all_gather and gather write into given tensors") {
+  for (bool shm : {true, false})
+    for (int world : {1, 2, 3}) {
+      run_threads(
+          world,
+          [world](ProcessGroupTCP& g) {
+            const int r = g.rank();
+            Tensor rows = zeros({world, 3}), cols = zeros({3, world});
+            std::vector<Tensor> row_views, col_views;
+            for (int k = 0; k < world; ++k) row_views.push_back(rows.select(0, k));
+            for (int k = 0; k < world; ++k) col_views.push_back(cols.select(1, k));  // strided
+            g.all_gather(&row_views, full({3}, double(r + 1))).wait();
+            g.all_gather(&col_views, full({3}, double(r + 1))).wait();
+            for (int k = 0; k < world; ++k) {
+              RANK_REQUIRE(rows.at({k, 2}) == k + 1);
+              RANK_REQUIRE(cols.at({2, k}) == k + 1);
+            }
+            Tensor gathered = zeros({3, world});
+            std::vector<Tensor> into;
+            for (int k = 0; k < world; ++k) into.push_back(gathered.select(1, k));
+            g.gather(&into, full({3}, double(10 * (r + 1))), 0).wait();
+            for (int k = 0; k < world; ++k) RANK_REQUIRE(gathered.at({1, k}) == (r == 0 ? 10 * (k + 1) : 0));
+            // Lists that cannot be written into are refused on every rank, before anything is sent.
+            std::vector<Tensor> too_few(size_t(world + 1), zeros({3}));
+            RANK_REQUIRE_THROWS_WITH(g.all_gather(&too_few, zeros({3})),
+                                     Catch::Contains("the output list holds " + std::to_string(world + 1) +
+                                                     " tensors, the group has " + std::to_string(world) + " ranks"));
+            std::vector<Tensor> wrong(size_t(world), zeros({4}));
+            RANK_REQUIRE_THROWS_WITH(g.all_gather(&wrong, zeros({3})),
+                                     Catch::Contains("output 0 is (4,) float32 on cpu, the input (3,) float32 on cpu"));
+            std::vector<Tensor> repeated(size_t(world), zeros({1}).expand({3}));
+            RANK_REQUIRE_THROWS_WITH(g.all_gather(&repeated, zeros({3})), Catch::Contains("repeats elements"));
+            g.barrier().wait();
+          },
+          std::chrono::seconds(20), shm);
+    }
+}

@@ -56,6 +56,16 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
     dist::all_gather(outs, dev);
     RANK_REQUIRE(outs.size() == 1);
     RANK_REQUIRE(outs[0].to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+    // Given tensors are written into, as PyTorch's all_gather and gather do: here a row of
+    // one larger tensor.
+    Tensor rows = zeros({1, 1000}).to(Device::cuda(0));
+    std::vector<Tensor> given{rows.select(0, 0)};
+    dist::all_gather(given, dev);
+    RANK_REQUIRE(rows.to(Device::cpu()).reshape({-1}).to_vector<float>() == host.to_vector<float>());
+    Tensor into = zeros({1, 1000}).to(Device::cuda(0));
+    std::vector<Tensor> gathered{into.select(0, 0)};
+    dist::gather(gathered, dev, 0);
+    RANK_REQUIRE(into.to(Device::cpu()).reshape({-1}).to_vector<float>() == host.to_vector<float>());
     dist::barrier();
     Tensor on_host = arange(0, 10);  // small CPU tensors travel to the GPU and back
     dist::all_reduce(on_host, dist::ReduceOp::Sum);
