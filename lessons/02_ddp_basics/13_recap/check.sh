@@ -30,6 +30,16 @@ grep -q "curves drawn by rank 0: .*curves.png, DDP x2 beside 1 process" "$TEST_T
 "$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" \
   "1 process=$LESSON_OUT/curves_1_process.csv" || fail "the picture does not show both runs"
 echo "ok: one picture shows DDP x2 and 1 process, every point of each"
+# One process's curves are drawn beside a DDP run's only when both ran with the same
+# settings: beside a run with another learning rate they would compare nothing.
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${small[@]}" --lr 0.2 --state "$TEST_TMPDIR/other_state.safetensors" \
+  --checkpoint "$TEST_TMPDIR/other.safetensors" >"$TEST_TMPDIR/other_settings.txt" 2>&1 ||
+  { cat "$TEST_TMPDIR/other_settings.txt"; fail "the recap with --lr 0.2 failed"; }
+grep -q "curves_1_process.csv is from a run with model mlp, epochs 2, batch 64, train-limit 4000, lr 0.1, .*so it is not drawn beside this one (.*lr 0.2" \
+  "$TEST_TMPDIR/other_settings.txt" || fail "another run's curves should not be drawn beside: $(grep curves "$TEST_TMPDIR/other_settings.txt")"
+"$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" ||
+  fail "the picture should show this run alone"
+echo "ok: one process's curves are drawn beside only a run with the same settings"
 # Ranks started with different flags (here rank 1 with another learning rate, as a second
 # machine's launcher might be) are refused at the start, each naming its own settings.
 cat >"$TEST_TMPDIR/other_lr.sh" <<'WRAP'

@@ -73,25 +73,38 @@ Args parse(int argc, char** argv) {
 }
 
 // curves.csv and curves.png: this run's curves, beside one process's when a run on one
-// process (NPROC=1) with the same model and epochs has left curves_1_process.csv here.
-void draw_curves(const std::string& dir, const std::string& model, int world,
+// process (NPROC=1) with the same settings has left curves_1_process.csv here (and its
+// settings in curves_1_process.settings: curves of another model or learning rate beside
+// these would compare nothing).
+void draw_curves(const std::string& dir, const recap::Settings& settings, int world,
                  const std::vector<lessons::EpochPoint>& curves) {
   lessons::write_curves_csv(dir + "/curves.csv", curves);
   const std::string mine = world == 1 ? "1 process" : "DDP x" + std::to_string(world);
-  if (world == 1) lessons::write_curves_csv(dir + "/curves_1_process.csv", curves);
-  std::vector<lessons::CurveRun> runs = {{mine, curves}};
-  const std::string alone_csv = dir + "/curves_1_process.csv";
-  if (world > 1 && std::ifstream(alone_csv).good()) {
-    const auto alone = lessons::read_curves_csv(alone_csv);
-    if (alone.size() == curves.size()) runs.push_back({"1 process", alone});
+  const std::string alone_csv = dir + "/curves_1_process.csv", alone_settings = dir + "/curves_1_process.settings";
+  const std::string my_settings = recap::settings_text(settings);
+  if (world == 1) {
+    lessons::write_curves_csv(alone_csv, curves);
+    std::ofstream(alone_settings) << my_settings << "\n";
   }
-  lessons::save_curves_png(dir + "/curves.png", runs, "Fashion-MNIST " + model);
+  std::vector<lessons::CurveRun> runs = {{mine, curves}};
+  std::string not_beside;  // why one process's curves are not drawn beside these
+  if (world > 1 && std::ifstream(alone_csv).good()) {
+    std::string theirs;
+    std::getline(std::ifstream(alone_settings), theirs);
+    if (theirs == my_settings)
+      runs.push_back({"1 process", lessons::read_curves_csv(alone_csv)});
+    else
+      not_beside = "; " + alone_csv + " is from a run with " + (theirs.empty() ? "unknown settings" : theirs) +
+                   ", so it is not drawn beside this one (" + my_settings + "): run NPROC=1 with these flags";
+  } else if (world > 1) {
+    not_beside = "; run it once with NPROC=1 to draw one process beside it";
+  }
+  lessons::save_curves_png(dir + "/curves.png", runs, "Fashion-MNIST " + settings.model);
   if (runs.size() == 2)
     std::printf("curves drawn by rank 0: %s/curves.png, %s beside 1 process (%s)\n", dir.c_str(), mine.c_str(),
                 alone_csv.c_str());
   else
-    std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)%s\n", dir.c_str(),
-                world > 1 ? "; run it once with NPROC=1 to draw one process beside it" : "");
+    std::printf("curves drawn by rank 0: %s/curves.png (numbers in curves.csv)%s\n", dir.c_str(), not_beside.c_str());
 }
 
 int main(int argc, char** argv) try {
@@ -157,7 +170,7 @@ int main(int argc, char** argv) try {
   auto stop_if_diverged = [&](const std::string& when) {
     const std::string bad = fmnist::first_non_finite(ddp.module());
     if (bad.empty()) return;
-    if (rank == 0 && !curves.empty()) draw_curves(dir, args.model, world, curves);  // the picture shows where
+    if (rank == 0 && !curves.empty()) draw_curves(dir, settings, world, curves);  // the picture shows where
     ENGINE_REQUIRE(rank != 0, "training diverged ", when, ": the model's \"", bad,
                    "\" holds NaN or inf, and every later step would too. Nothing was saved: ", state_path, " and ",
                    checkpoint_path, " keep what they held. Try a smaller --lr (this run's peak is ", args.lr,
@@ -236,7 +249,7 @@ int main(int argc, char** argv) try {
   if (rank == 0) {
     lessons::report("steps", double(state.step));  // optimizer steps in all (lesson 2, step 16)
     std::printf("checkpoint saved by rank 0: %s\n", path.c_str());
-    draw_curves(dir, args.model, world, curves);
+    draw_curves(dir, settings, world, curves);
     if (!save_ms.empty()) {
       std::sort(save_ms.begin(), save_ms.end());
       std::printf("training state saved %zu times by rank 0 (%s), %.1f ms each (median)\n", save_ms.size(),

@@ -60,12 +60,16 @@ std::vector<double> gather_loss_sums(double mine) {
   return sums;
 }
 
-void require_same_settings(const Settings& s) {
-  std::ostringstream shown;  // for people; the hash takes every digit
+std::string settings_text(const Settings& s) {
+  std::ostringstream shown;
   shown << "model " << s.model << ", epochs " << s.epochs << ", batch " << s.batch << ", train-limit " << s.train_limit
         << ", lr " << s.lr << ", warmup-epochs " << s.warmup_epochs;
-  const std::string text = shown.str();
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  return shown.str();
+}
+
+void require_same_settings(const Settings& s) {
+  const std::string text = settings_text(s);  // for people; the hash takes every digit
+  uint64_t hash = 1469598103934665603ull;     // FNV-1a
   for (unsigned char c : text + exact(s.lr) + exact(s.warmup_epochs)) hash = (hash ^ c) * 1099511628211ull;
   int64_t mine;
   std::memcpy(&mine, &hash, sizeof mine);

@@ -28,6 +28,9 @@ struct Settings {
   double warmup_epochs = 0;  // the learning rate rises linearly from 0 over these first epochs
 };
 
+// "model mlp, epochs 10, batch 64, train-limit 0, lr 0.1, warmup-epochs 0".
+std::string settings_text(const Settings& settings);
+
 // Every rank must train with the same settings: ranks started by hand, or one launcher per
 // machine, can be given different flags, and a different learning rate on one rank would
 // let the replicas drift apart without any error. Collective: compares a hash of the
