@@ -96,3 +96,14 @@ grep -qx "1,nan,.*" "$LESSON_OUT/curves.csv" || fail "curves.csv should hold epo
 "$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" ||
   fail "the picture does not show the diverged run's finite points"
 echo "ok: a run that diverges stops at once, says why, and keeps the last good state"
+# --twin (step 14) into a folder an earlier run with more ranks used: the comparison counts
+# ranks by their files, so the files of ranks this run does not have are removed.
+mkdir -p "$TEST_TMPDIR/twin"
+touch "$TEST_TMPDIR/twin/losses_rank5.txt" "$TEST_TMPDIR/twin/order_rank2.txt" "$TEST_TMPDIR/twin/notes_rank3.txt"
+"$root/dist/launch" --nproc_per_node=2 "$recap" --epochs 1 --train-limit 600 --test-limit 100 --twin "$TEST_TMPDIR/twin" \
+  --state "$TEST_TMPDIR/twin_state.safetensors" --checkpoint "$TEST_TMPDIR/twin.safetensors" >"$TEST_TMPDIR/twin.txt" 2>&1 ||
+  { cat "$TEST_TMPDIR/twin.txt"; fail "the recap with --twin failed"; }
+left=$(cd "$TEST_TMPDIR/twin" && ls | grep -E '_rank[0-9]+\.txt$' | sort | tr '\n' ' ')
+[[ "$left" == "losses_rank0.txt losses_rank1.txt notes_rank3.txt order_rank0.txt order_rank1.txt " ]] ||
+  fail "--twin should leave the files of ranks 0 and 1 only (and files not its own), found: $left"
+echo "ok: --twin removes the files an earlier run left for ranks this one does not have"

@@ -16,6 +16,20 @@ TwinRecorder::TwinRecorder(std::string dir, int rank, int world) : dir_(std::mov
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   ENGINE_REQUIRE(!ec, "[twin] cannot create ", dir_, ": ", ec.message());
+  // An earlier run into this folder with more ranks left files for ranks this one does not
+  // have; the comparison counts ranks by their files, so rank 0 removes those.
+  if (rank_ != 0) return;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* prefix : {"losses_rank", "order_rank"}) {
+      const std::string p = prefix;
+      if (name.rfind(p, 0) != 0 || name.size() <= p.size() + 4 || name.substr(name.size() - 4) != ".txt") continue;
+      const std::string digits = name.substr(p.size(), name.size() - p.size() - 4);
+      if (digits.find_first_not_of("0123456789") == std::string::npos && digits.size() < 9 &&
+          std::stoi(digits) >= world_)
+        std::filesystem::remove(entry.path(), ec);
+    }
+  }
 }
 
 namespace {
