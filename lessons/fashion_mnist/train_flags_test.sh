@@ -26,6 +26,7 @@ expect_refused "--batch: expected an integer" --batch=-3
 expect_refused "unknown flag --epoch" --epoch 2
 expect_refused "--model: expected one of mlp|cnn" --model rnn
 expect_refused "--epochs: missing value" --epochs
+expect_refused "--no-checkpoint and --checkpoint cannot be given together" --no-checkpoint
 
 "$train" --help | grep -q -- "--epochs VALUE" || { echo "FAIL: --help does not list --epochs"; exit 1; }
 echo "ok: --help lists the flags"

@@ -35,6 +35,8 @@ int main(int argc, char** argv) try {
   flags.add("--checkpoint", &o.checkpoint, "where to save after each epoch (default: checkpoints/MODEL.safetensors)");
   flags.add("--no-checkpoint", &no_checkpoint, "save nothing");
   flags.add("--resume", &o.resume, "continue from the checkpoint");
+  flags.exclusive("--no-checkpoint", "--checkpoint");
+  flags.exclusive("--no-checkpoint", "--resume");  // nothing to resume from
   flags.parse_or_exit(argc, argv);
   const bool lr_given = flags.given("--lr");
   if (!lr_given && o.optimizer == "adam") o.lr = 1e-3;

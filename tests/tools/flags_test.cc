@@ -134,3 +134,31 @@ TEST_CASE("flags: positional arguments are required, in order") {
   const char* empty[] = {"export", ""};
   CHECK_THROWS_WITH(h.parse(2, empty), "OUT_DIR: expected a value, got an empty string");
 }
+
+TEST_CASE("flags: two that contradict each other are refused together") {
+  auto make = [](bool* off, std::string* path, bool* resume) {
+    Flags f("train", "");
+    f.add("--no-checkpoint", off, "save nothing");
+    f.add("--checkpoint", path, "where");
+    f.add("--resume", resume, "continue");
+    f.exclusive("--no-checkpoint", "--checkpoint");
+    f.exclusive("--no-checkpoint", "--resume");
+    return f;
+  };
+  bool off = false, resume = false;
+  std::string path;
+  const char* both[] = {"train", "--checkpoint", "x.st", "--no-checkpoint"};
+  CHECK_THROWS_WITH(make(&off, &path, &resume).parse(4, both),
+                    "--no-checkpoint and --checkpoint cannot be given together");
+  const char* resume_nothing[] = {"train", "--resume", "--no-checkpoint"};
+  CHECK_THROWS_WITH(make(&off, &path, &resume).parse(3, resume_nothing),
+                    "--no-checkpoint and --resume cannot be given together");
+  const char* switched_off[] = {"train", "--no-checkpoint=false", "--checkpoint", "x.st"};
+  CHECK(make(&off, &path, &resume).parse(4, switched_off));
+  CHECK(path == "x.st");
+  const char* one[] = {"train", "--no-checkpoint"};
+  CHECK(make(&off, &path, &resume).parse(2, one));
+  CHECK(off);
+  Flags f("p", "");
+  CHECK_THROWS_WITH(f.exclusive("--a", "--b"), Catch::Contains("both must be added first"));
+}

@@ -128,6 +128,7 @@ bool Flags::parse(int argc, const char* const* argv) {
       const std::string value = arg.substr(eq + 1);
       if (f->kind != Flag::List) {
         f->set(value);
+        f->off = f->kind == Flag::Switch && value == "false";
         continue;
       }
       std::stringstream items(value);
@@ -145,7 +146,16 @@ bool Flags::parse(int argc, const char* const* argv) {
     }
   }
   ENGINE_REQUIRE(next_positional == positionals_.size(), "missing argument ", positionals_[next_positional].name);
+  for (const auto& [a, b] : exclusive_) {
+    const Flag *fa = find(a), *fb = find(b);
+    ENGINE_REQUIRE(!(fa->given && !fa->off && fb->given && !fb->off), a, " and ", b, " cannot be given together");
+  }
   return true;
+}
+
+void Flags::exclusive(const std::string& a, const std::string& b) {
+  ENGINE_REQUIRE(find(a) && find(b), "[Flags] exclusive(", a, ", ", b, "): both must be added first");
+  exclusive_.emplace_back(a, b);
 }
 
 void Flags::parse_or_exit(int argc, const char* const* argv) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engine {
@@ -46,6 +47,9 @@ class Flags {
   void parse_or_exit(int argc, const char* const* argv);
 
   bool given(const std::string& name) const;  // was the flag on the command line?
+  // Two flags that contradict each other (--no-checkpoint and --checkpoint PATH): parse()
+  // refuses a command line that gives both (a switch given as =false does not count).
+  void exclusive(const std::string& a, const std::string& b);
   std::string usage() const;
 
  private:
@@ -54,12 +58,14 @@ class Flags {
     enum Kind { Value, Switch, List } kind = Value;
     std::function<void(const std::string&)> set;  // parses one value, throws on junk
     bool given = false;
+    bool off = false;  // a switch given as --name=false
   };
   void add_flag(Flag f);
   Flag* find(const std::string& name);
 
   std::string program_, about_;
   std::vector<Flag> flags_, positionals_;
+  std::vector<std::pair<std::string, std::string>> exclusive_;
 };
 
 }  // namespace engine
