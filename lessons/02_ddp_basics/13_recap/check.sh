@@ -87,6 +87,8 @@ grep -q "^\[rank 0\] 13_recap: training diverged in epoch 1: the model's \".*\" 
   "$TEST_TMPDIR/diverged.txt" || fail "rank 0 should say the run diverged: $(cat "$TEST_TMPDIR/diverged.txt")"
 grep -q "^\[rank 1\] 13_recap: training diverged in epoch 1 (on every rank: rank 0 says more)" \
   "$TEST_TMPDIR/diverged.txt" || fail "rank 1 should stop too: $(cat "$TEST_TMPDIR/diverged.txt")"
+grep -q "^launch: rank 0 (pid [0-9]*) exited with status 1" "$TEST_TMPDIR/diverged.txt" ||
+  fail "the launcher should name rank 0, whose error explains: $(grep '^launch' "$TEST_TMPDIR/diverged.txt")"
 grep -q "^\[rank 0\] epoch  2" "$TEST_TMPDIR/diverged.txt" && fail "no epoch should follow the one that diverged"
 cmp -s "$LESSON_OUT/state_mlp.safetensors" "$TEST_TMPDIR/state_before.safetensors" ||
   fail "the training state was overwritten by a diverged run"

@@ -175,6 +175,11 @@ int main(int argc, char** argv) try {
                    "\" holds NaN or inf, and every later step would too. Nothing was saved: ", state_path, " and ",
                    checkpoint_path, " keep what they held. Try a smaller --lr (this run's peak is ", args.lr,
                    ") or a warm-up (--warmup-epochs 1).");
+    // The others wait for rank 0 to leave (its barrier never comes), so that its explanation
+    // is the first error and the one the launcher names.
+    try {
+      dist::barrier();
+    } catch (const std::exception&) {}
     ENGINE_REQUIRE(false, "training diverged ", when, " (on every rank: rank 0 says more)");
   };
   // Every rank calls it (the loss sums are gathered); rank 0 writes, and times the writes.
