@@ -76,7 +76,7 @@ TEST_CASE("a malformed CSV is named with its line") {
 
 TEST_CASE("a loss that became NaN or inf is left out of the chart, the rest drawn in range") {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  LineChart chart{"diverged", "epoch", "loss"};
+  LineChart chart{"diverged", "epoch", "loss", {}};
   chart.series.push_back({"train loss", kBlue, {{1, 0.5}, {2, nan}, {3, inf}, {4, 0.3}}});
   chart.save_png(tmp_path("diverged.png"));
   CHECK(check_chart_png(tmp_path("diverged.png"), chart).empty());
@@ -91,13 +91,13 @@ TEST_CASE("a loss that became NaN or inf is left out of the chart, the rest draw
 }
 
 TEST_CASE("a flat series gets a range its tick labels can tell apart") {
-  LineChart chart{"flat", "epoch", "accuracy"};
+  LineChart chart{"flat", "epoch", "accuracy", {}};
   chart.series.push_back({"test accuracy", kOrange, {{1, 10.7}, {2, 10.7}, {3, 10.7}}});
   // 5% of the value each side: 10.7 * 1.04 is inside the plot, well above 10.7.
   const int at = chart.to_pixel(1, 10.7).second, above = chart.to_pixel(1, 10.7 * 1.04).second;
   CHECK(above > 40);
   CHECK(at - above > 100);
-  LineChart zero{"zero", "epoch", "loss"};
+  LineChart zero{"zero", "epoch", "loss", {}};
   zero.series.push_back({"loss", kBlue, {{1, 0}, {2, 0}}});
   CHECK(zero.to_pixel(1, 0).second - zero.to_pixel(1, 0.9).second > 100);
 }
