@@ -99,13 +99,13 @@ class ProcessGroupNCCL : public ProcessGroup {
   }
   Work all_gather(std::vector<Tensor>* outputs, Tensor input) override {
     check(input, "all_gather");
+    const bool given = given_outputs("all_gather", *outputs, input, size_);  // refused before anything is sent
     Tensor all = empty({int64_t(size_) * input.numel()}, input.dtype(), input.device());
     begin();
     nccl_check(
         nccl().AllGather(input.bytes(), all.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_, stream_),
         "ncclAllGather");
     Work w = end("all_gather(" + shape_of(input) + ")");
-    const bool given = given_outputs("all_gather", *outputs, input, size_);
     if (!given) outputs->clear();
     for (int r = 0; r < size_; ++r) {
       Tensor block = all.narrow(0, int64_t(r) * input.numel(), input.numel()).view(input.shape());

@@ -186,23 +186,24 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EpochStats s{epoch, loss_sum / double(std::max<int64_t>(batches, 1)), test_accuracy(*model, o.test_limit),
                  double(seen) / seconds};
+    // A run that cannot go on (the two checks below) stops here, before the save: the
+    // checkpoint keeps its last good epoch.
+    const std::string kept =
+        o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ";
     const std::string diverged = first_non_finite(*model);
-    ENGINE_REQUIRE(
-        diverged.empty(), "[train] training diverged in epoch ", epoch, " (mean loss ",
-        std::isnan(s.train_loss) ? "nan" : std::to_string(s.train_loss), "): the model's \"", diverged,
-        "\" holds NaN or inf, and every later step would too. ",
-        o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
-        "Try a smaller learning rate (this run's peak is ", o.lr, ").");
+    ENGINE_REQUIRE(diverged.empty(), "[train] training diverged in epoch ", epoch, " (mean loss ",
+                   std::isnan(s.train_loss) ? "nan" : std::to_string(s.train_loss), "): the model's \"", diverged,
+                   "\" holds NaN or inf, and every later step would too. ", kept,
+                   "Try a smaller learning rate (this run's peak is ", o.lr, ").");
     // float16 holds at most 65504: once the weights are large enough for the forward to
     // overflow, every step's gradients are inf and the scaler skips them all. Lowering the
     // scale cannot help a forward that overflows, so such a run is stuck for good.
-    ENGINE_REQUIRE(
-        stepped > 0 || batches == 0, "[train] no step of epoch ", epoch, " was taken: the GradScaler skipped all ",
-        batches, " steps, because every step's gradients held inf or NaN (its scale fell to ", scaler.get_scale(),
-        "), so the weights no longer change. Under --autocast fp16 this happens when the float16 forward "
-        "overflows (float16 holds at most 65504). ",
-        o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
-        "Try a smaller learning rate (this run's peak is ", o.lr, "), or --autocast bf16.");
+    ENGINE_REQUIRE(stepped > 0 || batches == 0, "[train] no step of epoch ", epoch,
+                   " was taken: the GradScaler skipped all ", batches,
+                   " steps, because every step's gradients held inf or NaN (its scale fell to ", scaler.get_scale(),
+                   "), so the weights no longer change. Under --autocast fp16 this happens when the float16 forward "
+                   "overflows (float16 holds at most 65504). ",
+                   kept, "Try a smaller learning rate (this run's peak is ", o.lr, "), or --autocast bf16.");
     if (!o.checkpoint.empty()) save(o, *model, *opt, sampler->generator(), epoch);
     on_epoch(s);
   }
