@@ -1,6 +1,7 @@
 #include "dist/powersgd.h"
 
 #include <cmath>
+#include <memory>
 
 #include "tensor/ops.h"
 
@@ -56,6 +57,38 @@ void count_step(PowerSGDState& s, bool last_bucket) {
   if (last_bucket) ++s.iter;
 }
 
+// Settings that would make every gradient zero or NaN are refused by name, at the first
+// bucket (the state is a plain struct, filled in by the caller).
+void check_settings(const PowerSGDState& s) {
+  ENGINE_REQUIRE(s.matrix_approximation_rank >= 1, "[PowerSGD] matrix_approximation_rank must be at least 1, got ",
+                 s.matrix_approximation_rank, " (rank 0 would send nothing, and every compressed gradient would be 0)");
+  ENGINE_REQUIRE(std::isfinite(s.min_compression_rate) && s.min_compression_rate >= 0,
+                 "[PowerSGD] min_compression_rate must be a finite number >= 0, got ", s.min_compression_rate);
+  ENGINE_REQUIRE(std::isfinite(s.orthogonalization_epsilon) && s.orthogonalization_epsilon >= 0,
+                 "[PowerSGD] orthogonalization_epsilon must be a finite number >= 0, got ",
+                 s.orthogonalization_epsilon);
+}
+
+// Whether some column of q (m x r) is all zeros: a warm-start Q that came from a gradient
+// that was 0 (Q = M^T P = 0). Kept, it would give P = M Q = 0 in every later step, and
+// that matrix would never be sent again; such a Q is drawn afresh instead.
+bool has_zero_column(const Tensor& q) {
+  const int64_t n = q.size(0), r = q.size(1);
+  const float* a = q.data<float>();
+  for (int64_t i = 0; i < r; ++i) {
+    bool zero = true;
+    for (int64_t k = 0; k < n && zero; ++k) zero = a[k * r + i] == 0;
+    if (zero) return true;
+  }
+  return false;
+}
+
+Tensor random_q(PowerSGDState& s, int64_t m, int64_t r) {
+  Tensor q = randn({m, r}, &s.rng);
+  orthogonalize(q, s.orthogonalization_epsilon);
+  return q;
+}
+
 }  // namespace
 
 void orthogonalize(Tensor& p, double epsilon) {
@@ -66,6 +99,10 @@ void orthogonalize(Tensor& p, double epsilon) {
   for (int64_t i = 0; i < r; ++i) {
     double norm = 0;
     for (int64_t k = 0; k < n; ++k) norm += double(a[k * r + i]) * a[k * r + i];
+    // A zero column (the gradient was 0) stays 0: its share of P Q^T is then 0, which is
+    // that gradient exactly. Divided by its norm it would be 0 / 0 = NaN in every element,
+    // as in PyTorch with its default epsilon of 0.
+    if (norm == 0) continue;
     const double inv = 1.0 / (std::sqrt(norm) + epsilon);
     for (int64_t k = 0; k < n; ++k) a[k * r + i] = float(a[k * r + i] * inv);
     for (int64_t j = i + 1; j < r; ++j) {  // remove column i from the later columns
@@ -77,6 +114,7 @@ void orthogonalize(Tensor& p, double epsilon) {
 }
 
 Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
+  check_settings(s);
   ProcessGroup& group = s.group ? *s.group : *b.group;
   const double world = double(group.size());
   if (s.iter < s.start_powerSGD_iter) {  // plain all-reduce while training settles, on the state's group
@@ -94,16 +132,16 @@ Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
   Plan plan = plan_bucket(s, b);
 
   // Q per matrix: drawn once (or every step without warm start), the same on every rank
-  // because every rank draws from the same generator in the same order.
+  // because every rank draws from the same generator in the same order (and a kept Q,
+  // averaged over the ranks, is the same everywhere, so is redrawn everywhere or nowhere).
   std::vector<Tensor>& qs = s.qs[b.index];
   if (!s.warm_start || qs.size() != plan.matrices.size()) {
     qs.clear();
-    for (size_t i = 0; i < plan.matrices.size(); ++i) {
-      Tensor q = randn({plan.matrices[i].size(1), plan.ranks[i]}, &s.rng);
-      orthogonalize(q, s.orthogonalization_epsilon);
-      qs.push_back(q);
-    }
+    for (size_t i = 0; i < plan.matrices.size(); ++i)
+      qs.push_back(random_q(s, plan.matrices[i].size(1), plan.ranks[i]));
   }
+  for (size_t i = 0; i < qs.size(); ++i)
+    if (has_zero_column(qs[i])) qs[i] = random_q(s, plan.matrices[i].size(1), plan.ranks[i]);
   std::vector<Shape> p_shapes, q_shapes, u_shapes;
   for (size_t i = 0; i < plan.matrices.size(); ++i) {
     p_shapes.push_back({plan.matrices[i].size(0), plan.ranks[i]});
@@ -122,14 +160,25 @@ Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
   std::vector<Tensor> ps = views_of(p_flat, p_shapes);
   for (size_t i = 0; i < ps.size(); ++i) matmul(plan.matrices[i], qs[i], ps[i]);
 
+  // A step whose gradients hold inf or NaN on some rank (float16 overflowing under a
+  // GradScaler) makes a sum below (of the uncompressed tensors, of P, or of Q) not finite,
+  // the same on every rank. From there on every rank skips this step's compression alike:
+  // its compressed gradients are NaN, so that the scaler skips the step as it would
+  // without the hook, and the state (residual, warm-start Q) is left as it was. Kept, a
+  // NaN residual or Q would make every later step NaN, and the scaler skip them all.
+  auto not_finite = std::make_shared<bool>(false);
   return Future(u_work, u_flat)
-      .then([&group, plan, u_shapes, p_flat, world](Tensor u_sum) {
+      .then([&group, plan, u_shapes, p_flat, world, not_finite](Tensor u_sum) {
         std::vector<Tensor> us = views_of(u_sum, u_shapes);
         for (size_t i = 0; i < us.size(); ++i) Tensor(plan.uncompressed[i]).copy_(us[i] / world);
+        *not_finite = !all_finite(u_sum);
+        if (*not_finite) return p_flat;
         group.all_reduce(p_flat, ReduceOp::Sum).wait();
+        *not_finite = !all_finite(p_flat);
         return p_flat;
       })
-      .then([&group, &s, plan, ps, &qs, q_shapes, world](Tensor) {
+      .then([&group, &s, plan, ps, &qs, q_shapes, world, not_finite](Tensor p_sum) {
+        if (*not_finite) return p_sum;  // every rank skips the Q all-reduce alike
         // 3. Orthonormal P, then Q = M^T P on each rank, averaged over the ranks.
         for (Tensor p : ps) orthogonalize(p, s.orthogonalization_epsilon);
         Tensor q_flat = flat_of(q_shapes);
@@ -137,14 +186,20 @@ Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
         for (size_t i = 0; i < ps.size(); ++i) matmul(plan.matrices[i].transpose(0, 1), ps[i], q_views[i]);
         group.all_reduce(q_flat, ReduceOp::Sum).wait();
         mul_(q_flat, 1.0 / world);
-        for (size_t i = 0; i < qs.size(); ++i) qs[i] = q_views[i].clone();  // the next step's warm start
+        *not_finite = !all_finite(q_flat);
+        if (!*not_finite)
+          for (size_t i = 0; i < qs.size(); ++i) qs[i] = q_views[i].clone();  // the next step's warm start
         return q_flat;
       })
-      .then([&s, plan, ps, &qs, input, before, index = b.index, last = b.is_last](Tensor) {
+      .then([&s, plan, ps, &qs, input, before, index = b.index, last = b.is_last, not_finite](Tensor) {
+        count_step(s, last);
+        if (*not_finite) {
+          for (const Tensor& m : plan.matrices) Tensor(m).fill_(std::nan(""));
+          return input;
+        }
         // 4. M ~ P Q^T, written over the gradient in the bucket; the residual is kept.
         for (size_t i = 0; i < ps.size(); ++i) matmul(ps[i], qs[i].transpose(0, 1), plan.matrices[i]);
         if (s.use_error_feedback) s.error[index] = before - input;
-        count_step(s, last);
         return input;
       });
 }

@@ -16,6 +16,13 @@
 // (biases: (n + m) r * min_compression_rate >= n m) are all-reduced as they are, in one
 // message per bucket. The first start_powerSGD_iter steps are plain all-reduce (training is
 // sensitive early on, as the paper and PyTorch advise).
+//
+// Where this differs from PyTorch's hook (which turns both cases into NaN for good): a
+// gradient that is exactly 0 is sent as 0 (Gram-Schmidt leaves its zero column alone, and
+// a warm-start Q that became 0 is drawn again); a step whose gradients hold inf or NaN on
+// any rank (float16 overflowing under a GradScaler) comes out NaN on every rank, so that
+// the scaler skips it, and leaves the residual and Q as they were. Settings that would
+// send nothing or NaN (rank 0, a NaN rate or epsilon) are refused at the first bucket.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +54,8 @@ struct PowerSGDState {
 Future powerSGD_hook(PowerSGDState& state, GradBucket& bucket);
 
 // Orthonormalises the columns of `p` (n x r, contiguous) in place by Gram-Schmidt; epsilon
-// is added to each norm before dividing (0 leaves a zero column as NaN, as PyTorch does).
+// is added to each norm before dividing. A column of zeros stays zeros (PyTorch's
+// divides 0 by 0 there: NaN).
 void orthogonalize(Tensor& p, double epsilon = 0);
 
 }  // namespace engine::dist

@@ -248,6 +248,107 @@ TEST_CASE("PowerSGD's error feedback: what it sent plus what it holds back is th
   }
 }
 
+TEST_CASE("PowerSGD refuses settings that would make every gradient 0 or NaN") {
+  const auto refused = [](PowerSGDState s, const std::string& why) {
+    std::vector<PowerSGDState> states(2, s);
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      DistributedDataParallel ddp(mlp(), {.group = &g});
+      ddp.register_comm_hook([&st = states[size_t(g.rank())]](GradBucket& b) { return powerSGD_hook(st, b); });
+      RANK_REQUIRE_THROWS_WITH(loss_of(ddp, g.rank(), 0).backward(), Catch::Contains(why));
+    });
+  };
+  refused({.matrix_approximation_rank = 0}, "matrix_approximation_rank must be at least 1, got 0");
+  refused({.min_compression_rate = NAN}, "min_compression_rate must be a finite number >= 0, got nan");
+  refused({.orthogonalization_epsilon = -1}, "orthogonalization_epsilon must be a finite number >= 0, got -1");
+}
+
+TEST_CASE("orthogonalize leaves a zero column 0, not NaN") {
+  Tensor p = from_vector(std::vector<float>{0, 3, 0, 4}, {2, 2});  // columns (0, 0) and (3, 4)
+  orthogonalize(p);
+  REQUIRE(p.to_vector<float>() == std::vector<float>{0, 0.6f, 0, 0.8f});
+}
+
+// Rank 0's averaged gradients after each of `steps` (the data of step k is loss_of(.., k)),
+// PowerSGD at rank 1 from the first step, one bucket. At step `poison` rank 1's bucket
+// element `element` is made inf before the hook sees it; zero_input makes every rank's
+// input 0 at step 0 (so the first layer's weight gradient is exactly 0).
+std::vector<std::vector<float>> powersgd_steps(const std::vector<int>& steps, int poison = -1, int element = 0,
+                                               bool zero_input = false) {
+  std::vector<PowerSGDState> states(2, PowerSGDState{.start_powerSGD_iter = 0});
+  std::vector<std::vector<float>> out;
+  std::mutex mu;
+  run_threads(
+      2,
+      [&](ProcessGroupTCP& g) {
+        DistributedDataParallel ddp(mlp(), {.bucket_cap_mb = 25, .first_bucket_mb = 25, .group = &g});  // 1 bucket
+        PowerSGDState& s = states[size_t(g.rank())];
+        int step = 0;
+        ddp.register_comm_hook([&](GradBucket& b) {
+          if (step == poison && g.rank() == 1) {
+            float* at = b.buffer.data<float>() + element;
+            *at = INFINITY;
+          }
+          return powerSGD_hook(s, b);
+        });
+        for (int k : steps) {
+          step = k;
+          ddp.zero_grad();
+          Generator gen(uint64_t(1000 * k + g.rank()));
+          Tensor x = randn({8, 6}, &gen);
+          if (zero_input && k == 0) x = zeros({8, 6});
+          cross_entropy(ddp(Variable(x)), randint(0, 4, {8}, &gen)).backward();
+          std::lock_guard<std::mutex> lock(mu);
+          if (g.rank() == 0) out.push_back(flat_grads(ddp.module()));
+        }
+        for (const auto& [index, e] : s.error) RANK_REQUIRE(all_finite(e));
+        for (const auto& [index, qs] : s.qs)
+          for (const Tensor& q : qs) RANK_REQUIRE(all_finite(q));
+      },
+      std::chrono::seconds(20), false);
+  return out;
+}
+
+bool finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+TEST_CASE("PowerSGD: a gradient that is exactly 0 is sent as 0, and the next ones still travel") {
+  // mlp()'s first weight is 16 x 6 (compressed at rank 1); with inputs of 0 its gradient
+  // G^T X is 0 on every rank. Parameters in order: 0.weight (96), 0.bias, 2.weight, 2.bias.
+  const auto grads = powersgd_steps({0, 1, 2}, -1, 0, /*zero_input=*/true);
+  const auto first_weight = [](const std::vector<float>& g) { return std::vector<float>(g.begin(), g.begin() + 96); };
+  REQUIRE(finite(grads[0]));  // 0 / 0 in Gram-Schmidt made every gradient NaN
+  REQUIRE(first_weight(grads[0]) == std::vector<float>(96, 0.0f));
+  // Its warm-start Q was 0 (Q = M^T P): kept, every later P = M Q would be 0 too, and the
+  // layer would never be sent again. It is drawn afresh.
+  for (int k : {1, 2}) {
+    REQUIRE(finite(grads[size_t(k)]));
+    double norm = 0;
+    for (float v : first_weight(grads[size_t(k)])) norm += double(v) * v;
+    REQUIRE(norm > 1e-6);
+  }
+}
+
+TEST_CASE("PowerSGD: a step with inf on one rank is NaN for all, and leaves the state as it was") {
+  // What a GradScaler meets in float16: a step that overflows must come out not finite (so
+  // the scaler skips it), and the next steps must be what they would have been without it.
+  // A NaN residual or warm-start Q kept from it made every later step NaN: the scaler then
+  // skipped every step for good. Element 0 of the bucket is 2.bias[0] (sent uncompressed),
+  // element 4 is 2.weight[0][0] (compressed).
+  const auto clean = powersgd_steps({0, 2, 3});
+  REQUIRE(finite(clean[2]));
+  for (int element : {0, 4}) {
+    INFO("inf at bucket element " << element);
+    const auto poisoned = powersgd_steps({0, 1, 2, 3}, /*poison=*/1, element);
+    REQUIRE(poisoned[0] == clean[0]);
+    REQUIRE_FALSE(finite(poisoned[1]));
+    REQUIRE(poisoned[2] == clean[1]);
+    REQUIRE(poisoned[3] == clean[2]);
+  }
+}
+
 // 30 SGD steps of mlp() on 2 ranks with `hook` (none when empty): rank 0's final weights
 // and its loss on a held-out batch.
 std::pair<std::vector<float>, double> train(const std::function<CommHook(int rank)>& hook_for) {
