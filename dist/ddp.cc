@@ -167,6 +167,9 @@ void DistributedDataParallel::reduce_zero_buckets() {
     b->buffer.zero_();
     group_->all_reduce(b->buffer, ReduceOp::Avg).wait();
   }
+  // The others' average lands in .grad here too, as on a rank that trained: an optimizer
+  // that steps on every rank (ZeroRedundancyOptimizer under a Join) reads it.
+  copy_averages_to_grads();
 }
 
 nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
@@ -257,7 +260,13 @@ void DistributedDataParallel::finalize() {
                    avg.defined() ? std::to_string(avg.numel()) + " " + dtype_name(avg.dtype()) : "none");
     if (avg.data<float>() != b->buffer.data<float>()) b->buffer.copy_(avg.reshape(b->buffer.shape()));
   }
-  // The averages go back into .grad, where the optimizer reads them.
+  copy_averages_to_grads();
+  for (auto& b : buckets_) b->launched = false;  // waited for above
+  reset_for_backward();
+}
+
+// The averages go back into .grad, where the optimizer reads them.
+void DistributedDataParallel::copy_averages_to_grads() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor avg = slot(i);
     const Tensor& grad = params_[i].grad();
@@ -268,8 +277,6 @@ void DistributedDataParallel::finalize() {
     else
       params_[i].set_grad(avg.clone());  // none yet, or computed in the bucket: .grad gets its own copy
   }
-  for (auto& b : buckets_) b->launched = false;  // waited for above
-  reset_for_backward();
 }
 
 void save_on_rank0(const std::string& path, const nn::StateDict& state, ProcessGroup* group) {

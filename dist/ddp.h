@@ -104,6 +104,7 @@ class DistributedDataParallel : public nn::Module {
   Tensor slot(size_t param) const;  // the parameter's place in its bucket, shaped like it
   void launch_ready_buckets();
   void finalize();
+  void copy_averages_to_grads();
   void reset_for_backward();
 
   std::shared_ptr<nn::Module> module_;

@@ -3,15 +3,41 @@
 #include <cstdio>
 #include <exception>
 
+#include "dist/sync_batchnorm.h"
 #include "tensor/ops.h"
 
 namespace engine::dist {
+namespace {
 
-Join::Join(DistributedDataParallel& ddp) : ddp_(ddp) {
+// The name of the first SyncBatchNorm in `m` (a path such as "3.1"), or "" if none.
+std::string first_sync_batchnorm(const nn::Module& m, const std::string& path) {
+  if (dynamic_cast<const SyncBatchNorm*>(&m)) return path.empty() ? "(the model itself)" : path;
+  for (const auto& [name, child] : m.children())
+    if (child) {
+      std::string found = first_sync_batchnorm(*child, path.empty() ? name : path + "." + name);
+      if (!found.empty()) return found;
+    }
+  return "";
+}
+
+}  // namespace
+
+Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others) : ddp_(ddp), others_(std::move(others)) {
   ENGINE_REQUIRE(ddp_.join_ == nullptr, "[Join] this DistributedDataParallel is already in a Join");
   ENGINE_REQUIRE(!ddp_.hook_,
                  "[Join] does not work with a communication hook (a finished rank would have to shadow "
                  "the hook's own collectives)");
+  const std::string sync_bn = first_sync_batchnorm(ddp_.module(), "");
+  ENGINE_REQUIRE(sync_bn.empty(), "[Join] the model's layer \"", sync_bn,
+                 "\" is a SyncBatchNorm: its forward and backward are collectives over every rank's batch, which a "
+                 "rank out of data cannot take part in. Give every rank the same number of batches instead "
+                 "(DistributedSampler with drop_last), or use BatchNorm");
+  for (size_t i = 0; i < others_.size(); ++i) {
+    ENGINE_REQUIRE(others_[i] != nullptr, "[Join] joinable ", i, " is null");
+    ENGINE_REQUIRE(others_[i]->join_process_group() == ddp_.group_, "[Join] joinable ", i,
+                   " runs its collectives on another process group than the DistributedDataParallel's: a finished "
+                   "rank shadows one group");
+  }
   ddp_.join_ = this;
 }
 
@@ -32,6 +58,7 @@ int64_t Join::count_training(bool still_training) {
 void Join::shadow_step() {
   ddp_.broadcast_buffers_if_needed();
   ddp_.reduce_zero_buckets();
+  for (Joinable* j : others_) j->join_shadow_step();
 }
 
 // The last rank to finish took every step: its replica is the one to keep.
@@ -46,9 +73,18 @@ int Join::finish() {
   finished_ = true;
   ddp_.join_ = nullptr;  // from here on this rank's forwards (there are none) would not count
   int shadowed = 0;
-  while (count_training(false) > 0) {
-    shadow_step();
-    ++shadowed;
+  try {
+    while (count_training(false) > 0) {
+      shadow_step();
+      ++shadowed;
+    }
+  } catch (const Error& e) {
+    // The others made a collective this rank does not shadow: say what a finished rank can do.
+    if (std::string(e.what()).find("mismatched collectives") == std::string::npos) throw;
+    throw Error(std::string(e.what()) +
+                ". This rank had run out of data and was shadowing the others' steps under a Join, which "
+                "repeats DDP's collectives and those of the joinables given to it (a ZeroRedundancyOptimizer: "
+                "Join(ddp, {&optimizer})); any other collective in the training loop cannot be shadowed");
   }
   sync_final_model(shadowed == 0);
   return shadowed;

@@ -19,15 +19,29 @@
 // Every rank must construct its Join before its first forward and call finish() once.
 // no_sync() is not supported inside a Join (the shadowing rank could not know that a step
 // skipped its all-reduces).
+//
+// Other things that run collectives every step are passed beside the model, as PyTorch's
+// Join([model, optim]): a ZeroRedundancyOptimizer (joinable.h) steps on a finished rank
+// too, with the others' averaged gradients, and all-gathers the shards with them.
+//
+//   dist::ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::Adam, {..., .ddp_averages_gradients = true});
+//   dist::Join join(ddp, {&opt});
+//
+// A model with SyncBatchNorm is refused: its forward and backward are collectives too,
+// interleaved with DDP's, which a finished rank has no batch to run (PyTorch's Join
+// does not shadow them either). Give every rank the same number of batches instead.
 #pragma once
 
+#include <vector>
+
 #include "dist/ddp.h"
+#include "dist/joinable.h"
 
 namespace engine::dist {
 
 class Join {
  public:
-  explicit Join(DistributedDataParallel& ddp);
+  explicit Join(DistributedDataParallel& ddp, std::vector<Joinable*> others = {});
   ~Join();
   Join(const Join&) = delete;
   Join& operator=(const Join&) = delete;
@@ -43,6 +57,7 @@ class Join {
   void sync_final_model(bool last_to_finish);
 
   DistributedDataParallel& ddp_;
+  std::vector<Joinable*> others_;
   bool finished_ = false;
 };
 

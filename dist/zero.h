@@ -10,6 +10,7 @@
 //   DistributedDataParallel ddp(model);
 //   ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::Adam,
 //                               {.adam = {.lr = 1e-3}, .ddp_averages_gradients = true});
+//   dist::Join join(ddp, {&opt});   // uneven inputs (join.h): a finished rank still steps its shard
 //
 // step(): the gradients, flattened into one vector, are reduce-scattered (averaged), so
 // rank r receives the average of shard r only (or, under DDP, rank r takes shard r of the
@@ -23,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "dist/joinable.h"
 #include "dist/process_group.h"
 #include "nn/adam.h"
 #include "nn/sgd.h"
@@ -43,7 +45,7 @@ struct ZeroOptions {
   bool ddp_averages_gradients = false;
 };
 
-class ZeroRedundancyOptimizer {
+class ZeroRedundancyOptimizer : public Joinable {
  public:
   ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind, ZeroOptions options = {});
   void step();
@@ -55,6 +57,11 @@ class ZeroRedundancyOptimizer {
   nn::StateDict consolidate_state_dict(int to = 0);
   // Takes a full (consolidated) state and keeps this rank's shard. Every rank calls it.
   void load_state_dict(const nn::StateDict& full);
+
+  // Under a Join (join.h), a rank out of data still steps its shard with the others'
+  // averaged gradients and all-gathers the shards with them, as PyTorch's ZeRO join hook.
+  void join_shadow_step() override { step(); }
+  const ProcessGroup* join_process_group() const override { return group_; }
 
  private:
   Tensor flatten_grads() const;

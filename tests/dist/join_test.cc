@@ -7,6 +7,8 @@
 
 #include "catch2/catch.hpp"
 #include "dist/join.h"
+#include "dist/sync_batchnorm.h"
+#include "dist/zero.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -110,6 +112,78 @@ TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and eve
       REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
     }
   }
+}
+
+TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard with the others' gradients") {
+  // As PyTorch's Join([model, optim]): each rank owns a shard of the optimizer state, so a
+  // rank out of data must still step its shard (with the others' average, which its shadow
+  // backward leaves in .grad) and all-gather the shards. The result is the same closed form
+  // as DDP with an unsharded optimizer.
+  const std::vector<int> batches{2, 4, 3};
+  const std::vector<float> expect = closed_form(batches);
+  for (bool ddp_averages : {true, false}) {
+    INFO("ddp_averages_gradients " << ddp_averages);
+    std::vector<std::vector<float>> got(batches.size());
+    run_threads(
+        int(batches.size()),
+        [&](ProcessGroupTCP& g) {
+          DistributedDataParallel ddp(mlp(), {.group = &g});
+          ZeroRedundancyOptimizer opt(
+              ddp.parameters(), ZeroOptimizer::SGD,
+              {.sgd = {.lr = 0.1, .momentum = 0.9}, .group = &g, .ddp_averages_gradients = ddp_averages});
+          Join join(ddp, {&opt});
+          for (int s = 0; s < batches[size_t(g.rank())]; ++s) {
+            Tensor x, y;
+            batch(g.rank(), s, &x, &y);
+            opt.zero_grad();
+            cross_entropy(ddp(Variable(x)), y).backward();
+            opt.step();
+          }
+          join.finish();
+          got[size_t(g.rank())] = flat(ddp.module());
+        },
+        10s);
+    for (size_t r = 0; r < batches.size(); ++r) REQUIRE(got[r] == got[0]);
+    for (size_t i = 0; i < expect.size(); ++i) {
+      INFO("parameter value " << i);
+      REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
+    }
+  }
+}
+
+TEST_CASE("Join names what a finished rank cannot shadow: SyncBatchNorm, a ZeRO optimizer not given to it") {
+  run_threads(2, [](ProcessGroupTCP& g) {
+    auto model = std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Linear>(5, 8), std::make_shared<BatchNorm1d>(8)});
+    DistributedDataParallel ddp(convert_sync_batchnorm(model, &g), {.group = &g});
+    RANK_REQUIRE_THROWS_WITH(Join(ddp), Catch::Contains("the model's layer \"1\" is a SyncBatchNorm"));
+  });
+  std::string finished_rank_error;
+  std::mutex mu;
+  run_threads(
+      2,
+      [&](ProcessGroupTCP& g) {
+        DistributedDataParallel ddp(mlp(), {.group = &g});
+        ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
+                                    {.sgd = {.lr = 0.1}, .group = &g, .ddp_averages_gradients = true});
+        Join join(ddp);  // the optimizer left out
+        try {
+          for (int s = 0; s < 1 + g.rank(); ++s) {
+            Tensor x, y;
+            batch(g.rank(), s, &x, &y);
+            opt.zero_grad();
+            cross_entropy(ddp(Variable(x)), y).backward();
+            opt.step();
+          }
+          join.finish();
+        } catch (const Error& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (g.rank() == 0) finished_rank_error = e.what();
+        }
+      },
+      10s);
+  REQUIRE_THAT(finished_rank_error,
+               Catch::Contains("mismatched collectives") && Catch::Contains("Join(ddp, {&optimizer})"));
 }
 
 TEST_CASE("without Join, uneven inputs leave the others waiting until their timeout, which names the rank") {
