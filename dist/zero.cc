@@ -1,10 +1,13 @@
 #include "dist/zero.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "dist/dist.h"
 #include "dist/same_model.h"
 #include "tensor/ops.h"
+#include "tensor/parse.h"
 
 namespace engine::dist {
 
@@ -123,7 +126,57 @@ nn::StateDict ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   return full;
 }
 
+namespace {
+
+// "state.<i>.<name>" split into i and name; any other key is named.
+std::pair<size_t, std::string> state_key(const std::string& key, size_t params) {
+  const size_t dot = key.rfind("state.", 0) == 0 ? key.find('.', 6) : std::string::npos;
+  ENGINE_REQUIRE(dot != std::string::npos && dot + 1 < key.size(), "[ZeroRedundancyOptimizer] key \"", key,
+                 "\" is neither param_groups.<...> nor state.<parameter>.<name>");
+  const int64_t i = parse_int(key.substr(6, dot - 6), "[ZeroRedundancyOptimizer] the parameter of key \"" + key + "\"",
+                              0, int64_t(params) - 1);
+  return {size_t(i), key.substr(dot + 1)};
+}
+
+// A full state is all or nothing per parameter: a parameter with some state has every kind
+// another one has (else its missing elements would start from zero, silently); and the
+// step counts agree, since the shard keeps one for all of them.
+void check_full_state(const nn::StateDict& full, size_t params) {
+  std::map<std::string, std::vector<size_t>> holders;             // state name -> parameters that have it
+  std::map<size_t, std::string> some_state;                       // parameter -> one of its keys
+  std::map<std::string, std::pair<std::string, double>> counter;  // 0-d name -> first key, value
+  bool groups = false;
+  for (const auto& [key, t] : full) {
+    if (key.rfind("param_groups.", 0) == 0) {
+      groups = true;
+      continue;
+    }
+    const auto [i, name] = state_key(key, params);
+    some_state.emplace(i, key);
+    if (t.dim() > 0) {
+      holders[name].push_back(i);
+      continue;
+    }
+    const double v = t.item();
+    auto [first, inserted] = counter.emplace(name, std::make_pair(key, v));
+    ENGINE_REQUIRE(inserted || first->second.second == v, "[ZeroRedundancyOptimizer] the state's \"", name,
+                   "\" differs between parameters (\"", first->second.first, "\" is ", first->second.second, ", \"",
+                   key, "\" is ", v, "): a sharded optimizer keeps one for its whole shard, so it cannot resume them");
+  }
+  ENGINE_REQUIRE(groups, "[ZeroRedundancyOptimizer] the state has no param_groups entries (", full.size(),
+                 " keys): consolidate_state_dict(to) returns the full state on rank `to` only, an empty one elsewhere. "
+                 "Every rank loads the full state (the file rank `to` saved)");
+  for (const auto& [name, who] : holders)
+    for (const auto& [i, key] : some_state)
+      ENGINE_REQUIRE(std::find(who.begin(), who.end(), i) != who.end(), "[ZeroRedundancyOptimizer] the state has \"",
+                     key, "\" but not \"state.", i, ".", name, "\", which parameter ", who[0],
+                     " has: a partial state would start those elements from zero");
+}
+
+}  // namespace
+
 void ZeroRedundancyOptimizer::load_state_dict(const nn::StateDict& full) {
+  check_full_state(full, params_.size());
   nn::StateDict shard;
   std::map<std::string, Tensor> flat;  // state name -> flattened over all parameters
   for (const auto& [key, t] : full) {
@@ -131,11 +184,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const nn::StateDict& full) {
       shard[key] = t;
       continue;
     }
-    const size_t dot = key.find('.', 6);
-    const size_t i = std::stoul(key.substr(6, dot - 6));
-    const std::string name = key.substr(dot + 1);
-    ENGINE_REQUIRE(i < params_.size(), "[ZeroRedundancyOptimizer] state for parameter ", i, " but there are ",
-                   params_.size());
+    const auto [i, name] = state_key(key, params_.size());
     if (t.dim() == 0) {
       shard["state.0." + name] = t;
       continue;

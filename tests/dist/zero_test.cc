@@ -182,6 +182,46 @@ TEST_CASE("a consolidated ZeRO state loads back sharded and training continues i
   });
 }
 
+TEST_CASE("a ZeRO state that is partial, malformed, or another rank's empty one is refused by name, changing nothing") {
+  run_threads(2, [](ProcessGroupTCP& g) {
+    ZeroOptions zo;
+    zo.adam = {.lr = 0.01};
+    zo.group = &g;
+    auto model = small_mlp();
+    ZeroRedundancyOptimizer zero(model->parameters(), ZeroOptimizer::Adam, zo);
+    for (int step = 0; step < 2; ++step) {
+      zero.zero_grad();
+      loss_on(*model, g.rank(), step).backward();
+      zero.step();
+    }
+    const StateDict full = zero.consolidate_state_dict(0);
+    // Rank 1's consolidated state is empty: loading it (instead of the file rank 0 saved)
+    // used to fail in Adam with "missing key param_groups.0.beta1".
+    if (g.rank() == 1)
+      RANK_REQUIRE_THROWS_WITH(zero.load_state_dict(full), Catch::Contains("consolidate_state_dict(to) returns the "
+                                                                           "full state on rank `to` only"));
+    const auto refused = [&](const std::function<void(StateDict&)>& edit, const std::string& why) {
+      if (g.rank() != 0) return;  // rank 0 holds the full state
+      StateDict bad = full;
+      edit(bad);
+      RANK_REQUIRE_THROWS_WITH(zero.load_state_dict(bad), Catch::Contains(why));
+    };
+    // A parameter without its exp_avg: its elements would have started from zero, silently.
+    refused([](StateDict& s) { s.erase("state.1.exp_avg"); },
+            "has \"state.1.exp_avg_sq\" but not \"state.1.exp_avg\", which parameter 0 has");
+    refused([](StateDict& s) { s["state.1.step"] = from_vector(std::vector<int64_t>{7}).reshape({}); },
+            "the state's \"step\" differs between parameters");
+    refused([](StateDict& s) { s["state.x.exp_avg"] = zeros({3}); },  // was std::stoul's "stoul"
+            "the parameter of key \"state.x.exp_avg\": expected an integer");
+    refused([](StateDict& s) { s["momentum"] = zeros({3}); }, "key \"momentum\" is neither param_groups");
+    // Nothing was changed by the refusals: the state consolidates as before (a collective).
+    const StateDict after = zero.consolidate_state_dict(0);
+    if (g.rank() != 0) return;
+    RANK_REQUIRE(after.size() == full.size());
+    for (const auto& [key, t] : full) RANK_REQUIRE(after.at(key).to_vector<float>() == t.to_vector<float>());
+  });
+}
+
 TEST_CASE("a ZeRO state consolidated at world size 2 re-shards at world size 3 and 1, and training goes on as DDP's") {
   // World 2: train two steps, consolidate the state on rank 0.
   static StateDict saved_state, saved_model;
