@@ -30,6 +30,8 @@
 // With forward_prefetch, the next unit's all-gather starts while this one computes
 // (backward: the previous unit's). Buffers (batch-norm statistics) are rank 0's at the
 // start and then each rank's own, as DDP with broadcast_buffers=false.
+// Loss scaling for float16: dist::ShardedGradScaler (sharded_grad_scaler.h), not
+// nn::GradScaler, since each rank sees only its shard of the gradients.
 #pragma once
 
 #include <memory>

@@ -46,7 +46,7 @@ void GradScaler::unscale_(Optimizer& opt) {
     mul_(g, inv);
     if (!all_finite(g)) found_inf = true;
   }
-  states_[&opt] = {Stage::Unscaled, found_inf};
+  states_[&opt] = {Stage::Unscaled, found_inf_anywhere(found_inf)};
 }
 
 bool GradScaler::step(Optimizer& opt) {

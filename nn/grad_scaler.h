@@ -18,7 +18,9 @@
 // gradients still multiplied by the scale) is refused, naming the call.
 //
 // Under DDP the check is the same on every rank: an Inf in any rank's gradient becomes an
-// Inf in the averaged gradient everywhere, so every rank skips the same steps.
+// Inf in the averaged gradient everywhere, so every rank skips the same steps. Under FSDP
+// each rank holds only its shard of the gradients: use dist::ShardedGradScaler
+// (dist/sharded_grad_scaler.h), which decides for all ranks together.
 #pragma once
 
 #include <map>
@@ -38,6 +40,7 @@ struct GradScalerOptions {
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
+  virtual ~GradScaler() = default;
   // loss * scale.
   Variable scale(const Variable& loss) const;
   // Divides the optimizer's gradients by the scale (once per step) and notes whether any
@@ -50,6 +53,12 @@ class GradScaler {
   void update();
   double get_scale() const { return scale_; }
   int skipped_steps() const { return skipped_; }
+
+ protected:
+  // Whether an Inf or NaN was found anywhere, given what this process found in its
+  // gradients. One process, or DDP's replicas: its own answer. dist::ShardedGradScaler
+  // asks every rank, since each holds only its shard of the gradients.
+  virtual bool found_inf_anywhere(bool found_here) { return found_here; }
 
  private:
   GradScalerOptions options_;

@@ -7,6 +7,7 @@
 #include "catch2/catch.hpp"
 #include "dist/ddp.h"
 #include "dist/fsdp.h"
+#include "dist/sharded_grad_scaler.h"
 #include "nn/adam.h"
 #include "nn/clip_grad.h"
 #include "nn/layers.h"
@@ -380,4 +381,33 @@ TEST_CASE("an optimizer over the wrapped model's parameters, or a second FSDP, i
                                  Catch::Contains("with FSDP, call fsdp.clip_grad_norm_"));
     SGD right(fsdp.parameters(), {.lr = 0.1});  // the shards
   });
+}
+
+TEST_CASE("ShardedGradScaler: an Inf in one rank's shard skips the step on every rank, and the scales stay equal") {
+  // A float16 overflow in a few elements lands, after the reduce-scatter, in one rank's
+  // shard. A plain GradScaler per rank stepped the other ranks' shards and halved the
+  // scale on that rank only: every later gradient then averaged differently scaled losses.
+  std::vector<int> stepped(2);
+  std::vector<double> scales(2);
+  std::vector<bool> unchanged(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    FullyShardedDataParallel fsdp(small_mlp(), {.group = &g});
+    SGD opt(fsdp.parameters(), {.lr = 0.1});
+    ShardedGradScaler scaler({.init_scale = 1024}, &g);
+    const std::vector<float> before = fsdp.parameters()[0].data().to_vector<float>();
+    scaler.scale(loss_on(fsdp, g.rank(), 0)).backward();
+    if (g.rank() == 1) fsdp.parameters()[0].mutable_grad().narrow(0, 0, 1).fill_(INFINITY);  // rank 1's shard only
+    stepped[size_t(g.rank())] = scaler.step(opt);
+    scaler.update();
+    scales[size_t(g.rank())] = scaler.get_scale();
+    unchanged[size_t(g.rank())] = fsdp.parameters()[0].data().to_vector<float>() == before;
+    // The next step, finite everywhere, is taken by both.
+    opt.zero_grad();
+    scaler.scale(loss_on(fsdp, g.rank(), 1)).backward();
+    RANK_REQUIRE(scaler.step(opt));
+    scaler.update();
+  });
+  REQUIRE(stepped == std::vector<int>{0, 0});
+  REQUIRE(scales == std::vector<double>{512, 512});
+  REQUIRE(unchanged == std::vector<bool>{true, true});
 }
