@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/ops.h"
 #include "dist/dist.h"
 #include "tensor/ops.h"
 
@@ -119,8 +120,11 @@ void SyncBatchNorm::update_running_stats(const std::vector<float>& mean, const s
   num_batches_tracked.copy_(num_batches_tracked + 1.0);
 }
 
-Variable SyncBatchNorm::forward(const Variable& x) {
-  if (!is_training()) return nn::BatchNorm::forward(x);  // running statistics: nothing to sync
+Variable SyncBatchNorm::forward(const Variable& x0) {
+  if (!is_training()) return nn::BatchNorm::forward(x0);  // running statistics: nothing to sync
+  // 16-bit input (a convolution under autocast) is normalised in float32, as BatchNorm does:
+  // a bfloat16 mean of values near 100 is only good to 0.5.
+  const Variable x = is_half(x0.data().dtype()) ? autograd::to(x0, DType::Float32) : x0;
   const int64_t C = features;
   ENGINE_REQUIRE(x.dim() >= 2 && x.dim() <= 4 && x.size(1) == C, "[SyncBatchNorm] expects input (N, ", C,
                  ", ...) with 2 to 4 dims, got shape ", shape_str(x.shape()));

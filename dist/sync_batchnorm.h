@@ -26,7 +26,7 @@ class SyncBatchNorm : public nn::BatchNorm {
  public:
   // Accepts (N, C), (N, C, L) and (N, C, H, W) inputs.
   explicit SyncBatchNorm(int64_t features, double eps = 1e-5, double momentum = 0.1, ProcessGroup* group = nullptr);
-  nn::Variable forward(const nn::Variable& x) override;
+  nn::Variable forward(const nn::Variable& x) override;  // 16-bit input is normalised in float32
 
  private:
   void update_running_stats(const std::vector<float>& mean, const std::vector<float>& var, double n);

@@ -2,6 +2,7 @@
 // backward, with unequal per-rank batch sizes including an empty one.
 #include <mutex>
 
+#include "autograd/ops.h"
 #include "catch2/catch.hpp"
 #include "dist/sync_batchnorm.h"
 #include "nn/conv.h"
@@ -89,6 +90,30 @@ TEST_CASE("SyncBatchNorm2d over 3 ranks with batches 3, 5 and 0 equals BatchNorm
 TEST_CASE("SyncBatchNorm1d over 2 ranks with batches 4 and 1, (N, C) and (N, C, L)") {
   check({4, 1}, {});
   check({2, 3}, {5});
+}
+
+TEST_CASE("SyncBatchNorm on 16-bit input (a convolution under autocast) normalises in float32, as BatchNorm") {
+  // Values near 100 with a spread of 3: a bfloat16 mean is good to 0.5 there, which put
+  // the outputs up to 0.06 (in units of the spread) from BatchNorm's, silently.
+  for (DType half : {DType::BFloat16, DType::Float16}) {
+    INFO(dtype_name(half));
+    Generator gen(7);
+    const Tensor X = (randn({8, 3, 4, 4}, &gen) * 3.0 + 100.0).to(half).to(DType::Float32);
+    BatchNorm2d bn(3);
+    Variable x_ref(X.clone(), true);
+    Variable y_ref = bn(autograd::to(x_ref, half));
+    sum(y_ref * y_ref.data()).backward();
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      SyncBatchNorm sbn(3, 1e-5, 0.1, &g);
+      Variable x(X.narrow(0, 4 * g.rank(), 4).contiguous(), true);
+      Variable y = sbn(autograd::to(x, half));
+      const Tensor y_mine = y_ref.data().narrow(0, 4 * g.rank(), 4);
+      RANK_REQUIRE(max_diff(y.data(), y_mine) < 1e-4);
+      sum(y * y.data()).backward();
+      RANK_REQUIRE(max_diff(x.grad(), x_ref.grad().narrow(0, 4 * g.rank(), 4)) < 1e-3);
+      RANK_REQUIRE(max_diff(sbn.running_mean, bn.running_mean) < 1e-4);
+    });
+  }
 }
 
 TEST_CASE("convert_sync_batchnorm swaps every BatchNorm and keeps its state") {
