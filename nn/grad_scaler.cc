@@ -7,11 +7,9 @@
 
 namespace engine::nn {
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
-  ENGINE_REQUIRE(options_.init_scale > 0 && std::isfinite(options_.init_scale),
-                 "[GradScaler] init_scale must be "
-                 "positive and finite, got ",
-                 options_.init_scale);
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(float(options.init_scale)) {
+  ENGINE_REQUIRE(scale_ > 0 && std::isfinite(scale_),
+                 "[GradScaler] init_scale must be positive and finite in float32, got ", options_.init_scale);
   ENGINE_REQUIRE(options_.growth_factor > 1 && std::isfinite(options_.growth_factor),
                  "[GradScaler] growth_factor must exceed 1 and be finite, got ", options_.growth_factor);
   ENGINE_REQUIRE(options_.backoff_factor > 0 && options_.backoff_factor < 1,
@@ -79,13 +77,34 @@ void GradScaler::update() {
   bool found_inf = false;  // in any optimizer's gradients
   for (const auto& [opt, state] : states_) found_inf = found_inf || state.found_inf;
   if (found_inf) {
-    scale_ *= options_.backoff_factor;
+    scale_ = float(scale_ * options_.backoff_factor);
     good_steps_ = 0;
   } else if (++good_steps_ == options_.growth_interval) {
-    scale_ *= options_.growth_factor;
+    scale_ = float(scale_ * options_.growth_factor);
     good_steps_ = 0;
   }
   states_.clear();
+}
+
+StateDict GradScaler::state_dict() const {
+  if (!options_.enabled) return {};
+  return {{"scale", full({}, scale_)}, {"growth_tracker", full({}, double(good_steps_), DType::Int64)}};
+}
+
+void GradScaler::load_state_dict(const StateDict& state) {
+  if (!options_.enabled) return;
+  ENGINE_REQUIRE(!state.empty(),
+                 "[GradScaler] the state is empty: was it saved from a disabled GradScaler (a run without float16)?");
+  for (const char* key : {"scale", "growth_tracker"})
+    ENGINE_REQUIRE(state.count(key) && state.at(key).numel() == 1, "[GradScaler] the state needs \"", key,
+                   "\" (one value)");
+  const double scale = state.at("scale").item(), tracker = state.at("growth_tracker").item();
+  ENGINE_REQUIRE(scale > 0 && std::isfinite(scale), "[GradScaler] \"scale\" must be positive and finite, got ", scale);
+  ENGINE_REQUIRE(tracker >= 0 && tracker < options_.growth_interval && tracker == std::floor(tracker),
+                 "[GradScaler] \"growth_tracker\" must be a whole number in [0, ", options_.growth_interval, "), got ",
+                 tracker);
+  scale_ = float(scale);
+  good_steps_ = int(tracker);
 }
 
 }  // namespace engine::nn

@@ -54,6 +54,14 @@ class GradScaler {
   double get_scale() const { return scale_; }
   int skipped_steps() const { return skipped_; }
 
+  // What a checkpoint needs to resume exactly: {"scale" (float32), "growth_tracker" (good
+  // steps since the scale last changed, int64)}; empty when disabled, as PyTorch's. The
+  // scale is kept in float32, as PyTorch keeps it, so it survives the round trip exactly.
+  StateDict state_dict() const;
+  // Refuses an empty state (saved from a disabled scaler), a scale that is not positive and
+  // finite, and a tracker outside [0, growth_interval), naming the key; changes nothing then.
+  void load_state_dict(const StateDict& state);
+
  protected:
   // Whether an Inf or NaN was found anywhere, given what this process found in its
   // gradients. One process, or DDP's replicas: its own answer. dist::ShardedGradScaler
@@ -62,7 +70,7 @@ class GradScaler {
 
  private:
   GradScalerOptions options_;
-  double scale_;
+  double scale_;  // always a float32 value
   int good_steps_ = 0, skipped_ = 0;
   // Where each optimizer is since the last update(), and whether its gradients had an
   // Inf or NaN (PyTorch's per-optimizer state).

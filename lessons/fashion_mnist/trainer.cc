@@ -96,17 +96,19 @@ Generator::State parse_generator_state(const Tensor& t) {
   return s;
 }
 
-void save(const TrainOptions& o, const Module& model, const Optimizer& opt, const Generator& g, int epoch) {
+void save(const TrainOptions& o, const Module& model, const Optimizer& opt, const nn::GradScaler& scaler,
+          const Generator& g, int epoch) {
   StateDict all;
   for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
   for (auto& [k, t] : opt.state_dict()) all["optimizer." + k] = t;
+  for (auto& [k, t] : scaler.state_dict()) all["scaler." + k] = t;  // none unless --autocast fp16
   all["sampler.generator"] = generator_state(g);
   save_safetensors(o.checkpoint, all,
                    {{"epoch", std::to_string(epoch)}, {"model", o.model}, {"optimizer", o.optimizer}});
 }
 
 // Restores a checkpoint; returns the epoch it was saved after (0 when there is none).
-int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) {
+int restore(const TrainOptions& o, Module& model, Optimizer& opt, nn::GradScaler& scaler, Generator& g) {
   if (!o.resume || o.checkpoint.empty() || !std::ifstream(o.checkpoint).good()) return 0;
   Metadata meta;
   const StateDict all = load_safetensors(o.checkpoint, &meta);
@@ -114,17 +116,25 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, Generator& g) 
                  " holds a ", meta["model"], " trained with ", meta["optimizer"], ", but this run asks for a ", o.model,
                  " with ", o.optimizer);
   const int epoch = checkpoint_epoch(meta, o.checkpoint);
-  StateDict model_sd, opt_sd;
+  StateDict model_sd, opt_sd, scaler_sd;
   for (auto& [k, t] : all) {
     if (k.rfind("model.", 0) == 0)
       model_sd[k.substr(6)] = t;
     else if (k.rfind("optimizer.", 0) == 0)
       opt_sd[k.substr(10)] = t;
+    else if (k.rfind("scaler.", 0) == 0)
+      scaler_sd[k.substr(7)] = t;
   }
   ENGINE_REQUIRE(all.count("sampler.generator"), "[train] checkpoint ", o.checkpoint, " has no sampler.generator");
+  // The loss scale where the run left it (a checkpoint of a run without float16 has none:
+  // the scaler then starts afresh). Each load refuses bad values before changing anything.
+  nn::GradScaler restored = scaler;
+  if (!scaler_sd.empty()) restored.load_state_dict(scaler_sd);
+  const Generator::State sampler_state = parse_generator_state(all.at("sampler.generator"));
   model.load_state_dict(model_sd);
   opt.load_state_dict(opt_sd);
-  g.set_state(parse_generator_state(all.at("sampler.generator")));
+  scaler = restored;
+  g.set_state(sampler_state);
   return epoch;
 }
 
@@ -153,9 +163,10 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
   DataLoader loader(train_set, {.batch_size = o.batch_size}, sampler);
   auto model = make_model(o.model, o.seed);
   auto opt = make_optimizer(o, *model);
-  const int done = restore(o, *model, *opt, sampler->generator());
+  // float16's gradients need scaling; bfloat16's do not.
+  nn::GradScaler scaler({.init_scale = o.init_scale, .enabled = o.autocast == "fp16"});
+  const int done = restore(o, *model, *opt, scaler, sampler->generator());
   const bool tty = o.progress && isatty(STDERR_FILENO);
-  nn::GradScaler scaler({.enabled = o.autocast == "fp16"});  // float16's gradients need scaling; bfloat16's do not
 
   for (int epoch = done + 1; epoch <= o.epochs; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -204,7 +215,7 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
                    "), so the weights no longer change. Under --autocast fp16 this happens when the float16 forward "
                    "overflows (float16 holds at most 65504). ",
                    kept, "Try a smaller learning rate (this run's peak is ", o.lr, "), or --autocast bf16.");
-    if (!o.checkpoint.empty()) save(o, *model, *opt, sampler->generator(), epoch);
+    if (!o.checkpoint.empty()) save(o, *model, *opt, scaler, sampler->generator(), epoch);
     on_epoch(s);
   }
   return model;

@@ -37,6 +37,7 @@ struct TrainOptions {
   bool resume = false;           // continue from `checkpoint` if it exists
   bool progress = false;         // a progress line on stderr during each epoch
   std::string autocast = "off";  // "bf16" or "fp16": forward under nn::Autocast (fp16 adds a GradScaler)
+  double init_scale = 65536;     // fp16: the GradScaler's first loss scale (saved with the checkpoint)
 };
 
 struct EpochStats {

@@ -262,7 +262,7 @@ TEST_CASE("GradScaler: an overflowed step is skipped and the scale backs off; go
   Generator g(4);
   Variable w(randn({4, 8}, &g), true);
   SGD opt({w}, {.lr = 0.1});
-  GradScaler scaler({.init_scale = 1e30, .growth_interval = 3});
+  GradScaler scaler({.init_scale = std::ldexp(1.0, 100), .growth_interval = 3});  // 1.3e30, a float32
   const Tensor before = w.data().clone();
   const Tensor x = randn({16, 8}, &g), y = randint(0, 4, {16}, &g);
   auto one_step = [&] {
@@ -272,17 +272,17 @@ TEST_CASE("GradScaler: an overflowed step is skipped and the scale backs off; go
       Autocast ac(DType::Float16);
       loss = cross_entropy(linear(Variable(x), w, Variable()), y);
     }
-    scaler.scale(loss).backward();  // 1e30 overflows float16 on the way back: Inf gradients
+    scaler.scale(loss).backward();  // 2^100 overflows float16 on the way back: Inf gradients
     const bool stepped = scaler.step(opt);
     scaler.update();
     return stepped;
   };
   REQUIRE_FALSE(one_step());
-  REQUIRE(scaler.get_scale() == 5e29);
+  REQUIRE(scaler.get_scale() == std::ldexp(1.0, 99));
   REQUIRE(relative_distance(w.data(), before) == 0);  // skipped: the weights did not move
   int skipped = 1;
   while (!one_step()) ++skipped;  // halves until the gradients fit in float16
-  REQUIRE(scaler.get_scale() == 1e30 * std::pow(0.5, skipped));
+  REQUIRE(scaler.get_scale() == std::ldexp(1.0, 100 - skipped));
   REQUIRE(relative_distance(w.data(), before) > 0);
   const double fit = scaler.get_scale();
   REQUIRE(one_step());
@@ -293,4 +293,27 @@ TEST_CASE("GradScaler: an overflowed step is skipped and the scale backs off; go
   REQUIRE_THROWS_WITH(GradScaler({.growth_factor = INFINITY}),
                       Catch::Contains("growth_factor must exceed 1 and be finite"));
   REQUIRE_THROWS_WITH(GradScaler({.init_scale = NAN}), Catch::Contains("init_scale must be positive and finite"));
+  REQUIRE_THROWS_WITH(GradScaler({.init_scale = 1e39}), Catch::Contains("positive and finite in float32"));
+
+  // Its state, for checkpoints: the scale and the good steps counted towards the next growth.
+  const StateDict state = scaler.state_dict();
+  REQUIRE(state.at("scale").item() == fit * 2);
+  REQUIRE(state.at("growth_tracker").item() == 0);
+  StateDict two_good = state;
+  two_good["growth_tracker"] = full({}, 2, DType::Int64);
+  GradScaler resumed({.growth_interval = 3});
+  resumed.load_state_dict(two_good);
+  REQUIRE(resumed.get_scale() == fit * 2);
+  REQUIRE(resumed.state_dict().at("growth_tracker").item() == 2);
+  const auto refused = [&](const char* key, double value, const std::string& why) {
+    StateDict bad = scaler.state_dict();
+    bad[key] = full({}, value, bad.at(key).dtype());
+    REQUIRE_THROWS_WITH(resumed.load_state_dict(bad), Catch::Contains(why));
+    REQUIRE(resumed.get_scale() == fit * 2);  // unchanged
+  };
+  refused("scale", NAN, "\"scale\" must be positive and finite, got nan");
+  refused("scale", 0, "\"scale\" must be positive");
+  refused("growth_tracker", 3, "\"growth_tracker\" must be a whole number in [0, 3), got 3");
+  REQUIRE_THROWS_WITH(resumed.load_state_dict({}), Catch::Contains("saved from a disabled GradScaler"));
+  REQUIRE(GradScaler({.enabled = false}).state_dict().empty());
 }
