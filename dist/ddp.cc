@@ -157,9 +157,9 @@ void DistributedDataParallel::broadcast_state(int root) {
   for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, root).wait();
 }
 
-void DistributedDataParallel::broadcast_buffers_if_needed() {
+void DistributedDataParallel::broadcast_buffers_if_needed(int root) {
   if (options_.broadcast_buffers && group_->size() > 1)
-    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, 0).wait();
+    for (auto& [name, b] : module_->named_buffers()) group_->broadcast(b, root).wait();
 }
 
 void DistributedDataParallel::reduce_zero_buckets() {
@@ -175,12 +175,14 @@ void DistributedDataParallel::reduce_zero_buckets() {
 nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
   // In a Join, each step starts by counting the ranks still training (join.h); a rank
   // that has finished answers 0 and shadows the rest of the step.
+  int buffer_root = 0;
   if (join_ && autograd::is_grad_enabled()) {
     ENGINE_REQUIRE(sync_, "[Join] no_sync() is not supported inside a Join");
     join_->count_training(true);
+    buffer_root = join_->buffer_root();  // rank 0 may have finished: its buffers stopped changing
   }
   check_frozen_unchanged();
-  broadcast_buffers_if_needed();
+  broadcast_buffers_if_needed(buffer_root);
   nn::Variable out = (*module_)(x);
   if (options_.find_unused_parameters && sync_ && group_->size() > 1 && autograd::is_grad_enabled()) {
     // Parameters the output does not depend on will get no gradient: count them as ready

@@ -94,9 +94,9 @@ class DistributedDataParallel : public nn::Module {
   friend class Join;  // join.h: shadows this DDP's collectives for a rank out of data
   struct Bucket;
   void build_buckets();
-  void broadcast_state(int root);  // every parameter and buffer from `root` to all
-  void broadcast_buffers_if_needed();
-  void reduce_zero_buckets();  // a step's all-reduces with nothing to add (Join's shadow)
+  void broadcast_state(int root);              // every parameter and buffer from `root` to all
+  void broadcast_buffers_if_needed(int root);  // each forward: batch-norm statistics from `root`
+  void reduce_zero_buckets();                  // a step's all-reduces with nothing to add (Join's shadow)
   void check_frozen_unchanged() const;
   void release_parameters();  // another DDP may wrap them now
   void on_grad_ready(size_t param);

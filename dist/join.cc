@@ -47,16 +47,28 @@ Join::~Join() {
     std::fprintf(stderr, "[Join] destroyed without finish(): the other ranks may wait for this one\n");
 }
 
+// One all-reduce (sum) of a vector with a 1 at each rank still training: their count, and
+// the highest of them, whose buffers (batch-norm statistics) the step broadcasts, as
+// PyTorch's DDP takes them from its "authoritative rank" under a Join. Rank 0's would be
+// stale once it has finished.
 int64_t Join::count_training(bool still_training) {
-  Tensor n = from_vector(std::vector<int64_t>{still_training ? 1 : 0});
-  ddp_.group_->all_reduce(n, ReduceOp::Sum).wait();
-  return n.to_vector<int64_t>()[0];
+  const int world = ddp_.group_->size();
+  std::vector<int64_t> flags(size_t(world), 0);
+  if (still_training) flags[size_t(ddp_.group_->rank())] = 1;
+  Tensor t = from_vector(flags);
+  ddp_.group_->all_reduce(t, ReduceOp::Sum).wait();
+  const std::vector<int64_t> training = t.to_vector<int64_t>();
+  int64_t count = 0;
+  buffer_root_ = 0;
+  for (int r = 0; r < world; ++r)
+    if (training[size_t(r)] > 0) ++count, buffer_root_ = r;
+  return count;
 }
 
 // What a training rank's step does collectively, with nothing to contribute: the buffer
 // broadcasts of its forward, then one all-reduce per bucket, in bucket order, of zeros.
 void Join::shadow_step() {
-  ddp_.broadcast_buffers_if_needed();
+  ddp_.broadcast_buffers_if_needed(buffer_root_);
   ddp_.reduce_zero_buckets();
   for (Joinable* j : others_) j->join_shadow_step();
 }

@@ -5,7 +5,9 @@
 // same count, the same buffer broadcasts, an all-reduce of zeros for each bucket), until
 // every rank has finished. Gradients are averaged over the initial world size, as
 // PyTorch's default (divide_by_initial_world_size=True): a rank that has finished
-// contributes zeros. At the end the last rank to finish broadcasts its parameters and
+// contributes zeros. Each step's buffers (batch-norm statistics) are broadcast from the
+// highest rank still training (PyTorch's "authoritative rank"), not from a rank 0 that may
+// have finished. At the end the last rank to finish broadcasts its parameters and
 // buffers, so every replica ends the same.
 //
 //   dist::Join join(ddp);                        // with Join([model]):
@@ -52,13 +54,15 @@ class Join {
 
  private:
   friend class DistributedDataParallel;
-  int64_t count_training(bool still_training);  // the all-reduce each step starts with
+  int64_t count_training(bool still_training);      // the all-reduce each step starts with
+  int buffer_root() const { return buffer_root_; }  // the highest rank still training
   void shadow_step();
   void sync_final_model(bool last_to_finish);
 
   DistributedDataParallel& ddp_;
   std::vector<Joinable*> others_;
   bool finished_ = false;
+  int buffer_root_ = 0;
 };
 
 }  // namespace engine::dist

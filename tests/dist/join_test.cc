@@ -9,6 +9,7 @@
 #include "dist/join.h"
 #include "dist/sync_batchnorm.h"
 #include "dist/zero.h"
+#include "nn/batchnorm.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -149,6 +150,37 @@ TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard 
       REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
     }
   }
+}
+
+TEST_CASE("Join: batch-norm statistics come from a rank still training, not from a finished rank 0") {
+  // DDP broadcasts buffers at each forward. From rank 0 once it had finished, they were its
+  // stale statistics: rank 1's 30 batches ended with num_batches_tracked 2 and a running
+  // mean one step away from rank 0's. As PyTorch's DDP under Join, they now come from the
+  // highest rank still training, so they equal rank 1's own batches through the layer.
+  const auto model = [] {
+    Generator g(1);
+    return std::make_shared<Sequential>(
+        std::vector<ModulePtr>{std::make_shared<Linear>(5, 8, true, &g), std::make_shared<BatchNorm1d>(8)});
+  };
+  const auto batch_of = [](int rank, int s) {
+    Generator g(uint64_t(100 * rank + s));
+    return randn({4, 5}, &g) + 5.0;
+  };
+  auto alone = model();
+  for (int s = 0; s < 30; ++s) (*alone)(Variable(batch_of(1, s)));
+  std::vector<StateDict> got(2);
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(model(), {.group = &g});
+    Join join(ddp);
+    for (int s = 0; s < (g.rank() == 0 ? 1 : 30); ++s) sum(ddp(Variable(batch_of(g.rank(), s)))).backward();
+    join.finish();
+    got[size_t(g.rank())] = ddp.module().state_dict();
+  });
+  for (const char* key : {"1.running_mean", "1.running_var", "1.num_batches_tracked"})
+    for (const StateDict& sd : got) {
+      INFO(key);
+      REQUIRE(sd.at(key).to_vector<float>() == alone->state_dict().at(key).to_vector<float>());
+    }
 }
 
 TEST_CASE("Join names what a finished rank cannot shadow: SyncBatchNorm, a ZeRO optimizer not given to it") {
