@@ -99,6 +99,8 @@ size_t ZeroRedundancyOptimizer::state_bytes() const {
 }
 
 nn::StateDict ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
+  ENGINE_REQUIRE(to >= 0 && to < group_->size(), "[ZeroRedundancyOptimizer] consolidate_state_dict(to = ", to,
+                 "): there is no such rank in a group of ", group_->size(), " (no rank would get the state)");
   const nn::StateDict mine = inner_->state_dict();
   nn::StateDict full;
   for (const auto& [key, t] : mine) {

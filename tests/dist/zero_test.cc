@@ -194,6 +194,7 @@ TEST_CASE("a ZeRO state that is partial, malformed, or another rank's empty one 
       loss_on(*model, g.rank(), step).backward();
       zero.step();
     }
+    RANK_REQUIRE_THROWS_WITH(zero.consolidate_state_dict(2), Catch::Contains("there is no such rank in a group of 2"));
     const StateDict full = zero.consolidate_state_dict(0);
     // Rank 1's consolidated state is empty: loading it (instead of the file rank 0 saved)
     // used to fail in Adam with "missing key param_groups.0.beta1".
