@@ -11,6 +11,7 @@
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
+#include "tests/testing/held_port.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -187,8 +188,7 @@ TEST_CASE("when several ranks time out waiting for one, every one of them says f
 TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor names it within seconds") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
-  int port = 0;
-  { port = Listener::bind("127.0.0.1", 0).port(); }
+  const int port = engine::testing::held_port();
   auto results = run_processes(
       3,
       [port, shm](int rank, int fd) {
@@ -230,8 +230,7 @@ TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor name
 }
 
 TEST_CASE("a process with another job's token cannot join the mesh") {
-  int port = 0;
-  { port = Listener::bind("127.0.0.1", 0).port(); }
+  const int port = engine::testing::held_port();
   auto results = run_processes(2, [port](int rank, int fd) {
     StoreOptions so;
     so.timeout = 3s;
@@ -353,8 +352,7 @@ TEST_CASE("a rank that never joins a shared buffer's setup is named at the timeo
 }
 
 TEST_CASE("a rank killed before a shared buffer's setup is named within seconds, and no segment is left") {
-  int port = 0;
-  { port = Listener::bind("127.0.0.1", 0).port(); }
+  const int port = engine::testing::held_port();
   const std::string token = unique_token("killed-before-setup");
   auto results = run_processes(2, [port, &token](int rank, int fd) {
     StoreOptions so;

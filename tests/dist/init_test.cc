@@ -9,6 +9,7 @@
 #include "dist/dist.h"
 #include "tensor/ops.h"
 #include "tests/dist/ranks.h"
+#include "tests/testing/held_port.h"
 #include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
@@ -18,7 +19,7 @@ using namespace engine::testing;
 using namespace std::chrono_literals;
 
 namespace {
-int free_port() { return dist::Listener::bind("127.0.0.1", 0).port(); }
+int free_port() { return engine::testing::held_port(); }
 
 int count_entries(const char* dir) {
   int n = 0;

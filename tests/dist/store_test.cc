@@ -9,6 +9,7 @@
 #include "dist/store.h"
 #include "tensor/check.h"
 #include "tests/rank_assert.h"
+#include "tests/testing/held_port.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -66,23 +67,32 @@ TEST_CASE("a key that never comes times out with an error naming it") {
 }
 
 TEST_CASE("clients connect before the server is up, within their timeout") {
-  // Reserve a port, then start the server after the client has begun retrying.
-  int port = 0;
-  { port = Listener::bind("127.0.0.1", 0).port(); }
-  std::unique_ptr<TCPStore> server;
+  // Hold a port, then start the server on it after the client has begun retrying.
+  const int port = engine::testing::held_port();
+  std::unique_ptr<TCPStore> server, client;
+  std::string server_error, client_error;  // reported, not left to abort the test from a thread
   std::thread starter([&] {
     std::this_thread::sleep_for(200ms);
-    server = std::make_unique<TCPStore>("127.0.0.1", port, true, opts());
+    try {
+      server = std::make_unique<TCPStore>("127.0.0.1", port, true, opts());
+    } catch (const std::exception& e) {
+      server_error = e.what();
+    }
   });
-  TCPStore client("127.0.0.1", port, false, opts());
+  try {
+    client = std::make_unique<TCPStore>("127.0.0.1", port, false, opts());
+  } catch (const std::exception& e) {
+    client_error = e.what();
+  }
   starter.join();
-  client.set("k", "v");
+  INFO("server: " << server_error << "; client: " << client_error);
+  RANK_REQUIRE((server && client));
+  client->set("k", "v");
   RANK_REQUIRE(server->get("k") == "v");
 }
 
 TEST_CASE("no server: the error says where it tried and what to check") {
-  int port = 0;
-  { port = Listener::bind("127.0.0.1", 0).port(); }
+  const int port = engine::testing::held_port();
   RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", port, false, opts(300ms)),
                            Catch::Contains("could not connect to the rendezvous store") &&
                                Catch::Contains("127.0.0.1:" + std::to_string(port)));

@@ -23,6 +23,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
+#include "tests/testing/held_port.h"
 #include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
@@ -126,7 +127,7 @@ struct Outcome {
 };
 
 std::vector<Outcome> run_cell(const Cell& cell, int faulty, const std::string& ckpt) {
-  const int port = Listener::bind("127.0.0.1", 0).port();  // free now; rank 0 binds it again
+  const int port = engine::testing::held_port();  // rank 0 listens on it
   std::vector<pid_t> pids;
   std::vector<int> fds;
   const auto start = Clock::now();
