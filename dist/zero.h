@@ -60,6 +60,8 @@ class ZeroRedundancyOptimizer : public Joinable {
 
   // Under a Join (join.h), a rank out of data still steps its shard with the others'
   // averaged gradients and all-gathers the shards with them, as PyTorch's ZeRO join hook.
+  // It steps with its settings as they were when its data ran out: a learning-rate
+  // schedule set on the training ranks does not reach it (nor in PyTorch).
   void join_shadow_step() override { step(); }
   const ProcessGroup* join_process_group() const override { return group_; }
 
