@@ -38,6 +38,18 @@ void batch(int r, int s, Tensor* x, Tensor* y) {
   *y = randint(0, 3, {4}, &g);
 }
 
+// Rank `rank`'s first n batches through DDP, stepping `opt` (an SGD or a ZeRO optimizer).
+template <typename Optimizer>
+void train_on(DistributedDataParallel& ddp, Optimizer& opt, int rank, int n) {
+  for (int s = 0; s < n; ++s) {
+    Tensor x, y;
+    batch(rank, s, &x, &y);
+    opt.zero_grad();
+    cross_entropy(ddp(Variable(x)), y).backward();
+    opt.step();
+  }
+}
+
 std::vector<float> flat(Module& m) {
   std::vector<float> out;
   for (auto& p : m.parameters())
@@ -90,13 +102,7 @@ TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and eve
           DistributedDataParallel ddp(mlp(), {.group = &g});
           SGD opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
           Join join(ddp);
-          for (int s = 0; s < batches[size_t(g.rank())]; ++s) {
-            Tensor x, y;
-            batch(g.rank(), s, &x, &y);
-            opt.zero_grad();
-            cross_entropy(ddp(Variable(x)), y).backward();
-            opt.step();
-          }
+          train_on(ddp, opt, g.rank(), batches[size_t(g.rank())]);
           shadowed[size_t(g.rank())] = join.finish();
           got[size_t(g.rank())] = flat(ddp.module());
         },
@@ -131,15 +137,9 @@ TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard 
           DistributedDataParallel ddp(mlp(), {.group = &g});
           ZeroRedundancyOptimizer opt(
               ddp.parameters(), ZeroOptimizer::SGD,
-              {.sgd = {.lr = 0.1, .momentum = 0.9}, .group = &g, .ddp_averages_gradients = ddp_averages});
+              {.sgd = {.lr = 0.1, .momentum = 0.9}, .adam = {}, .group = &g, .ddp_averages_gradients = ddp_averages});
           Join join(ddp, {&opt});
-          for (int s = 0; s < batches[size_t(g.rank())]; ++s) {
-            Tensor x, y;
-            batch(g.rank(), s, &x, &y);
-            opt.zero_grad();
-            cross_entropy(ddp(Variable(x)), y).backward();
-            opt.step();
-          }
+          train_on(ddp, opt, g.rank(), batches[size_t(g.rank())]);
           join.finish();
           got[size_t(g.rank())] = flat(ddp.module());
         },
@@ -197,16 +197,10 @@ TEST_CASE("Join names what a finished rank cannot shadow: SyncBatchNorm, a ZeRO 
       [&](ProcessGroupTCP& g) {
         DistributedDataParallel ddp(mlp(), {.group = &g});
         ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
-                                    {.sgd = {.lr = 0.1}, .group = &g, .ddp_averages_gradients = true});
+                                    {.sgd = {.lr = 0.1}, .adam = {}, .group = &g, .ddp_averages_gradients = true});
         Join join(ddp);  // the optimizer left out
         try {
-          for (int s = 0; s < 1 + g.rank(); ++s) {
-            Tensor x, y;
-            batch(g.rank(), s, &x, &y);
-            opt.zero_grad();
-            cross_entropy(ddp(Variable(x)), y).backward();
-            opt.step();
-          }
+          train_on(ddp, opt, g.rank(), 1 + g.rank());
           join.finish();
         } catch (const Error& e) {
           std::lock_guard<std::mutex> lock(mu);

@@ -32,6 +32,14 @@ std::unique_ptr<Optimizer> unsharded(ZeroOptimizer kind, std::vector<Variable> p
   if (kind == ZeroOptimizer::SGD) return std::make_unique<SGD>(params, SGDOptions{.lr = 0.1, .momentum = 0.9});
   return std::make_unique<Adam>(params, AdamOptions{.lr = 0.01});
 }
+// `steps` training steps of `model` with `zero`, on this rank's batches.
+void train_zero(ProcessGroupTCP& g, ZeroRedundancyOptimizer& zero, Module& model, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    zero.zero_grad();
+    loss_on(model, g.rank(), step).backward();
+    zero.step();
+  }
+}
 }  // namespace
 
 TEST_CASE("ZeRO-1 equals DDP with an unsharded optimizer; state is split N ways") {
@@ -147,11 +155,7 @@ TEST_CASE("a consolidated ZeRO state loads back sharded and training continues i
     zo.group = &g;
     auto model = small_mlp();
     ZeroRedundancyOptimizer zero(model->parameters(), ZeroOptimizer::Adam, zo);
-    for (int step = 0; step < 2; ++step) {
-      zero.zero_grad();
-      loss_on(*model, g.rank(), step).backward();
-      zero.step();
-    }
+    train_zero(g, zero, *model, 2);
     // Every rank needs the full state to load: rank 0 gathers it, then it is shared.
     StateDict full = zero.consolidate_state_dict(0);
     static std::mutex mu;
@@ -189,11 +193,7 @@ TEST_CASE("a ZeRO state that is partial, malformed, or another rank's empty one 
     zo.group = &g;
     auto model = small_mlp();
     ZeroRedundancyOptimizer zero(model->parameters(), ZeroOptimizer::Adam, zo);
-    for (int step = 0; step < 2; ++step) {
-      zero.zero_grad();
-      loss_on(*model, g.rank(), step).backward();
-      zero.step();
-    }
+    train_zero(g, zero, *model, 2);
     RANK_REQUIRE_THROWS_WITH(zero.consolidate_state_dict(2), Catch::Contains("there is no such rank in a group of 2"));
     const StateDict full = zero.consolidate_state_dict(0);
     // Rank 1's consolidated state is empty: loading it (instead of the file rank 0 saved)
@@ -232,11 +232,7 @@ TEST_CASE("a ZeRO state consolidated at world size 2 re-shards at world size 3 a
     zo.group = &g;
     auto model = small_mlp();
     ZeroRedundancyOptimizer zero(model->parameters(), ZeroOptimizer::Adam, zo);
-    for (int step = 0; step < 2; ++step) {
-      zero.zero_grad();
-      loss_on(*model, g.rank(), step).backward();
-      zero.step();
-    }
+    train_zero(g, zero, *model, 2);
     StateDict full = zero.consolidate_state_dict(0);
     if (g.rank() == 0) saved_state = full, saved_model = model->state_dict();
   });
