@@ -77,10 +77,10 @@ void GradScaler::update() {
   bool found_inf = false;  // in any optimizer's gradients
   for (const auto& [opt, state] : states_) found_inf = found_inf || state.found_inf;
   if (found_inf) {
-    scale_ = float(scale_ * options_.backoff_factor);
+    scale_ *= options_.backoff_factor;  // in double, rounded to float once
     good_steps_ = 0;
   } else if (++good_steps_ == options_.growth_interval) {
-    scale_ = float(scale_ * options_.growth_factor);
+    scale_ *= options_.growth_factor;
     good_steps_ = 0;
   }
   states_.clear();

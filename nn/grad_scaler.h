@@ -70,7 +70,7 @@ class GradScaler {
 
  private:
   GradScalerOptions options_;
-  double scale_;  // always a float32 value
+  float scale_;  // float32, as PyTorch keeps it: a checkpoint's round trip is exact
   int good_steps_ = 0, skipped_ = 0;
   // Where each optimizer is since the last update(), and whether its gradients had an
   // Inf or NaN (PyTorch's per-optimizer state).

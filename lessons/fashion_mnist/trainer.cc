@@ -126,15 +126,12 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, nn::GradScaler
       scaler_sd[k.substr(7)] = t;
   }
   ENGINE_REQUIRE(all.count("sampler.generator"), "[train] checkpoint ", o.checkpoint, " has no sampler.generator");
-  // The loss scale where the run left it (a checkpoint of a run without float16 has none:
-  // the scaler then starts afresh). Each load refuses bad values before changing anything.
-  nn::GradScaler restored = scaler;
-  if (!scaler_sd.empty()) restored.load_state_dict(scaler_sd);
-  const Generator::State sampler_state = parse_generator_state(all.at("sampler.generator"));
   model.load_state_dict(model_sd);
   opt.load_state_dict(opt_sd);
-  scaler = restored;
-  g.set_state(sampler_state);
+  // The loss scale where the run left it (a checkpoint of a run without float16 has none:
+  // the scaler then starts afresh).
+  if (!scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
+  g.set_state(parse_generator_state(all.at("sampler.generator")));
   return epoch;
 }
 
