@@ -80,7 +80,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   for (auto& [name, p] : model_->named_parameters()) names.push_back(name), params.push_back(p);
   for (size_t i = 0; i < params.size(); ++i)
     ENGINE_REQUIRE(params[i].trained_through().empty(), "[FSDP] parameter \"", names[i],
-                   "\" is already in another FSDP: wrap a model once, and use that wrapper");
+                   "\" is already trained through something else (", params[i].trained_through(),
+                   "): wrap a model once, and use that wrapper");
   check_same_parameters(*group_, params, names, "[FSDP]");
   for (auto& p : params) group_->broadcast(p.data(), 0).wait();
   for (auto& [name, b] : model_->named_buffers()) {
@@ -150,7 +151,8 @@ void FullyShardedDataParallel::build_units() {
       p.set_data(slot);  // the parameter is now a view of the flat buffer
       p.set_trained_through("it is in FSDP's unit \"" + name +
                             "\", which trains its flat shard: optimize "
-                            "fsdp.parameters() (the shards), not the wrapped model's parameters()");
+                            "fsdp.parameters() (the shards), not the wrapped model's parameters(); with FSDP, "
+                            "call fsdp.clip_grad_norm_ to clip");
     }
     // NO_SHARD: the shard is the whole buffer (the optimizer updates the views' memory).
     const Tensor shard = no_shard ? u->full : u->full.narrow(0, r * u->shard, u->shard).clone();

@@ -1,11 +1,13 @@
 #include "dist/zero.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
 #include "dist/dist.h"
 #include "dist/same_model.h"
+#include "nn/clip_grad.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
 
@@ -15,6 +17,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> param
                                                  ZeroOptions options)
     : params_(std::move(params)), kind_(kind), options_(options) {
   group_ = options_.group ? options_.group : &default_group();
+  for (size_t i = 0; i < params_.size(); ++i)
+    ENGINE_REQUIRE(params_[i].trained_through().empty(), "[ZeroRedundancyOptimizer] parameter ", i,
+                   " is trained through another one: ", params_[i].trained_through());
   check_same_parameters(*group_, params_, {}, "[ZeroRedundancyOptimizer]");
   for (auto& p : params_) total_ += p.numel();
   const int n = group_->size();
@@ -31,6 +36,20 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> param
     inner_ = std::make_unique<nn::SGD>(std::vector<nn::Variable>{shard_param_}, options_.sgd);
   else
     inner_ = std::make_unique<nn::Adam>(std::vector<nn::Variable>{shard_param_}, options_.adam);
+  // In the reduce-scatter design .grad is this rank's own gradient until step() averages
+  // it: clipping it (nn::clip_grad_norm_) or stepping it with another optimizer would act
+  // on the wrong gradient, so both are refused, naming what to do instead.
+  if (!options_.ddp_averages_gradients)
+    for (auto& p : params_)
+      p.set_trained_through(
+          "it is in a ZeroRedundancyOptimizer that averages the gradients in its step() (the reduce-scatter "
+          "design), so its grad() holds this rank's own gradient, not the average: clip with "
+          "opt.clip_grad_norm_(max_norm), and step it only through that optimizer");
+}
+
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
+  if (!options_.ddp_averages_gradients)
+    for (auto& p : params_) p.set_trained_through("");
 }
 
 Tensor ZeroRedundancyOptimizer::flatten_grads() const {
@@ -43,14 +62,45 @@ Tensor ZeroRedundancyOptimizer::flatten_grads() const {
   return flat;
 }
 
-void ZeroRedundancyOptimizer::step() {
-  // 1. Rank r's shard of the averaged gradient: reduce-scattered here, or, when DDP has
-  //    all-reduced the gradients in backward, cut out of the local (already averaged) one.
+// Rank r's shard of the averaged gradient: reduce-scattered here, or, when DDP has
+// all-reduced the gradients in backward, cut out of the local (already averaged) one.
+Tensor ZeroRedundancyOptimizer::averaged_grad_shard() const {
   Tensor grad_shard = zeros({shard_});
   if (options_.ddp_averages_gradients)
     grad_shard.copy_(flatten_grads().narrow(0, int64_t(group_->rank()) * shard_, shard_));
   else
     group_->reduce_scatter(grad_shard, flatten_grads(), ReduceOp::Avg).wait();
+  return grad_shard;
+}
+
+double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type, bool error_if_nonfinite) {
+  ENGINE_REQUIRE(max_norm >= 0, "[ZeroRedundancyOptimizer::clip_grad_norm_] max_norm must be >= 0, got ", max_norm);
+  last_clip_ = Clip{max_norm, norm_type};
+  // With DDP every rank holds the whole averaged gradient: clip it as one process would.
+  if (options_.ddp_averages_gradients) return nn::clip_grad_norm_(params_, max_norm, norm_type, error_if_nonfinite);
+  if (!clipped_shard_.defined()) clipped_shard_ = averaged_grad_shard();
+  nn::Variable shard = shard_param_;
+  shard.set_grad(clipped_shard_);  // shares its memory: scaling it scales clipped_shard_
+  // Each rank's part of the norm (sum |g|^p, or max |g|) over its shard, added up (or the
+  // max taken) over the ranks; [part, NaN seen], so that a NaN on any rank reaches all,
+  // whatever the reduction does with NaN. The padding's gradient is 0: it adds nothing.
+  double part = nn::grad_norm_part({shard}, norm_type);
+  Tensor t = from_vector(std::vector<float>{std::isnan(part) ? 0.0f : float(part), std::isnan(part) ? 1.0f : 0.0f});
+  group_->all_reduce(t, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum).wait();
+  part = t.at({1}) > 0 ? NAN : t.at({0});
+  const double total = nn::grad_norm_from_part(part, norm_type);
+  nn::scale_grads_to_norm_({shard}, max_norm, total, norm_type, error_if_nonfinite);
+  return total;
+}
+
+void ZeroRedundancyOptimizer::join_shadow_step() {
+  if (last_clip_) clip_grad_norm_(last_clip_->max_norm, last_clip_->norm_type);
+  step();
+}
+
+void ZeroRedundancyOptimizer::step() {
+  // 1. The averaged gradient's shard, unless clip_grad_norm_ has reduced (and clipped) it.
+  Tensor grad_shard = clipped_shard_.defined() ? std::exchange(clipped_shard_, Tensor()) : averaged_grad_shard();
   // 2. Update this rank's shard; only here does optimizer state exist.
   shard_param_.set_grad(grad_shard);
   inner_->step();
@@ -88,6 +138,7 @@ void ZeroRedundancyOptimizer::restore_frozen() {
 }
 
 void ZeroRedundancyOptimizer::zero_grad() {
+  clipped_shard_ = Tensor();  // a clipped gradient not stepped is dropped with the rest
   for (auto& p : params_) p.zero_grad();
 }
 

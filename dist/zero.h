@@ -16,12 +16,20 @@
 // rank r receives the average of shard r only (or, under DDP, rank r takes shard r of the
 // already averaged gradient); rank r updates shard r with its optimizer;
 // the updated shards are all-gathered back into every rank's parameters. The result equals
-// DDP with an unsharded optimizer. consolidate_state_dict() gathers the full optimizer
+// DDP with an unsharded optimizer.
+//
+// Gradient clipping: in the reduce-scatter design a rank's .grad holds its own gradient,
+// not the average, so nn::clip_grad_norm_ over the model would clip each rank by its own
+// norm (and is refused there); opt.clip_grad_norm_(max_norm) between backward and step
+// clips by the norm of the averaged gradient, as DDP with nn::clip_grad_norm_ does.
+//
+// consolidate_state_dict() gathers the full optimizer
 // state on rank 0 in the unsharded optimizer's layout (for checkpoints); load_state_dict()
 // takes such a state and keeps this rank's shard.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dist/joinable.h"
@@ -48,8 +56,15 @@ struct ZeroOptions {
 class ZeroRedundancyOptimizer : public Joinable {
  public:
   ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind, ZeroOptions options = {});
+  ~ZeroRedundancyOptimizer() override;  // the parameters may be given to another optimizer again
   void step();
   void zero_grad();
+  // Between backward() and step(), as torch.nn.utils.clip_grad_norm_ under DDP: scales the
+  // averaged gradient by max_norm / (norm + 1e-6) when its norm exceeds max_norm, and
+  // returns that norm (of order norm_type, inf for the largest |g|). The reduce-scatter
+  // design reduces its shard here (step() then uses it) and adds the shards' parts of the
+  // norm over the ranks: a collective, which every rank calls.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0, bool error_if_nonfinite = false);
   // Bytes of optimizer state this rank holds (what sharding divides by N).
   size_t state_bytes() const;
   // Collective: the full state, in the unsharded optimizer's keys, on rank `to` (empty
@@ -61,12 +76,15 @@ class ZeroRedundancyOptimizer : public Joinable {
   // Under a Join (join.h), a rank out of data still steps its shard with the others'
   // averaged gradients and all-gathers the shards with them, as PyTorch's ZeRO join hook.
   // It steps with its settings as they were when its data ran out: a learning-rate
-  // schedule set on the training ranks does not reach it (nor in PyTorch).
-  void join_shadow_step() override { step(); }
+  // schedule set on the training ranks does not reach it (nor in PyTorch). When it clipped
+  // (clip_grad_norm_), it clips again as it last did, since in the reduce-scatter design
+  // that is a collective too.
+  void join_shadow_step() override;
   const ProcessGroup* join_process_group() const override { return group_; }
 
  private:
   Tensor flatten_grads() const;
+  Tensor averaged_grad_shard() const;
   void restore_frozen();
   std::vector<nn::Variable> params_;
   ZeroOptimizer kind_;
@@ -74,6 +92,11 @@ class ZeroRedundancyOptimizer : public Joinable {
   ProcessGroup* group_;
   int64_t total_ = 0, shard_ = 0;  // elements in all parameters; per-rank shard (padded)
   nn::Variable shard_param_;       // this rank's slice of the flattened parameters
+  Tensor clipped_shard_;           // averaged and clipped by clip_grad_norm_, for the next step()
+  struct Clip {
+    double max_norm, norm_type;
+  };
+  std::optional<Clip> last_clip_;  // what a finished rank repeats under a Join
   std::unique_ptr<nn::Optimizer> inner_;
 };
 

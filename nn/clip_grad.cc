@@ -16,12 +16,12 @@ void check_norm_type(const char* op, double norm_type) {
 }
 
 // A parameter whose gradient goes elsewhere (an FSDP unit's shard) has none here: its norm
-// would count as 0 and nothing would be clipped.
+// would count as 0 and nothing would be clipped. One in a ZeRO optimizer's reduce-scatter
+// design holds this rank's own gradient, not the average.
 void check_own_gradients(const char* op, const std::vector<autograd::Variable>& params) {
   for (size_t i = 0; i < params.size(); ++i)
     ENGINE_REQUIRE(params[i].trained_through().empty(), "[", op, "] parameter ", i,
-                   " is trained through another one: ", params[i].trained_through(),
-                   " (with FSDP, call fsdp.clip_grad_norm_)");
+                   " is trained through another one: ", params[i].trained_through());
 }
 
 }  // namespace

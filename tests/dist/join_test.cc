@@ -10,6 +10,7 @@
 #include "dist/sync_batchnorm.h"
 #include "dist/zero.h"
 #include "nn/batchnorm.h"
+#include "nn/clip_grad.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -38,14 +39,21 @@ void batch(int r, int s, Tensor* x, Tensor* y) {
   *y = randint(0, 3, {4}, &g);
 }
 
-// Rank `rank`'s first n batches through DDP, stepping `opt` (an SGD or a ZeRO optimizer).
+// Clips the averaged gradient to max_norm: for SGD over DDP with nn's clip_grad_norm_, for
+// a ZeRO optimizer with its own (a collective in its reduce-scatter design).
+void clip(SGD&, DistributedDataParallel& ddp, double max_norm) { clip_grad_norm_(ddp.parameters(), max_norm); }
+void clip(ZeroRedundancyOptimizer& opt, DistributedDataParallel&, double max_norm) { opt.clip_grad_norm_(max_norm); }
+
+// Rank `rank`'s first n batches through DDP, stepping `opt` (an SGD or a ZeRO optimizer),
+// clipping the gradient first when max_norm > 0.
 template <typename Optimizer>
-void train_on(DistributedDataParallel& ddp, Optimizer& opt, int rank, int n) {
+void train_on(DistributedDataParallel& ddp, Optimizer& opt, int rank, int n, double max_norm = 0) {
   for (int s = 0; s < n; ++s) {
     Tensor x, y;
     batch(rank, s, &x, &y);
     opt.zero_grad();
     cross_entropy(ddp(Variable(x)), y).backward();
+    if (max_norm > 0) clip(opt, ddp, max_norm);
     opt.step();
   }
 }
@@ -58,8 +66,8 @@ std::vector<float> flat(Module& m) {
 }
 
 // The closed form, in one process: each step, the ranks that still have a batch add
-// their gradients; the sum is divided by the world size.
-std::vector<float> closed_form(const std::vector<int>& batches) {
+// their gradients; the sum is divided by the world size (and clipped when max_norm > 0).
+std::vector<float> closed_form(const std::vector<int>& batches, double max_norm = 0) {
   const int world = int(batches.size()), steps = *std::max_element(batches.begin(), batches.end());
   auto model = mlp();
   SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
@@ -81,6 +89,7 @@ std::vector<float> closed_form(const std::vector<int>& batches) {
     }
     auto ps = model->parameters();
     for (size_t i = 0; i < ps.size(); ++i) ps[i].set_grad(sum[i] / double(world));
+    if (max_norm > 0) clip_grad_norm_(ps, max_norm);
     opt.step();
   }
   return flat(*model);
@@ -126,30 +135,33 @@ TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard 
   // rank out of data must still step its shard (with the others' average, which its shadow
   // backward leaves in .grad) and all-gather the shards. The result is the same closed form
   // as DDP with an unsharded optimizer.
+  // With clipping, a finished rank also repeats the clip: in the reduce-scatter design that
+  // is a collective (the shards' parts of the norm, added up).
   const std::vector<int> batches{2, 4, 3};
-  const std::vector<float> expect = closed_form(batches);
-  for (bool ddp_averages : {true, false}) {
-    INFO("ddp_averages_gradients " << ddp_averages);
-    std::vector<std::vector<float>> got(batches.size());
-    run_threads(
-        int(batches.size()),
-        [&](ProcessGroupTCP& g) {
-          DistributedDataParallel ddp(mlp(), {.group = &g});
-          ZeroRedundancyOptimizer opt(
-              ddp.parameters(), ZeroOptimizer::SGD,
-              {.sgd = {.lr = 0.1, .momentum = 0.9}, .adam = {}, .group = &g, .ddp_averages_gradients = ddp_averages});
-          Join join(ddp, {&opt});
-          train_on(ddp, opt, g.rank(), batches[size_t(g.rank())]);
-          join.finish();
-          got[size_t(g.rank())] = flat(ddp.module());
-        },
-        10s);
-    for (size_t r = 0; r < batches.size(); ++r) REQUIRE(got[r] == got[0]);
-    for (size_t i = 0; i < expect.size(); ++i) {
-      INFO("parameter value " << i);
-      REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
+  for (double max_norm : {0.0, 0.2})
+    for (bool ddp_averages : {true, false}) {
+      INFO("ddp_averages_gradients " << ddp_averages << ", max_norm " << max_norm);
+      const std::vector<float> expect = closed_form(batches, max_norm);
+      std::vector<std::vector<float>> got(batches.size());
+      run_threads(
+          int(batches.size()),
+          [&](ProcessGroupTCP& g) {
+            DistributedDataParallel ddp(mlp(), {.group = &g});
+            ZeroRedundancyOptimizer opt(
+                ddp.parameters(), ZeroOptimizer::SGD,
+                {.sgd = {.lr = 0.1, .momentum = 0.9}, .adam = {}, .group = &g, .ddp_averages_gradients = ddp_averages});
+            Join join(ddp, {&opt});
+            train_on(ddp, opt, g.rank(), batches[size_t(g.rank())], max_norm);
+            join.finish();
+            got[size_t(g.rank())] = flat(ddp.module());
+          },
+          10s);
+      for (size_t r = 0; r < batches.size(); ++r) REQUIRE(got[r] == got[0]);
+      for (size_t i = 0; i < expect.size(); ++i) {
+        INFO("parameter value " << i);
+        REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
+      }
     }
-  }
 }
 
 TEST_CASE("Join: batch-norm statistics come from a rank still training, not from a finished rank 0") {

@@ -5,6 +5,7 @@
 #include "catch2/catch.hpp"
 #include "dist/ddp.h"
 #include "dist/zero.h"
+#include "nn/clip_grad.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "tensor/ops.h"
@@ -106,6 +107,65 @@ TEST_CASE("ZeRO-1 equals DDP with an unsharded optimizer; state is split N ways"
         });
       }
     }
+}
+
+TEST_CASE(
+    "ZeRO's clip_grad_norm_ equals DDP with nn::clip_grad_norm_; nn's own is refused where .grad is not averaged") {
+  // In the reduce-scatter design a rank's .grad is its own gradient until step() averages
+  // it: nn::clip_grad_norm_ over it would clip each rank by its own norm, a result no
+  // single process gives. opt.clip_grad_norm_ clips by the averaged gradient's norm.
+  for (bool paired : {false, true})
+    for (double norm_type : {2.0, kInfNorm})
+      for (int world : {2, 3}) {
+        INFO((paired ? "over DDP" : "reduce-scatter") << ", norm " << norm_type << ", world " << world);
+        run_threads(world, [&](ProcessGroupTCP& g) {
+          auto ref_model = small_mlp();
+          DistributedDataParallel ddp(ref_model, {.group = &g});
+          SGD ref_opt(ddp.parameters(), {.lr = 0.1, .momentum = 0.9});
+          auto model = small_mlp();
+          std::unique_ptr<DistributedDataParallel> wrapped;
+          if (paired) wrapped = std::make_unique<DistributedDataParallel>(model, DDPOptions{.group = &g});
+          Module& trained = paired ? static_cast<Module&>(*wrapped) : *model;
+          ZeroRedundancyOptimizer zero(
+              trained.parameters(), ZeroOptimizer::SGD,
+              {.sgd = {.lr = 0.1, .momentum = 0.9}, .adam = {}, .group = &g, .ddp_averages_gradients = paired});
+          const double max_norm = norm_type == 2 ? 0.3 : 0.1;
+          int clipped = 0;
+          for (int step = 0; step < 4; ++step) {
+            ref_opt.zero_grad();
+            loss_on(ddp, g.rank(), step).backward();
+            const double want = clip_grad_norm_(ddp.parameters(), max_norm, norm_type);
+            ref_opt.step();
+            zero.zero_grad();
+            loss_on(trained, g.rank(), step).backward();
+            const double got = zero.clip_grad_norm_(max_norm, norm_type);
+            zero.step();
+            RANK_REQUIRE(got == Approx(want).epsilon(1e-5));
+            clipped += want > max_norm;
+          }
+          RANK_REQUIRE(clipped >= 3);  // the clipping acted: without it the weights differ
+          const auto a = flat(*ref_model), b = flat(*model);
+          for (size_t i = 0; i < a.size(); ++i) RANK_REQUIRE(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
+          if (!paired) {
+            RANK_REQUIRE_THROWS_WITH(clip_grad_norm_(model->parameters(), 1.0),
+                                     Catch::Contains("[clip_grad_norm_] parameter 0 is trained through another one") &&
+                                         Catch::Contains("opt.clip_grad_norm_(max_norm)"));
+            RANK_REQUIRE_THROWS_WITH(SGD(model->parameters(), {.lr = 0.1}),
+                                     Catch::Contains("ZeroRedundancyOptimizer that averages the gradients"));
+          }
+        });
+      }
+  run_threads(2, [](ProcessGroupTCP& g) {
+    auto model = small_mlp();
+    {
+      ZeroRedundancyOptimizer zero(model->parameters(), ZeroOptimizer::SGD, {.sgd = {}, .adam = {}, .group = &g});
+      RANK_REQUIRE_THROWS_WITH(
+          ZeroRedundancyOptimizer(model->parameters(), ZeroOptimizer::SGD, {.sgd = {}, .adam = {}, .group = &g}),
+          Catch::Contains("[ZeroRedundancyOptimizer] parameter 0 is trained through another one"));
+      RANK_REQUIRE_THROWS_WITH(zero.clip_grad_norm_(-1), Catch::Contains("max_norm must be >= 0, got -1"));
+    }
+    SGD after(model->parameters(), {.lr = 0.1});  // a destroyed ZeRO optimizer lets its parameters go
+  });
 }
 
 TEST_CASE("a frozen layer is not moved by ZeRO's flat shard (weight decay, momentum), as torch.optim leaves it") {
