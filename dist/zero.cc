@@ -93,7 +93,20 @@ double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_typ
   return total;
 }
 
+bool ZeroRedundancyOptimizer::found_inf_in_step(bool found_here) {
+  scaled_ = true;
+  if (options_.ddp_averages_gradients) return found_here;
+  Tensor any = from_vector(std::vector<float>{found_here ? 1.0f : 0.0f});
+  group_->all_reduce(any, ReduceOp::Max).wait();
+  return any.item() > 0;
+}
+
 void ZeroRedundancyOptimizer::join_shadow_step() {
+  ENGINE_REQUIRE(!scaled_,
+                 "[ZeroRedundancyOptimizer] this rank's data ran out under a Join, but the others step through a "
+                 "GradScaler: the gradient a finished rank receives is still multiplied by a scale it does not "
+                 "know, and it cannot tell which steps the others skip. Give every rank the same number of "
+                 "batches when training in float16 with a sharded optimizer");
   if (last_clip_) clip_grad_norm_(last_clip_->max_norm, last_clip_->norm_type);
   step();
 }

@@ -4,7 +4,7 @@
 //
 //   ZeroRedundancyOptimizer opt(model->parameters(), ZeroOptimizer::Adam, {.adam = {.lr = 1e-3}});
 //   loss.backward();   // plain backward: no DDP, the optimizer does the communication
-//   opt.step();
+//   opt.step();       // or, in float16, scaler.step(opt) with an nn::GradScaler
 //
 //   // PyTorch's pairing: ZeroRedundancyOptimizer over a DDP model.
 //   DistributedDataParallel ddp(model);
@@ -36,6 +36,7 @@
 #include "dist/process_group.h"
 #include "nn/adam.h"
 #include "nn/sgd.h"
+#include "nn/steppable.h"
 
 namespace engine::dist {
 
@@ -53,11 +54,11 @@ struct ZeroOptions {
   bool ddp_averages_gradients = false;
 };
 
-class ZeroRedundancyOptimizer : public Joinable {
+class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
  public:
   ZeroRedundancyOptimizer(std::vector<nn::Variable> params, ZeroOptimizer kind, ZeroOptions options = {});
   ~ZeroRedundancyOptimizer() override;  // the parameters may be given to another optimizer again
-  void step();
+  void step() override;
   void zero_grad();
   // Between backward() and step(), as torch.nn.utils.clip_grad_norm_ under DDP: scales the
   // averaged gradient by max_norm / (norm + 1e-6) when its norm exceeds max_norm, and
@@ -65,6 +66,12 @@ class ZeroRedundancyOptimizer : public Joinable {
   // design reduces its shard here (step() then uses it) and adds the shards' parts of the
   // norm over the ranks: a collective, which every rank calls.
   double clip_grad_norm_(double max_norm, double norm_type = 2.0, bool error_if_nonfinite = false);
+  // For a GradScaler (scaler.step(opt)): the parameters it unscales, and whether any rank
+  // found an Inf or NaN. In the reduce-scatter design each rank has checked only its own
+  // gradient, so they are asked (an all-reduce of one number); with DDP the averaged
+  // gradients are the same everywhere.
+  const std::vector<nn::Variable>& params() const override { return params_; }
+  bool found_inf_in_step(bool found_here) override;
   // Bytes of optimizer state this rank holds (what sharding divides by N).
   size_t state_bytes() const;
   // Collective: the full state, in the unsharded optimizer's keys, on rank `to` (empty
@@ -78,7 +85,8 @@ class ZeroRedundancyOptimizer : public Joinable {
   // It steps with its settings as they were when its data ran out: a learning-rate
   // schedule set on the training ranks does not reach it (nor in PyTorch). When it clipped
   // (clip_grad_norm_), it clips again as it last did, since in the reduce-scatter design
-  // that is a collective too.
+  // that is a collective too. Steps taken through a GradScaler cannot be shadowed (the
+  // finished rank's gradient is still multiplied by a scale it does not know): refused.
   void join_shadow_step() override;
   const ProcessGroup* join_process_group() const override { return group_; }
 
@@ -97,6 +105,7 @@ class ZeroRedundancyOptimizer : public Joinable {
     double max_norm, norm_type;
   };
   std::optional<Clip> last_clip_;  // what a finished rank repeats under a Join
+  bool scaled_ = false;            // stepped through a GradScaler
   std::unique_ptr<nn::Optimizer> inner_;
 };
 

@@ -23,7 +23,7 @@ Variable GradScaler::scale(const Variable& loss) const {
   return loss * scale_;
 }
 
-void GradScaler::unscale_(Optimizer& opt) {
+void GradScaler::unscale_(Steppable& opt) {
   if (!options_.enabled) return;
   const auto it = states_.find(&opt);
   ENGINE_REQUIRE(it == states_.end(), "[GradScaler] unscale_() was already ",
@@ -44,10 +44,10 @@ void GradScaler::unscale_(Optimizer& opt) {
     mul_(g, inv);
     if (!all_finite(g)) found_inf = true;
   }
-  states_[&opt] = {Stage::Unscaled, found_inf_anywhere(found_inf)};
+  states_[&opt] = {Stage::Unscaled, found_inf_anywhere(opt.found_inf_in_step(found_inf))};
 }
 
-bool GradScaler::step(Optimizer& opt) {
+bool GradScaler::step(Steppable& opt) {
   if (!options_.enabled) {
     opt.step();
     return true;

@@ -20,12 +20,15 @@
 // Under DDP the check is the same on every rank: an Inf in any rank's gradient becomes an
 // Inf in the averaged gradient everywhere, so every rank skips the same steps. Under FSDP
 // each rank holds only its shard of the gradients: use dist::ShardedGradScaler
-// (dist/sharded_grad_scaler.h), which decides for all ranks together.
+// (dist/sharded_grad_scaler.h), which decides for all ranks together. A
+// ZeroRedundancyOptimizer can be stepped through either (it is a Steppable, steppable.h):
+// in its reduce-scatter design it asks the other ranks itself.
 #pragma once
 
 #include <map>
 
 #include "nn/optimizer.h"
+#include "nn/steppable.h"
 
 namespace engine::nn {
 
@@ -46,9 +49,9 @@ class GradScaler {
   // Divides the optimizer's gradients by the scale (once per step) and notes whether any
   // is Inf or NaN. Call it before clipping gradients (nn/clip_grad.h); step() calls it if
   // you did not.
-  void unscale_(Optimizer& opt);
+  void unscale_(Steppable& opt);
   // opt.step() unless the unscaled gradients held an Inf or NaN. Returns whether it stepped.
-  bool step(Optimizer& opt);
+  bool step(Steppable& opt);
   // The next scale: backoff after a skipped step, growth after growth_interval good ones.
   void update();
   double get_scale() const { return scale_; }
@@ -79,7 +82,7 @@ class GradScaler {
     Stage stage;
     bool found_inf;
   };
-  std::map<const Optimizer*, State> states_;
+  std::map<const Steppable*, State> states_;
 };
 
 }  // namespace engine::nn

@@ -13,16 +13,15 @@
 
 #include "autograd/variable.h"
 #include "nn/module.h"
+#include "nn/steppable.h"
 
 namespace engine::nn {
 
-class Optimizer {
+class Optimizer : public Steppable {
  public:
   explicit Optimizer(std::vector<autograd::Variable> params, const char* name);
-  virtual ~Optimizer() = default;
-  virtual void step() = 0;
   void zero_grad();
-  const std::vector<autograd::Variable>& params() const { return params_; }
+  const std::vector<autograd::Variable>& params() const override { return params_; }
   // The learning rate, for schedules that change it between steps.
   double lr() { return *hyperparameters().at("lr"); }
   void set_lr(double lr);  // finite and >= 0, or an error (a schedule's NaN stops here)

@@ -373,10 +373,11 @@ TEST_CASE("an optimizer over the wrapped model's parameters, or a second FSDP, i
     RANK_REQUIRE_THROWS_WITH(SGD(model->parameters(), {.lr = 0.1}),
                              Catch::Contains("[SGD] parameter 0 is trained through another one: it is in FSDP's unit "
                                              "\"0\", which trains its flat shard: optimize fsdp.parameters()"));
-    RANK_REQUIRE_THROWS_WITH(FullyShardedDataParallel(model, {.group = &g}),
-                             Catch::Contains("[FSDP] parameter \"0.module.weight\" is already trained through something "
-                                             "else (it is in FSDP's unit") &&
-                                 Catch::Contains("wrap a model once"));
+    RANK_REQUIRE_THROWS_WITH(
+        FullyShardedDataParallel(model, {.group = &g}),
+        Catch::Contains("[FSDP] parameter \"0.module.weight\" is already trained through something "
+                        "else (it is in FSDP's unit") &&
+            Catch::Contains("wrap a model once"));
     RANK_REQUIRE_THROWS_WITH(clip_grad_norm_(model->parameters(), 1.0),
                              Catch::Contains("[clip_grad_norm_] parameter 0 is trained through another one") &&
                                  Catch::Contains("with FSDP, call fsdp.clip_grad_norm_"));

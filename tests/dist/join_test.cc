@@ -11,6 +11,7 @@
 #include "dist/zero.h"
 #include "nn/batchnorm.h"
 #include "nn/clip_grad.h"
+#include "nn/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
@@ -222,6 +223,40 @@ TEST_CASE("Join names what a finished rank cannot shadow: SyncBatchNorm, a ZeRO 
       10s);
   REQUIRE_THAT(finished_rank_error,
                Catch::Contains("mismatched collectives") && Catch::Contains("Join(ddp, {&optimizer})"));
+}
+
+TEST_CASE("Join refuses to shadow a ZeRO step taken through a GradScaler, naming why") {
+  // The finished rank's gradient (the others' average) is still multiplied by the scale,
+  // which it does not know: stepping with it would all-gather a shard moved S times too far.
+  std::string finished_rank_error, training_rank_error;
+  std::mutex mu;
+  run_threads(
+      2,
+      [&](ProcessGroupTCP& g) {
+        DistributedDataParallel ddp(mlp(), {.group = &g});
+        ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
+                                    {.sgd = {.lr = 0.1}, .adam = {}, .group = &g, .ddp_averages_gradients = true});
+        GradScaler scaler;
+        Join join(ddp, {&opt});
+        try {
+          for (int s = 0; s < 1 + g.rank(); ++s) {
+            Tensor x, y;
+            batch(g.rank(), s, &x, &y);
+            opt.zero_grad();
+            scaler.scale(cross_entropy(ddp(Variable(x)), y)).backward();
+            scaler.step(opt);
+            scaler.update();
+          }
+          join.finish();
+        } catch (const Error& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          (g.rank() == 0 ? finished_rank_error : training_rank_error) = e.what();
+        }
+      },
+      2s);
+  REQUIRE_THAT(finished_rank_error, Catch::Contains("the others step through a GradScaler"));
+  INFO(training_rank_error);
+  REQUIRE_THAT(training_rank_error, Catch::Contains("rank 0"));  // its next collective names the one that left
 }
 
 TEST_CASE("without Join, uneven inputs leave the others waiting until their timeout, which names the rank") {

@@ -6,6 +6,7 @@
 #include "dist/ddp.h"
 #include "dist/zero.h"
 #include "nn/clip_grad.h"
+#include "nn/grad_scaler.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "tensor/ops.h"
@@ -166,6 +167,50 @@ TEST_CASE(
     }
     SGD after(model->parameters(), {.lr = 0.1});  // a destroyed ZeRO optimizer lets its parameters go
   });
+}
+
+TEST_CASE("ZeRO steps through a GradScaler as DDP with an unsharded optimizer: the same skipped steps and scale") {
+  // At step 1 rank 1's loss overflows (an Inf only in its own gradient). Under DDP the
+  // averaged gradient is Inf on every rank, so all skip. In ZeRO's reduce-scatter design
+  // rank 0's own gradient is finite: the ranks must agree, or rank 0 would step (and
+  // reduce-scatter) alone.
+  for (bool paired : {false, true}) {
+    INFO((paired ? "over DDP" : "reduce-scatter"));
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      const auto loss_at = [&](Module& m, int step) {
+        Variable loss = loss_on(m, g.rank(), step);
+        return step == 1 && g.rank() == 1 ? loss * 1e36 : loss;
+      };
+      const GradScalerOptions so{.init_scale = 1024, .growth_factor = 2, .backoff_factor = 0.5, .growth_interval = 2};
+      auto ref_model = small_mlp();
+      DistributedDataParallel ddp(ref_model, {.group = &g});
+      Adam ref_opt(ddp.parameters(), {.lr = 0.01});
+      GradScaler ref_scaler(so);
+      auto model = small_mlp();
+      std::unique_ptr<DistributedDataParallel> wrapped;
+      if (paired) wrapped = std::make_unique<DistributedDataParallel>(model, DDPOptions{.group = &g});
+      Module& trained = paired ? static_cast<Module&>(*wrapped) : *model;
+      ZeroRedundancyOptimizer zero(trained.parameters(), ZeroOptimizer::Adam,
+                                   {.sgd = {}, .adam = {.lr = 0.01}, .group = &g, .ddp_averages_gradients = paired});
+      GradScaler scaler(so);
+      for (int step = 0; step < 6; ++step) {
+        ref_opt.zero_grad();
+        ref_scaler.scale(loss_at(ddp, step)).backward();
+        const bool ref_stepped = ref_scaler.step(ref_opt);
+        ref_scaler.update();
+        zero.zero_grad();
+        scaler.scale(loss_at(trained, step)).backward();
+        const bool stepped = scaler.step(zero);
+        scaler.update();
+        RANK_REQUIRE(stepped == ref_stepped);
+        RANK_REQUIRE(scaler.get_scale() == ref_scaler.get_scale());
+      }
+      RANK_REQUIRE(scaler.skipped_steps() == 1);
+      RANK_REQUIRE(scaler.get_scale() == 2048);  // 1024 halved at step 1, doubled after steps 3 and 5
+      const auto a = flat(*ref_model), b = flat(*model);
+      for (size_t i = 0; i < a.size(); ++i) RANK_REQUIRE(b[i] == Approx(a[i]).epsilon(1e-5).margin(1e-6));
+    });
+  }
 }
 
 TEST_CASE("a frozen layer is not moved by ZeRO's flat shard (weight decay, momentum), as torch.optim leaves it") {
