@@ -69,6 +69,20 @@ void check_settings(const PowerSGDState& s) {
                  s.orthogonalization_epsilon);
 }
 
+// The residuals are this rank's own: a state is used by the rank that filled it, at the
+// world size it was filled at (a checkpoint loaded on another rank would add that rank's
+// residuals to this one's gradient, silently).
+void check_owner(PowerSGDState& s, const ProcessGroup& group) {
+  if (s.rank < 0) {
+    s.rank = group.rank();
+    s.world_size = group.size();
+  }
+  ENGINE_REQUIRE(s.rank == group.rank() && s.world_size == group.size(),
+                 "[PowerSGD] this state holds the residuals of ", "rank ", s.rank, " of ", s.world_size,
+                 " but is used by rank ", group.rank(), " of ", group.size(),
+                 ": each rank saves its own PowerSGD state and loads it again, at the same world size");
+}
+
 // Whether some column of q (m x r) is all zeros: a warm-start Q that came from a gradient
 // that was 0 (Q = M^T P = 0). Kept, it would give P = M Q = 0 in every later step, and
 // that matrix would never be sent again; such a Q is drawn afresh instead.
@@ -116,6 +130,7 @@ void orthogonalize(Tensor& p, double epsilon) {
 Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
   check_settings(s);
   ProcessGroup& group = s.group ? *s.group : *b.group;
+  check_owner(s, group);
   const double world = double(group.size());
   if (s.iter < s.start_powerSGD_iter) {  // plain all-reduce while training settles, on the state's group
     count_step(s, b.is_last);
@@ -126,7 +141,12 @@ Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
   Tensor input = b.buffer;
   if (s.use_error_feedback) {
     auto it = s.error.find(b.index);
-    if (it != s.error.end()) add_(input, it->second);
+    if (it != s.error.end()) {
+      ENGINE_REQUIRE(it->second.numel() == input.numel(), "[PowerSGD] bucket ", b.index, "'s residual holds ",
+                     it->second.numel(), " values but the bucket ", input.numel(),
+                     ": the state was loaded from a run with another model or bucket size");
+      add_(input, it->second);
+    }
   }
   const Tensor before = s.use_error_feedback ? input.clone() : Tensor();
   Plan plan = plan_bucket(s, b);
@@ -140,8 +160,13 @@ Future powerSGD_hook(PowerSGDState& s, GradBucket& b) {
     for (size_t i = 0; i < plan.matrices.size(); ++i)
       qs.push_back(random_q(s, plan.matrices[i].size(1), plan.ranks[i]));
   }
-  for (size_t i = 0; i < qs.size(); ++i)
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const Shape want{plan.matrices[i].size(1), plan.ranks[i]};
+    ENGINE_REQUIRE(qs[i].shape() == want, "[PowerSGD] bucket ", b.index, "'s Q ", i, " is ", shape_str(qs[i].shape()),
+                   " but its gradient needs ", shape_str(want),
+                   ": the state was loaded from a run with another model or bucket size");
     if (has_zero_column(qs[i])) qs[i] = random_q(s, plan.matrices[i].size(1), plan.ranks[i]);
+  }
   std::vector<Shape> p_shapes, q_shapes, u_shapes;
   for (size_t i = 0; i < plan.matrices.size(); ++i) {
     p_shapes.push_back({plan.matrices[i].size(0), plan.ranks[i]});

@@ -4,6 +4,7 @@
 //
 //   PowerSGDState state{.group = &group, .matrix_approximation_rank = 2, .start_powerSGD_iter = 10};
 //   ddp.register_comm_hook([&state](GradBucket& b) { return powerSGD_hook(state, b); });
+//   save_safetensors(path, state.state_dict());   // with the model's and optimizer's, to resume
 //
 // For a gradient M (n x m, each rank its own) and a shared Q (m x r):
 //   P = M Q              all-reduce (sum) P: (n r) numbers instead of n m
@@ -29,6 +30,7 @@
 #include <map>
 
 #include "dist/comm_hooks.h"
+#include "nn/module.h"
 #include "tensor/random.h"
 
 namespace engine::dist {
@@ -43,12 +45,27 @@ struct PowerSGDState {
   double orthogonalization_epsilon = 0;  // added to column norms (0: none, as PyTorch's default)
   uint64_t random_seed = 0;
 
-  // Filled as training goes (the same on every rank):
+  // Filled as training goes, the same on every rank except the residuals:
   int64_t iter = 0;  // training steps seen (counted at each step's last bucket)
   int64_t numel_before_compression = 0, numel_after_compression = 0;  // elements sent, summed over steps
-  std::map<int, Tensor> error = {};                                   // per bucket: the residual
-  std::map<int, std::vector<Tensor>> qs = {};                         // per bucket: each matrix's Q (warm start)
-  Generator rng{random_seed};  // draws every Q (declared after random_seed, so seeded by it)
+  std::map<int, Tensor> error = {};            // per bucket: this rank's residual (of its own gradient)
+  std::map<int, std::vector<Tensor>> qs = {};  // per bucket: each matrix's Q (warm start)
+  Generator rng{random_seed};                  // draws every Q (declared after random_seed, so seeded by it)
+  int rank = -1, world_size = 0;               // whose residuals these are (set by the first bucket)
+
+  // What a checkpoint needs to resume exactly, as PyTorch pickles its PowerSGDState (every
+  // field but the group): "iter", the two counters, "error.<bucket>" (residuals),
+  // "q.<bucket>.<k>" (warm-start Qs), "rng" (the generator that draws new Qs), and the
+  // settings as "settings.<name>", and "rank" and "world_size". Without it a resumed run
+  // starts with no residual (what earlier steps held back is lost) and new Qs. The
+  // residuals are each rank's own, so every rank saves its state and loads its own again
+  // (a state loaded on another rank, or at another world size, is named at the first
+  // bucket).
+  nn::StateDict state_dict() const;
+  // Refuses, naming the key, a state saved under other settings, a key it does not know,
+  // and values no run could have made (a negative step, a residual that is not finite);
+  // then nothing changes.
+  void load_state_dict(const nn::StateDict& state);
 };
 
 Future powerSGD_hook(PowerSGDState& state, GradBucket& bucket);

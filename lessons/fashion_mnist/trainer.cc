@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 
 #include "data/dataloader.h"
@@ -19,6 +18,7 @@
 #include "nn/loss.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
+#include "tensor/generator_state.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
 
@@ -77,25 +77,6 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, Module& model) 
   throw Error("[train] unknown optimizer \"" + o.optimizer + "\"; expected \"sgd\" or \"adam\"");
 }
 
-// The sampler's generator state as an int64 tensor, so a resumed run shuffles identically.
-Tensor generator_state(const Generator& g) {
-  const Generator::State s = g.get_state();
-  int32_t spare_bits;
-  std::memcpy(&spare_bits, &s.spare, 4);
-  return from_vector(std::vector<int64_t>{int64_t(s.state), int64_t(s.inc), s.has_spare, spare_bits});
-}
-
-Generator::State parse_generator_state(const Tensor& t) {
-  const std::vector<int64_t> v = t.dtype() == DType::Int64 ? t.to_vector<int64_t>() : std::vector<int64_t>{};
-  ENGINE_REQUIRE(v.size() == 4 && (v[2] == 0 || v[2] == 1) && v[3] >= INT32_MIN && v[3] <= INT32_MAX,
-                 "[train] checkpoint's sampler.generator is malformed (expected 4 int64: state, inc, has_spare 0|1, "
-                 "spare bits)");
-  Generator::State s{uint64_t(v[0]), uint64_t(v[1]), v[2] != 0, 0};
-  const int32_t bits = int32_t(v[3]);
-  std::memcpy(&s.spare, &bits, 4);
-  return s;
-}
-
 void save(const TrainOptions& o, const Module& model, const Optimizer& opt, const nn::GradScaler& scaler,
           const Generator& g, int epoch) {
   StateDict all;
@@ -131,7 +112,7 @@ int restore(const TrainOptions& o, Module& model, Optimizer& opt, nn::GradScaler
   // The loss scale where the run left it (a checkpoint of a run without float16 has none:
   // the scaler then starts afresh).
   if (!scaler_sd.empty()) scaler.load_state_dict(scaler_sd);
-  g.set_state(parse_generator_state(all.at("sampler.generator")));
+  g.set_state(parse_generator_state(all.at("sampler.generator"), "[train] checkpoint's sampler.generator"));
   return epoch;
 }
 
