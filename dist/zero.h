@@ -60,6 +60,10 @@ class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
   ~ZeroRedundancyOptimizer() override;  // the parameters may be given to another optimizer again
   void step() override;
   void zero_grad();
+  // The learning rate, for a schedule that changes it between steps (as PyTorch's
+  // schedulers change a ZeroRedundancyOptimizer's param_groups). Every rank sets the same.
+  double lr() { return inner_->lr(); }
+  void set_lr(double lr) { inner_->set_lr(lr); }
   // Between backward() and step(), as torch.nn.utils.clip_grad_norm_ under DDP: scales the
   // averaged gradient by max_norm / (norm + 1e-6) when its norm exceeds max_norm, and
   // returns that norm (of order norm_type, inf for the largest |g|). The reduce-scatter

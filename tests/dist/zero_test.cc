@@ -68,6 +68,8 @@ TEST_CASE("ZeRO-1 equals DDP with an unsharded optimizer; state is split N ways"
           Module& trained = paired ? static_cast<Module&>(*wrapped) : *model;
           ZeroRedundancyOptimizer zero(trained.parameters(), kind, zo);
           for (int step = 0; step < 4; ++step) {
+            // A schedule: the learning rate halves every step, on both optimizers.
+            if (step > 0) ref_opt->set_lr(ref_opt->lr() / 2), zero.set_lr(zero.lr() / 2);
             ref_opt->zero_grad();
             loss_on(ddp, g.rank(), step).backward();
             ref_opt->step();
@@ -164,6 +166,7 @@ TEST_CASE(
           ZeroRedundancyOptimizer(model->parameters(), ZeroOptimizer::SGD, {.sgd = {}, .adam = {}, .group = &g}),
           Catch::Contains("[ZeroRedundancyOptimizer] parameter 0 is trained through another one"));
       RANK_REQUIRE_THROWS_WITH(zero.clip_grad_norm_(-1), Catch::Contains("max_norm must be >= 0, got -1"));
+      RANK_REQUIRE_THROWS_WITH(zero.set_lr(NAN), Catch::Contains("learning rate must be in [0, 1e+06], got nan"));
     }
     SGD after(model->parameters(), {.lr = 0.1});  // a destroyed ZeRO optimizer lets its parameters go
   });
