@@ -172,7 +172,9 @@ TEST_CASE(
   });
 }
 
-TEST_CASE("ZeRO steps through a GradScaler as DDP with an unsharded optimizer: the same skipped steps and scale") {
+TEST_CASE(
+    "ZeRO steps through a GradScaler (and clips) as DDP with an unsharded optimizer: the same skipped steps and "
+    "scale") {
   // At step 1 rank 1's loss overflows (an Inf only in its own gradient). Under DDP the
   // averaged gradient is Inf on every rank, so all skip. In ZeRO's reduce-scatter design
   // rank 0's own gradient is finite: the ranks must agree, or rank 0 would step (and
@@ -199,10 +201,14 @@ TEST_CASE("ZeRO steps through a GradScaler as DDP with an unsharded optimizer: t
       for (int step = 0; step < 6; ++step) {
         ref_opt.zero_grad();
         ref_scaler.scale(loss_at(ddp, step)).backward();
+        ref_scaler.unscale_(ref_opt);  // PyTorch's recipe: unscale, clip, step, update
+        clip_grad_norm_(ddp.parameters(), 0.3);
         const bool ref_stepped = ref_scaler.step(ref_opt);
         ref_scaler.update();
         zero.zero_grad();
         scaler.scale(loss_at(trained, step)).backward();
+        scaler.unscale_(zero);
+        zero.clip_grad_norm_(0.3);
         const bool stepped = scaler.step(zero);
         scaler.update();
         RANK_REQUIRE(stepped == ref_stepped);
