@@ -5,6 +5,7 @@
 
 #include "dist/fsdp.h"
 #include "dist/fsdp_unit.h"
+#include "dist/grad_norm.h"
 #include "nn/clip_grad.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -35,15 +36,10 @@ constexpr const char* kShardCount = "_shard.count";
 
 double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
   const std::vector<Variable> shards = parameters();  // the padding's gradient is 0: it adds nothing
-  double part = nn::grad_norm_part(shards, norm_type);
-  if (options_.sharding_strategy != ShardingStrategy::NO_SHARD) {
-    // [part, NaN seen]: a NaN anywhere must reach every rank (as in one process), whatever
-    // the reduction does with NaN; sums for p-norms, max for the inf-norm.
-    Tensor t = from_vector(std::vector<float>{std::isnan(part) ? 0.0f : float(part), std::isnan(part) ? 1.0f : 0.0f});
-    shard_group_->all_reduce(t, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum).wait();
-    part = t.at({1}) > 0 ? NAN : t.at({0});
-  }
-  const double total = nn::grad_norm_from_part(part, norm_type);
+  const double part = nn::grad_norm_part(shards, norm_type);
+  const double total = options_.sharding_strategy == ShardingStrategy::NO_SHARD
+                           ? nn::grad_norm_from_part(part, norm_type)
+                           : total_grad_norm(*shard_group_, part, norm_type);
   nn::scale_grads_to_norm_(shards, max_norm, total, norm_type, /*error_if_nonfinite=*/false);
   return total;
 }

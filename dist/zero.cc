@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "dist/dist.h"
+#include "dist/grad_norm.h"
 #include "dist/same_model.h"
 #include "nn/clip_grad.h"
 #include "tensor/ops.h"
@@ -81,14 +82,9 @@ double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_typ
   if (!clipped_shard_.defined()) clipped_shard_ = averaged_grad_shard();
   nn::Variable shard = shard_param_;
   shard.set_grad(clipped_shard_);  // shares its memory: scaling it scales clipped_shard_
-  // Each rank's part of the norm (sum |g|^p, or max |g|) over its shard, added up (or the
-  // max taken) over the ranks; [part, NaN seen], so that a NaN on any rank reaches all,
-  // whatever the reduction does with NaN. The padding's gradient is 0: it adds nothing.
-  double part = nn::grad_norm_part({shard}, norm_type);
-  Tensor t = from_vector(std::vector<float>{std::isnan(part) ? 0.0f : float(part), std::isnan(part) ? 1.0f : 0.0f});
-  group_->all_reduce(t, std::isinf(norm_type) ? ReduceOp::Max : ReduceOp::Sum).wait();
-  part = t.at({1}) > 0 ? NAN : t.at({0});
-  const double total = nn::grad_norm_from_part(part, norm_type);
+  // Each rank's part of the norm over its shard, combined over the ranks. The padding's
+  // gradient is 0: it adds nothing.
+  const double total = total_grad_norm(*group_, nn::grad_norm_part({shard}, norm_type), norm_type);
   nn::scale_grads_to_norm_({shard}, max_norm, total, norm_type, error_if_nonfinite);
   return total;
 }
