@@ -31,7 +31,11 @@ int64_t DataLoader::size() const {
 
 DataLoader::Iterator DataLoader::begin() {
   auto order = std::make_shared<const std::vector<int64_t>>(sampler_->indices());
-  ENGINE_CHECK(int64_t(order->size()) == sampler_->size());
+  // A sampler of one's own must keep its two answers together: the loader counts batches
+  // (size()) and walks the list (indices()), and an epoch must be the same by both.
+  ENGINE_REQUIRE(int64_t(order->size()) == sampler_->size(), "[DataLoader] the sampler's indices() gave ",
+                 order->size(), " indices but its size() says ", sampler_->size(),
+                 ": a Sampler's size() must count what indices() returns");
   return Iterator(this, std::move(order), end_position() == 0 ? end_position() : 0);
 }
 

@@ -97,6 +97,13 @@ TEST_CASE("a custom sampler decides the order; shuffle and sampler together is a
   REQUIRE_THROWS_WITH(DataLoader(numbered(5), {.batch_size = 0}), Catch::Contains("batch_size must be positive"));
   REQUIRE_THROWS_WITH(RandomSampler(-1), Catch::Contains("[RandomSampler] dataset size must be >= 0, got -1"));
   REQUIRE_THROWS_WITH(SequentialSampler(-3), Catch::Contains("[SequentialSampler] dataset size must be >= 0, got -3"));
+  struct Miscounted : Sampler {  // a sampler of one's own whose size() disagrees with its list
+    std::vector<int64_t> indices() override { return {0, 1}; }
+    int64_t size() const override { return 5; }
+  };
+  DataLoader miscounted(numbered(5), {.batch_size = 2}, std::make_shared<Miscounted>());
+  REQUIRE_THROWS_WITH(miscounted.begin(),
+                      Catch::Contains("[DataLoader] the sampler's indices() gave 2 indices but its size() says 5"));
 }
 
 TEST_CASE("a batch_size near INT64_MAX is one batch of everything (no overflowing sum)") {
