@@ -18,9 +18,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> param
                                                  ZeroOptions options)
     : params_(std::move(params)), kind_(kind), options_(options) {
   group_ = options_.group ? options_.group : &default_group();
-  for (size_t i = 0; i < params_.size(); ++i)
-    ENGINE_REQUIRE(params_[i].trained_through().empty(), "[ZeroRedundancyOptimizer] parameter ", i,
-                   " is trained through another one: ", params_[i].trained_through());
+  nn::check_parameters(params_, "ZeroRedundancyOptimizer");
   check_same_parameters(*group_, params_, {}, "[ZeroRedundancyOptimizer]");
   for (auto& p : params_) total_ += p.numel();
   const int n = group_->size();

@@ -4,26 +4,30 @@
 
 namespace engine::nn {
 
-Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name)
-    : params_(std::move(params)), name_(name) {
-  ENGINE_REQUIRE(!params_.empty(), "[", name_, "] got an empty parameter list (did the model register its layers?)");
-  for (size_t i = 0; i < params_.size(); ++i) {
+void check_parameters(const std::vector<autograd::Variable>& params, const char* name) {
+  ENGINE_REQUIRE(!params.empty(), "[", name, "] got an empty parameter list (did the model register its layers?)");
+  for (size_t i = 0; i < params.size(); ++i) {
     // A frozen parameter (requires_grad false, as in fine-tuning) is accepted, as PyTorch
     // does: it gets no gradient, so step() leaves it alone.
-    ENGINE_REQUIRE(params_[i].defined(), "[", name_, "] parameter ", i, " is undefined");
+    ENGINE_REQUIRE(params[i].defined(), "[", name, "] parameter ", i, " is undefined");
     // Its gradient goes elsewhere (an FSDP unit's shard): stepping it would train nothing.
-    ENGINE_REQUIRE(params_[i].trained_through().empty(), "[", name_, "] parameter ", i,
-                   " is trained through another one: ", params_[i].trained_through());
+    ENGINE_REQUIRE(params[i].trained_through().empty(), "[", name, "] parameter ", i,
+                   " is trained through another one: ", params[i].trained_through());
     // A computed tensor gets no .grad of its own to step with, and its update would not
     // reach the leaves it came from.
-    ENGINE_REQUIRE(params_[i].is_leaf(), "[", name_, "] parameter ", i, " is not a leaf: it was computed by ",
-                   params_[i].grad_fn_name(), "; optimize the tensors it was computed from");
-    ENGINE_REQUIRE(params_[i].data().is_contiguous(), "[", name_, "] parameter ", i, " is not contiguous");
+    ENGINE_REQUIRE(params[i].is_leaf(), "[", name, "] parameter ", i, " is not a leaf: it was computed by ",
+                   params[i].grad_fn_name(), "; optimize the tensors it was computed from");
+    ENGINE_REQUIRE(params[i].data().is_contiguous(), "[", name, "] parameter ", i, " is not contiguous");
     for (size_t j = 0; j < i; ++j)  // the same tensor twice would take two steps each time
-      ENGINE_REQUIRE(params_[i].data().storage() != params_[j].data().storage() ||
-                         params_[i].data().offset() != params_[j].data().offset(),
-                     "[", name_, "] parameter ", i, " is parameter ", j, " again: it would be updated twice a step");
+      ENGINE_REQUIRE(params[i].data().storage() != params[j].data().storage() ||
+                         params[i].data().offset() != params[j].data().offset(),
+                     "[", name, "] parameter ", i, " is parameter ", j, " again: it would be updated twice a step");
   }
+}
+
+Optimizer::Optimizer(std::vector<autograd::Variable> params, const char* name)
+    : params_(std::move(params)), name_(name) {
+  check_parameters(params_, name_);
 }
 
 void Optimizer::require_in(const char* what, double value, double lo, double hi) const {

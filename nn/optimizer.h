@@ -17,6 +17,11 @@
 
 namespace engine::nn {
 
+// Throws naming the first parameter no optimizer can step: none at all, an undefined one,
+// one trained through something else (an FSDP unit), a computed (non-leaf) tensor, a
+// non-contiguous one, or the same tensor twice. Every optimizer checks its list with it.
+void check_parameters(const std::vector<autograd::Variable>& params, const char* name);
+
 class Optimizer : public Steppable {
  public:
   explicit Optimizer(std::vector<autograd::Variable> params, const char* name);

@@ -391,6 +391,22 @@ TEST_CASE("a ZeRO state consolidated at world size 2 re-shards at world size 3 a
   }
 }
 
+TEST_CASE("ZeRO refuses the parameter lists any optimizer refuses: empty, repeated, computed") {
+  // Each was accepted: a repeated tensor was flattened twice (its state held twice), and a
+  // computed one had its values overwritten by the all-gather while its leaves never moved.
+  run_threads(2, [](ProcessGroupTCP& g) {
+    const ZeroOptions zo{.sgd = {.lr = 0.1}, .adam = {}, .group = &g};
+    Variable w(ones({3}), true);
+    RANK_REQUIRE_THROWS_WITH(ZeroRedundancyOptimizer({}, ZeroOptimizer::SGD, zo),
+                             Catch::Contains("[ZeroRedundancyOptimizer] got an empty parameter list"));
+    RANK_REQUIRE_THROWS_WITH(ZeroRedundancyOptimizer({w, w}, ZeroOptimizer::SGD, zo),
+                             Catch::Contains("[ZeroRedundancyOptimizer] parameter 1 is parameter 0 again"));
+    RANK_REQUIRE_THROWS_WITH(
+        ZeroRedundancyOptimizer({w * 2.0}, ZeroOptimizer::SGD, zo),
+        Catch::Contains("[ZeroRedundancyOptimizer] parameter 0 is not a leaf: it was computed by mul"));
+  });
+}
+
 TEST_CASE("parameters that differ between ranks are named before anything is sharded") {
   std::vector<std::string> errors(2);
   run_threads(2, [&](ProcessGroupTCP& g) {  // (3,2) and (2,3): 6 elements each
