@@ -1,6 +1,7 @@
 #include "dist/fsdp.h"
 
 #include <algorithm>
+#include <map>
 
 #include "autograd/variable.h"
 #include "dist/dist.h"
@@ -191,6 +192,18 @@ void FullyShardedDataParallel::build_units() {
     plan.push_back({cname, params, child});
   }
   if (!own.empty()) plan.push_back({"", own, nullptr});
+  // A parameter in two children (one layer placed twice, as weight tying does) would be a
+  // view of two units' flat buffers at once: refused before anything changes (PyTorch's
+  // FSDP, too, needs shared parameters in one unit).
+  std::map<const void*, std::string> holder;  // parameter -> the first unit that has it
+  for (const Planned& unit : plan)
+    for (auto& [pname, p] : unit.params) {
+      const auto [first, fresh] = holder.emplace(p.impl().get(), unit.name);
+      ENGINE_REQUIRE(fresh, "[FSDP] the model's children \"", first->second, "\" and \"", unit.name,
+                     "\" share the parameter \"", pname,
+                     "\" (one layer placed twice?): FSDP makes each child a unit with a flat shard of its own, so "
+                     "a parameter cannot be in two. Put the shared layer in one child that runs it twice, or use DDP");
+    }
   // A unit becomes one flat shard, trained or frozen as a whole (as PyTorch's FSDP without
   // use_orig_params): a layer half frozen is refused before anything is changed.
   for (const Planned& unit : plan)

@@ -364,6 +364,57 @@ TEST_CASE("a layer half frozen is refused with what to do, before anything is sh
   }
 }
 
+namespace {
+// One layer run twice (weight tying inside a child): a 4 -> 4 Linear, a ReLU, the same Linear.
+struct Twice : Module {
+  Twice() {
+    Generator g(1);
+    lin = register_module("lin", std::make_shared<Linear>(4, 4, true, &g));
+  }
+  Variable forward(const Variable& x) override { return (*lin)(relu((*lin)(x))); }
+  std::shared_ptr<Linear> lin;
+};
+Variable loss_of_4(Module& m, int rank, int step) {
+  Generator g(uint64_t(10 * step + rank));
+  return sum(m(Variable(randn({3, 4}, &g))) * m(Variable(randn({3, 4}, &g))));
+}
+}  // namespace
+
+TEST_CASE("one layer placed in two children is refused by name; inside one child it trains as DDP's") {
+  // Sequential{lin, relu, lin}: both children would make the one weight a view of their own
+  // flat buffer. FULL_SHARD failed with "this tensor's memory was released" on one rank and
+  // a timeout on the other; NO_SHARD trained silently to other weights (0.12 from DDP's).
+  const auto placed_twice = [] {
+    Generator g(1);
+    auto lin = std::make_shared<Linear>(4, 4, true, &g);
+    return std::make_shared<Sequential>(std::vector<ModulePtr>{lin, std::make_shared<ReLU>(), lin});
+  };
+  for (ShardingStrategy s : kAll) {
+    INFO(sharding_strategy_name(s));
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      auto model = placed_twice();
+      RANK_REQUIRE_THROWS_WITH(FullyShardedDataParallel(model, {.sharding_strategy = s, .group = &g}),
+                               Catch::Contains("[FSDP] the model's children \"0\" and \"2\" share the parameter "
+                                               "\"weight\" (one layer placed twice?)"));
+      DistributedDataParallel still_usable(model, {.group = &g});  // nothing was marked or replaced
+      auto ref = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Twice>()});
+      auto tied = std::make_shared<Sequential>(std::vector<ModulePtr>{std::make_shared<Twice>()});
+      DistributedDataParallel ddp(ref, {.group = &g});
+      FullyShardedDataParallel fsdp(tied, {.sharding_strategy = s, .group = &g});
+      SGD o1(ddp.parameters(), {.lr = 0.01}), o2(fsdp.parameters(), {.lr = 0.01});
+      for (int step = 0; step < 3; ++step) {
+        o1.zero_grad();
+        loss_of_4(ddp, g.rank(), step).backward();
+        o1.step();
+        o2.zero_grad();
+        loss_of_4(fsdp, g.rank(), step).backward();
+        o2.step();
+      }
+      RANK_REQUIRE(max_rel_diff(fsdp.full_state_dict(/*rank0_only=*/false), ref->state_dict()) < 1e-5);
+    });
+  }
+}
+
 TEST_CASE("an optimizer over the wrapped model's parameters, or a second FSDP, is refused") {
   // FSDP trains each unit's flat shard; the model's own parameters are views it fills in
   // and whose gradients it moves to the shard. SGD over them used to step nothing, silently.
