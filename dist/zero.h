@@ -89,9 +89,10 @@ class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
   // It steps with its settings as they were when its data ran out: a learning-rate
   // schedule set on the training ranks does not reach it (nor in PyTorch). When it clipped
   // (clip_grad_norm_), it clips again as it last did, since in the reduce-scatter design
-  // that is a collective too (a rank with no batch at all never clipped, and cannot: its
-  // shadow step then meets the others' clip as mismatched collectives, named). Steps taken through a GradScaler cannot
-  // be shadowed (the finished rank's gradient is still multiplied by a scale it does not know): refused.
+  // that is a collective too; a rank with no batch at all never clipped, so its shadow
+  // step meets the others' clip as mismatched collectives (named). Steps taken through a
+  // GradScaler cannot be shadowed (the finished rank's gradient is still multiplied by a
+  // scale it does not know): refused.
   void join_shadow_step() override;
   const ProcessGroup* join_process_group() const override { return group_; }
 
