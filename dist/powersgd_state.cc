@@ -12,10 +12,11 @@ namespace {
 
 // The settings that shape the state (which matrices are compressed, the shape of each Q,
 // whether residuals and Qs are kept) or its schedule. The seed is not among them: the
-// generator's state is saved itself.
+// generator's state is saved itself. Each is kept as a float32 scalar, so each is
+// compared as float32 rounds it.
 std::map<std::string, double> settings(const PowerSGDState& s) {
-  return {{"matrix_approximation_rank", s.matrix_approximation_rank},
-          {"start_powerSGD_iter", double(s.start_powerSGD_iter)},
+  return {{"matrix_approximation_rank", float(s.matrix_approximation_rank)},
+          {"start_powerSGD_iter", float(s.start_powerSGD_iter)},
           {"min_compression_rate", float(s.min_compression_rate)},
           {"use_error_feedback", s.use_error_feedback},
           {"warm_start", s.warm_start},
