@@ -95,6 +95,38 @@ std::vector<float> closed_form(const std::vector<int>& batches, double max_norm 
   }
   return flat(*model);
 }
+// 2 ranks under DDP with a ZeRO optimizer (PyTorch's pairing) and a Join, rank r with r + 1
+// batches; the optimizer given to the Join or not, stepped plainly or through a GradScaler.
+// Returns each rank's error (empty when it finished).
+std::vector<std::string> uneven_zero_errors(bool join_optimizer, bool scaled, std::chrono::seconds timeout) {
+  std::vector<std::string> errors(2);
+  std::mutex mu;
+  run_threads(
+      2,
+      [&](ProcessGroupTCP& g) {
+        DistributedDataParallel ddp(mlp(), {.group = &g});
+        ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
+                                    {.sgd = {.lr = 0.1}, .adam = {}, .group = &g, .ddp_averages_gradients = true});
+        GradScaler scaler({.enabled = scaled});
+        Join join = join_optimizer ? Join(ddp, {&opt}) : Join(ddp);
+        try {
+          for (int s = 0; s < 1 + g.rank(); ++s) {
+            Tensor x, y;
+            batch(g.rank(), s, &x, &y);
+            opt.zero_grad();
+            scaler.scale(cross_entropy(ddp(Variable(x)), y)).backward();
+            scaler.step(opt);
+            scaler.update();
+          }
+          join.finish();
+        } catch (const Error& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          errors[size_t(g.rank())] = e.what();
+        }
+      },
+      timeout);
+  return errors;
+}
 }  // namespace
 
 TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and every replica ends the same") {
@@ -203,60 +235,17 @@ TEST_CASE("Join names what a finished rank cannot shadow: SyncBatchNorm, a ZeRO 
     DistributedDataParallel ddp(convert_sync_batchnorm(model, &g), {.group = &g});
     RANK_REQUIRE_THROWS_WITH(Join(ddp), Catch::Contains("the model's layer \"1\" is a SyncBatchNorm"));
   });
-  std::string finished_rank_error;
-  std::mutex mu;
-  run_threads(
-      2,
-      [&](ProcessGroupTCP& g) {
-        DistributedDataParallel ddp(mlp(), {.group = &g});
-        ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
-                                    {.sgd = {.lr = 0.1}, .adam = {}, .group = &g, .ddp_averages_gradients = true});
-        Join join(ddp);  // the optimizer left out
-        try {
-          train_on(ddp, opt, g.rank(), 1 + g.rank());
-          join.finish();
-        } catch (const Error& e) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (g.rank() == 0) finished_rank_error = e.what();
-        }
-      },
-      10s);
-  REQUIRE_THAT(finished_rank_error,
-               Catch::Contains("mismatched collectives") && Catch::Contains("Join(ddp, {&optimizer})"));
+  const std::vector<std::string> errors = uneven_zero_errors(/*join_optimizer=*/false, /*scaled=*/false, 10s);
+  REQUIRE_THAT(errors[0], Catch::Contains("mismatched collectives") && Catch::Contains("Join(ddp, {&optimizer})"));
 }
 
 TEST_CASE("Join refuses to shadow a ZeRO step taken through a GradScaler, naming why") {
   // The finished rank's gradient (the others' average) is still multiplied by the scale,
   // which it does not know: stepping with it would all-gather a shard moved S times too far.
-  std::string finished_rank_error, training_rank_error;
-  std::mutex mu;
-  run_threads(
-      2,
-      [&](ProcessGroupTCP& g) {
-        DistributedDataParallel ddp(mlp(), {.group = &g});
-        ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
-                                    {.sgd = {.lr = 0.1}, .adam = {}, .group = &g, .ddp_averages_gradients = true});
-        GradScaler scaler;
-        Join join(ddp, {&opt});
-        try {
-          for (int s = 0; s < 1 + g.rank(); ++s) {
-            Tensor x, y;
-            batch(g.rank(), s, &x, &y);
-            opt.zero_grad();
-            scaler.scale(cross_entropy(ddp(Variable(x)), y)).backward();
-            scaler.step(opt);
-            scaler.update();
-          }
-          join.finish();
-        } catch (const Error& e) {
-          std::lock_guard<std::mutex> lock(mu);
-          (g.rank() == 0 ? finished_rank_error : training_rank_error) = e.what();
-        }
-      },
-      2s);
-  REQUIRE_THAT(finished_rank_error, Catch::Contains("the others step through a GradScaler"));
-  INFO(training_rank_error);
-  REQUIRE_THAT(training_rank_error, Catch::Contains("rank 0"));  // its next collective names the one that left
+  const std::vector<std::string> errors = uneven_zero_errors(/*join_optimizer=*/true, /*scaled=*/true, 2s);
+  REQUIRE_THAT(errors[0], Catch::Contains("the others step through a GradScaler"));
+  INFO(errors[1]);
+  REQUIRE_THAT(errors[1], Catch::Contains("rank 0"));  // its next collective names the one that left
 }
 
 TEST_CASE("without Join, uneven inputs leave the others waiting until their timeout, which names the rank") {
