@@ -9,6 +9,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/ops.h"
+#include "tests/dist/ddp_models.h"
 #include "tests/dist/ranks.h"
 #include "tests/dist/small_mlp.h"
 #include "tests/rank_assert.h"
@@ -17,6 +18,7 @@
 using namespace engine;
 using namespace engine::dist;
 using namespace engine::nn;
+using engine::ddp_testing::flat;
 using engine::testing::loss_on;
 using engine::testing::run_threads;
 using engine::testing::small_mlp;
@@ -25,13 +27,6 @@ namespace {
 
 constexpr int kSteps = 10;
 const PowerSGDState kSettings{.matrix_approximation_rank = 1, .start_powerSGD_iter = 2};
-
-std::vector<float> flat_weights(Module& m) {
-  std::vector<float> out;
-  for (auto& p : m.parameters())
-    for (float v : p.data().to_vector<float>()) out.push_back(v);
-  return out;
-}
 
 // Every tensor of `from` under "<prefix><key>".
 void put(StateDict& into, const std::string& prefix, const StateDict& from) {
@@ -77,7 +72,7 @@ std::vector<float> run(int stop_at, bool load_powersgd) {
     if (stop_at == 0) {
       train(*ddp, opt, g.rank(), 0, kSteps);
       std::lock_guard<std::mutex> lock(mu);
-      if (g.rank() == 0) out = flat_weights(ddp->module());
+      if (g.rank() == 0) out = flat(ddp->module());
       return;
     }
     train(*ddp, opt, g.rank(), 0, stop_at);
@@ -101,7 +96,7 @@ std::vector<float> run(int stop_at, bool load_powersgd) {
     if (load_powersgd) resumed.load_state_dict(load_safetensors(own(g.rank())));
     train(*ddp2, opt2, g.rank(), stop_at, kSteps);
     std::lock_guard<std::mutex> lock(mu);
-    if (g.rank() == 0) out = flat_weights(ddp2->module());
+    if (g.rank() == 0) out = flat(ddp2->module());
   });
   return out;
 }
