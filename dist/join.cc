@@ -22,7 +22,8 @@ std::string first_sync_batchnorm(const nn::Module& m, const std::string& path) {
 
 }  // namespace
 
-Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others) : ddp_(ddp), others_(std::move(others)) {
+Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others, nn::GradScaler* scaler)
+    : ddp_(ddp), others_(std::move(others)), scaler_(scaler) {
   ENGINE_REQUIRE(ddp_.join_ == nullptr, "[Join] this DistributedDataParallel is already in a Join");
   ENGINE_REQUIRE(!ddp_.hook_,
                  "[Join] does not work with a communication hook (a finished rank would have to shadow "
@@ -77,7 +78,24 @@ void Join::shadow_step() {
 void Join::sync_final_model(bool last_to_finish) {
   Tensor who = from_vector(std::vector<int64_t>{last_to_finish ? int64_t(ddp_.group_->rank()) : -1});
   ddp_.group_->all_reduce(who, ReduceOp::Max).wait();
-  ddp_.broadcast_state(int(who.to_vector<int64_t>()[0]));
+  const int root = int(who.to_vector<int64_t>()[0]);
+  ddp_.broadcast_state(root);
+  if (scaler_ != nullptr) sync_scaler(root);
+}
+
+// The last finisher's scale and growth tracker, so that from the next step on every rank
+// scales its loss, and unscales the averaged gradient, by the same number. A disabled
+// scaler (no float16) sends scale 0.
+void Join::sync_scaler(int root) {
+  nn::StateDict state = scaler_->state_dict();
+  const bool enabled = !state.empty();
+  if (!enabled) state = {{"scale", full({}, 0.0)}, {"growth_tracker", full({}, 0.0, DType::Int64)}};
+  for (const char* key : {"scale", "growth_tracker"}) ddp_.group_->broadcast(state.at(key), root).wait();
+  const bool root_enabled = state.at("scale").item() > 0;
+  ENGINE_REQUIRE(root_enabled == enabled, "[Join] rank ", root, "'s GradScaler is ",
+                 root_enabled ? "enabled" : "disabled", " but rank ", ddp_.group_->rank(), "'s is ",
+                 enabled ? "enabled" : "disabled", ": give every rank the same GradScaler options");
+  if (enabled) scaler_->load_state_dict(state);
 }
 
 int Join::finish() {

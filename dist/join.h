@@ -29,6 +29,15 @@
 //   dist::ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::Adam, {..., .ddp_averages_gradients = true});
 //   dist::Join join(ddp, {&opt});
 //
+// A GradScaler (float16) is passed too: a finished rank's scaler stops at the scale of its
+// last step while the others' go on growing or backing off, and from the next epoch on
+// the ranks would multiply their losses by different scales, average those gradients and
+// divide them by different scales again: replicas apart, silently. (PyTorch's Join does
+// not know its GradScaler.) With it, finish() gives every rank the scaler state of the
+// last rank to finish, with the model.
+//
+//   dist::Join join(ddp, {}, &scaler);
+//
 // A model with SyncBatchNorm is refused: its forward and backward are collectives too,
 // interleaved with DDP's, which a finished rank has no batch to run (PyTorch's Join
 // does not shadow them either). Give every rank the same number of batches instead.
@@ -38,18 +47,19 @@
 
 #include "dist/ddp.h"
 #include "dist/joinable.h"
+#include "nn/grad_scaler.h"
 
 namespace engine::dist {
 
 class Join {
  public:
-  explicit Join(DistributedDataParallel& ddp, std::vector<Joinable*> others = {});
+  explicit Join(DistributedDataParallel& ddp, std::vector<Joinable*> others = {}, nn::GradScaler* scaler = nullptr);
   ~Join();
   Join(const Join&) = delete;
   Join& operator=(const Join&) = delete;
 
   // This rank has no more data: shadow the others until all have finished, then take the
-  // last finisher's model. Returns the number of steps this rank shadowed.
+  // last finisher's model (and loss scale). Returns the number of steps this rank shadowed.
   int finish();
 
  private:
@@ -58,9 +68,11 @@ class Join {
   int buffer_root() const { return buffer_root_; }  // the highest rank still training
   void shadow_step();
   void sync_final_model(bool last_to_finish);
+  void sync_scaler(int root);
 
   DistributedDataParallel& ddp_;
   std::vector<Joinable*> others_;
+  nn::GradScaler* scaler_;
   bool finished_ = false;
   int buffer_root_ = 0;
 };

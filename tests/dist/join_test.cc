@@ -127,6 +127,38 @@ std::vector<std::string> uneven_zero_errors(bool join_optimizer, bool scaled, st
       timeout);
   return errors;
 }
+// 2 ranks, SGD through a GradScaler whose scale doubles after every good step: an epoch
+// under a Join with 1 and 3 batches, then 2 steps each without one. The scaler is given
+// to the Join or not. Returns each rank's weights and final scale.
+struct ScaledRun {
+  std::vector<std::vector<float>> weights{2};
+  std::vector<double> scales = std::vector<double>(2);
+};
+ScaledRun two_epochs_scaled(bool enabled, bool give_scaler_to_join) {
+  ScaledRun out;
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(mlp(), {.group = &g});
+    SGD opt(ddp.parameters(), {.lr = 0.1});
+    GradScaler scaler({.init_scale = 1024, .growth_interval = 1, .enabled = enabled});
+    auto step = [&](int s) {
+      Tensor x, y;
+      batch(g.rank(), s, &x, &y);
+      opt.zero_grad();
+      scaler.scale(cross_entropy(ddp(Variable(x)), y)).backward();
+      scaler.step(opt);
+      scaler.update();
+    };
+    {
+      Join join = give_scaler_to_join ? Join(ddp, {}, &scaler) : Join(ddp);
+      for (int s = 0; s < 1 + 2 * g.rank(); ++s) step(s);
+      join.finish();
+    }
+    for (int s = 10; s < 12; ++s) step(s);
+    out.weights[size_t(g.rank())] = flat(ddp.module());
+    out.scales[size_t(g.rank())] = scaler.get_scale();
+  });
+  return out;
+}
 }  // namespace
 
 TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and every replica ends the same") {
@@ -195,6 +227,43 @@ TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard 
         REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
       }
     }
+}
+
+TEST_CASE("Join with a GradScaler: every rank goes on with the last finisher's scale") {
+  // Scales are powers of two, so scaling and unscaling are exact: the run equals the one
+  // without loss scaling, bit for bit.
+  const ScaledRun unscaled = two_epochs_scaled(/*enabled=*/false, true);
+  const ScaledRun given = two_epochs_scaled(/*enabled=*/true, true);
+  REQUIRE(given.scales == std::vector<double>{32768, 32768});  // 1024 doubled by 3 steps, then by 2
+  REQUIRE(given.weights[0] == given.weights[1]);
+  REQUIRE(given.weights[0] == unscaled.weights[0]);
+  // Not given: rank 0 stopped at 2048 while rank 1 reached 8192. Each then unscaled the
+  // average of differently scaled gradients by its own scale, and the replicas parted.
+  const ScaledRun forgotten = two_epochs_scaled(/*enabled=*/true, false);
+  REQUIRE(forgotten.scales == std::vector<double>{8192, 32768});
+  REQUIRE(forgotten.weights[0] != forgotten.weights[1]);
+}
+
+TEST_CASE("Join names a GradScaler enabled on one rank and disabled on another") {
+  std::string error;
+  run_threads(2, [&](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(mlp(), {.group = &g});
+    GradScaler scaler({.enabled = g.rank() == 0});
+    Join join(ddp, {}, &scaler);
+    if (g.rank() == 0) {
+      try {
+        join.finish();
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    } else {
+      Tensor x, y;
+      batch(1, 0, &x, &y);
+      cross_entropy(ddp(Variable(x)), y).backward();
+      join.finish();
+    }
+  });
+  REQUIRE_THAT(error, Catch::Contains("rank 1's GradScaler is disabled but rank 0's is enabled"));
 }
 
 TEST_CASE("Join: batch-norm statistics come from a rank still training, not from a finished rank 0") {
