@@ -1,5 +1,6 @@
 #include "dist/distributed_sampler.h"
 
+#include <cstdio>
 #include <numeric>
 
 #include "dist/dist.h"
@@ -23,6 +24,20 @@ DistributedSampler::DistributedSampler(int64_t n, DistributedSamplerOptions o) :
 }
 
 std::vector<int64_t> DistributedSampler::indices() {
+  // A second pass over one shuffled epoch: the loop lacks set_epoch (PyTorch says nothing).
+  if (options_.shuffle && epoch_ == last_drawn_ && !warned_ && rank_ == 0) {
+    std::fprintf(stderr,
+                 "[DistributedSampler] epoch %lld's order was drawn again: set_epoch() was not called since the last "
+                 "pass, so this pass repeats its order on every rank. Call sampler.set_epoch(epoch) at the start of "
+                 "each epoch (said once)\n",
+                 (long long)epoch_);
+    warned_ = true;
+  }
+  last_drawn_ = epoch_;
+  return order();
+}
+
+std::vector<int64_t> DistributedSampler::order() const {
   std::vector<int64_t> order;
   if (options_.shuffle) {
     Generator g(options_.seed + uint64_t(epoch_));  // identical on every rank

@@ -12,10 +12,12 @@
 // indices (with drop_last and N not divisible by R: floor(N / R)). The shuffled order is a
 // permutation drawn from a generator seeded with seed + epoch, the same on every rank; it
 // is padded by repeating its start (or, with drop_last, cut) to R times that, and rank r
-// takes positions r, r + R, r + 2R, ... Without set_epoch every epoch repeats one order.
+// takes positions r, r + R, r + 2R, ... Without set_epoch every epoch repeats one order:
+// rank 0 then says so (once) when a shuffled order is drawn a second time for one epoch.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "data/sampler.h"
@@ -33,7 +35,11 @@ struct DistributedSamplerOptions {
 class DistributedSampler : public data::Sampler {
  public:
   explicit DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options = {});
+  // This rank's indices for the current epoch: one pass. Drawing the same shuffled epoch
+  // twice is what a forgotten set_epoch looks like, and is warned about once.
   std::vector<int64_t> indices() override;
+  // The same list, to look at (record or print) without counting as a pass.
+  std::vector<int64_t> order() const;
   int64_t size() const override { return num_samples_; }
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
@@ -43,6 +49,8 @@ class DistributedSampler : public data::Sampler {
   int replicas_, rank_;
   DistributedSamplerOptions options_;
   int64_t epoch_ = 0;
+  std::optional<int64_t> last_drawn_;  // the epoch indices() last drew
+  bool warned_ = false;
 };
 
 }  // namespace engine::dist

@@ -1,15 +1,15 @@
 // The claims of lesson 2, each able to fail: DDP over N ranks equals one process on the
 // combined batch; replicas stay bit-identical; no_sync accumulates; unused parameters are
-// named; communication overlaps backward; DistributedSampler splits and reshuffles as
-// PyTorch's does; only rank 0 writes the checkpoint. What DDP checks about the model
-// (frozen layers, models that differ, wrapping twice) is in ddp_model_checks_test.cc.
+// named; communication overlaps backward; only rank 0 writes the checkpoint. What DDP
+// checks about the model (frozen layers, models that differ, wrapping twice) is in
+// ddp_model_checks_test.cc; the DistributedSampler's claims are in
+// distributed_sampler_test.cc.
 #include <cstdio>
 #include <fstream>
 #include <mutex>
 
 #include "catch2/catch.hpp"
 #include "dist/ddp.h"
-#include "dist/distributed_sampler.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/safetensors.h"
@@ -226,60 +226,6 @@ TEST_CASE("communication overlaps backward: buckets are launched before the last
     RANK_REQUIRE(probe.launched == 1);          // the last layer's bucket was in flight while 0.weight was computed
     RANK_REQUIRE(ddp.buckets_launched() == 0);  // all finished and reset by the end of backward
   });
-}
-
-TEST_CASE("DistributedSampler matches PyTorch's padding and interleaving") {
-  auto take = [](int64_t n, int r, bool drop_last) {
-    DistributedSampler s(n, {.num_replicas = 3, .rank = r, .shuffle = false, .drop_last = drop_last});
-    return s.indices();
-  };
-  using I = std::vector<int64_t>;
-  RANK_REQUIRE(take(10, 0, false) == I{0, 3, 6, 9});
-  RANK_REQUIRE(take(10, 1, false) == I{1, 4, 7, 0});
-  RANK_REQUIRE(take(10, 2, false) == I{2, 5, 8, 1});
-  RANK_REQUIRE(take(10, 0, true) == I{0, 3, 6});
-  RANK_REQUIRE(take(10, 1, true) == I{1, 4, 7});
-  RANK_REQUIRE(take(10, 2, true) == I{2, 5, 8});
-  RANK_REQUIRE(take(2, 2, false) == I{0});  // fewer examples than ranks: padding wraps around
-  RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = 2}),
-                           Catch::Contains("rank 2 is outside 0..1"));
-  // Only -1 means "ask dist::"; another negative rank is an error naming it.
-  RANK_REQUIRE_THROWS_WITH(DistributedSampler(10, {.num_replicas = 2, .rank = -2}),
-                           Catch::Contains("rank -2 is outside 0..1"));
-  // No intermediate sum overflows: 2^63 - 1 examples over 4 ranks is 2^61 each, padded to a
-  // multiple of 4 past int64 (an error), and floor with drop_last (fits).
-  RANK_REQUIRE_THROWS_WITH(DistributedSampler(INT64_MAX, {.num_replicas = 4, .rank = 1}),
-                           Catch::Contains("dataset size 9223372036854775807 padded to a multiple of 4 replicas"));
-  RANK_REQUIRE(DistributedSampler(INT64_MAX, {.num_replicas = 4, .rank = 1, .drop_last = true}).size() ==
-               INT64_MAX / 4);
-}
-
-TEST_CASE("DistributedSampler: disjoint slices that cover the data; set_epoch reshuffles for everyone") {
-  const int64_t n = 103;
-  auto slices = [&](int64_t epoch, bool call_set_epoch) {
-    std::vector<std::vector<int64_t>> s;
-    for (int r = 0; r < 4; ++r) {
-      DistributedSampler ds(n, {.num_replicas = 4, .rank = r, .seed = 5});
-      if (call_set_epoch) ds.set_epoch(epoch);
-      s.push_back(ds.indices());
-    }
-    return s;
-  };
-  const auto e0 = slices(0, true);
-  std::vector<int> seen(n, 0);
-  for (auto& s : e0) {
-    RANK_REQUIRE(s.size() == 26);  // ceil(103 / 4)
-    for (int64_t i : s) ++seen[size_t(i)];
-  }
-  int padded = 0;
-  for (int c : seen) {
-    RANK_REQUIRE(c >= 1);  // every example is covered...
-    padded += c - 1;
-  }
-  RANK_REQUIRE(padded == 4 * 26 - n);    // ...and only the padding repeats
-  RANK_REQUIRE(slices(1, true) != e0);   // set_epoch: a new order
-  RANK_REQUIRE(slices(1, false) == e0);  // forgetting set_epoch: the same order every epoch
-  RANK_REQUIRE(slices(0, true) == e0);   // deterministic
 }
 
 TEST_CASE("only rank 0 writes the checkpoint, and every rank loads the same values") {

@@ -1,6 +1,7 @@
 # Step 9's claims: without set_epoch every epoch repeats one order; with it the order
 # changes from epoch to epoch; either way, within an epoch the two ranks' slices of the
-# 12 examples are disjoint and cover them.
+# 12 examples are disjoint and cover them; rank 0's sampler says once that set_epoch
+# was forgotten.
 # rank_orders R HOW: rank R's order in each of the 3 epochs, one per line.
 rank_orders() { for e in 0 1 2; do results "epoch_${e}_$2" | sed -n "$(($1 + 1))p"; done; }
 for r in 0 1; do
@@ -18,3 +19,6 @@ for e in 0 1 2; do
   done
 done
 echo "ok: in every epoch the slices split the dataset"
+expect_count 1 "\[rank 0\] \[DistributedSampler\] epoch 0's order was drawn again: set_epoch\(\) was not called" \
+  "rank 0's sampler says once that the epoch was drawn again"
+expect_none "\[rank 1\] \[DistributedSampler\]" "rank 1 leaves the warning to rank 0"

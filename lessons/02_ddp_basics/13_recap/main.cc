@@ -199,7 +199,7 @@ int main(int argc, char** argv) try {
   for (int epoch = state.epoch; epoch < args.epochs; ++epoch) {
     // ---- Reshuffle every epoch.            sampler.set_epoch(epoch)
     sampler->set_epoch(epoch);
-    if (twin.on()) twin.epoch_order(sampler->indices());
+    if (twin.on()) twin.epoch_order(sampler->order());
     const auto t0 = std::chrono::steady_clock::now();
     double& loss_sum = state.loss_sum;
     int64_t& batches = state.batch;

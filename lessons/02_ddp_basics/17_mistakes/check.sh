@@ -7,6 +7,7 @@ for r in 0 1; do
     fail "rank $r: the epochs' orders differ, but set_epoch was never called"
 done
 echo "ok: without set_epoch every epoch repeats the same order on each rank"
+expect_count 1 "\[rank 0\] \[DistributedSampler\] epoch 0's order was drawn again" "rank 0 says once that set_epoch was forgotten"
 # 2. Every rank wrote the whole file (world x the bytes); it still loads.
 [[ $(on every_rank_saves bytes_written | wc -l) -eq 2 ]] || fail "both ranks should have written the checkpoint"
 expect_count 2 "the file is whole \([0-9]+ tensors load\)" "the file loads after both ranks wrote it"

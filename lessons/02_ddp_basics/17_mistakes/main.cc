@@ -24,12 +24,15 @@ using namespace engine::nn;
 
 namespace {
 
-// 1. The sampler's epoch stays 0: every epoch visits the same order.
+// 1. The sampler's epoch stays 0: every epoch visits the same order. Rank 0's sampler
+// notices the second pass over epoch 0 and says so (PyTorch's says nothing).
 void forgot_set_epoch(int rank) {
   dist::DistributedSampler sampler(12);
-  for (int epoch = 0; epoch < 3; ++epoch)  // sampler.set_epoch(epoch) missing here
+  for (int epoch = 0; epoch < 3; ++epoch) {  // sampler.set_epoch(epoch) missing here
     std::printf("rank %d epoch %d: %s\n", rank, epoch, lessons::join(sampler.indices()).c_str());
-  lessons::report("orders_seen", lessons::join(sampler.indices()));
+    std::fflush(stdout);
+  }
+  lessons::report("orders_seen", lessons::join(sampler.order()));
 }
 
 // 2. Every rank saves the checkpoint, to the same path: world-size times the writing, all
