@@ -1,8 +1,10 @@
 #include "dist/join.h"
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
+#include "dist/broadcast_state.h"
 #include "dist/sync_batchnorm.h"
 #include "tensor/ops.h"
 
@@ -22,8 +24,8 @@ std::string first_sync_batchnorm(const nn::Module& m, const std::string& path) {
 
 }  // namespace
 
-Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others, nn::GradScaler* scaler)
-    : ddp_(ddp), others_(std::move(others)), scaler_(scaler) {
+Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others, JoinSync sync)
+    : ddp_(ddp), others_(std::move(others)), sync_(std::move(sync)) {
   ENGINE_REQUIRE(ddp_.join_ == nullptr, "[Join] this DistributedDataParallel is already in a Join");
   ENGINE_REQUIRE(!ddp_.hook_,
                  "[Join] does not work with a communication hook (a finished rank would have to shadow "
@@ -39,6 +41,8 @@ Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others, nn::Grad
                    " runs its collectives on another process group than the DistributedDataParallel's: a finished "
                    "rank shadows one group");
   }
+  for (size_t i = 0; i < sync_.optimizers.size(); ++i)
+    ENGINE_REQUIRE(sync_.optimizers[i] != nullptr, "[Join] optimizer ", i, " is null");
   ddp_.join_ = this;
 }
 
@@ -63,6 +67,8 @@ int64_t Join::count_training(bool still_training) {
   buffer_root_ = 0;
   for (int r = 0; r < world; ++r)
     if (training[size_t(r)] > 0) ++count, buffer_root_ = r;
+  if (count > 0)
+    for (Joinable* j : others_) j->join_step_begins(int(count), buffer_root_);
   return count;
 }
 
@@ -80,22 +86,40 @@ void Join::sync_final_model(bool last_to_finish) {
   ddp_.group_->all_reduce(who, ReduceOp::Max).wait();
   const int root = int(who.to_vector<int64_t>()[0]);
   ddp_.broadcast_state(root);
-  if (scaler_ != nullptr) sync_scaler(root);
+  for (nn::Optimizer* opt : sync_.optimizers) sync_optimizer(*opt, root);
+  if (sync_.scaler != nullptr) sync_scaler(root);
+}
+
+// The last finisher's optimizer state. The learning rate travels in the state as float32
+// (PyTorch's layout); it is sent again as the bits of its double, so that a schedule
+// multiplying it step by step goes on from the same number on every rank.
+void Join::sync_optimizer(nn::Optimizer& opt, int root) {
+  nn::StateDict state = opt.state_dict();
+  broadcast_state_dict(*ddp_.group_, &state, root);
+  opt.load_state_dict(state);
+  const double lr = opt.lr();
+  int64_t bits;
+  std::memcpy(&bits, &lr, sizeof bits);
+  Tensor t = from_vector(std::vector<int64_t>{bits});
+  ddp_.group_->broadcast(t, root).wait();
+  bits = t.to_vector<int64_t>()[0];
+  double exact;
+  std::memcpy(&exact, &bits, sizeof exact);
+  opt.set_lr(exact);
 }
 
 // The last finisher's scale and growth tracker, so that from the next step on every rank
 // scales its loss, and unscales the averaged gradient, by the same number. A disabled
-// scaler (no float16) sends scale 0.
+// scaler (no float16) has an empty state.
 void Join::sync_scaler(int root) {
-  nn::StateDict state = scaler_->state_dict();
+  nn::StateDict state = sync_.scaler->state_dict();
   const bool enabled = !state.empty();
-  if (!enabled) state = {{"scale", full({}, 0.0)}, {"growth_tracker", full({}, 0.0, DType::Int64)}};
-  for (const char* key : {"scale", "growth_tracker"}) ddp_.group_->broadcast(state.at(key), root).wait();
-  const bool root_enabled = state.at("scale").item() > 0;
+  broadcast_state_dict(*ddp_.group_, &state, root);
+  const bool root_enabled = !state.empty();
   ENGINE_REQUIRE(root_enabled == enabled, "[Join] rank ", root, "'s GradScaler is ",
                  root_enabled ? "enabled" : "disabled", " but rank ", ddp_.group_->rank(), "'s is ",
                  enabled ? "enabled" : "disabled", ": give every rank the same GradScaler options");
-  if (enabled) scaler_->load_state_dict(state);
+  if (enabled) sync_.scaler->load_state_dict(state);
 }
 
 int Join::finish() {

@@ -29,14 +29,16 @@
 //   dist::ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::Adam, {..., .ddp_averages_gradients = true});
 //   dist::Join join(ddp, {&opt});
 //
-// A GradScaler (float16) is passed too: a finished rank's scaler stops at the scale of its
-// last step while the others' go on growing or backing off, and from the next epoch on
-// the ranks would multiply their losses by different scales, average those gradients and
-// divide them by different scales again: replicas apart, silently. (PyTorch's Join does
-// not know its GradScaler.) With it, finish() gives every rank the scaler state of the
-// last rank to finish, with the model.
+// State that changes with every step is passed too, to be taken from the last rank to
+// finish: the optimizer (SGD's momentum, Adam's moments and step counts, the learning
+// rate) and, under float16, the GradScaler. A finished rank's optimizer stops where its
+// last step left it while the others' go on; the final broadcast makes the weights equal,
+// and from the next step on each rank would apply the same averaged gradient through a
+// different momentum (or divide it by a different scale): the replicas part, silently.
+// PyTorch's Join syncs the model only, and parts them so (2 ranks, SGD with momentum 0.9:
+// weights 0.026 apart two steps after the Join).
 //
-//   dist::Join join(ddp, {}, &scaler);
+//   dist::Join join(ddp, {}, {.optimizers = {&opt}, .scaler = &scaler});
 //
 // A model with SyncBatchNorm is refused: its forward and backward are collectives too,
 // interleaved with DDP's, which a finished rank has no batch to run (PyTorch's Join
@@ -48,18 +50,25 @@
 #include "dist/ddp.h"
 #include "dist/joinable.h"
 #include "nn/grad_scaler.h"
+#include "nn/optimizer.h"
 
 namespace engine::dist {
 
+// What finish() also takes from the last rank to finish, with its weights and buffers.
+struct JoinSync {
+  std::vector<nn::Optimizer*> optimizers;  // their state_dict(), and the learning rate exactly
+  nn::GradScaler* scaler = nullptr;        // its scale and growth tracker
+};
+
 class Join {
  public:
-  explicit Join(DistributedDataParallel& ddp, std::vector<Joinable*> others = {}, nn::GradScaler* scaler = nullptr);
+  explicit Join(DistributedDataParallel& ddp, std::vector<Joinable*> others = {}, JoinSync sync = {});
   ~Join();
   Join(const Join&) = delete;
   Join& operator=(const Join&) = delete;
 
   // This rank has no more data: shadow the others until all have finished, then take the
-  // last finisher's model (and loss scale). Returns the number of steps this rank shadowed.
+  // last finisher's model (and what JoinSync names). Returns the number of steps this rank shadowed.
   int finish();
 
  private:
@@ -68,11 +77,12 @@ class Join {
   int buffer_root() const { return buffer_root_; }  // the highest rank still training
   void shadow_step();
   void sync_final_model(bool last_to_finish);
+  void sync_optimizer(nn::Optimizer& opt, int root);
   void sync_scaler(int root);
 
   DistributedDataParallel& ddp_;
   std::vector<Joinable*> others_;
-  nn::GradScaler* scaler_;
+  JoinSync sync_;
   bool finished_ = false;
   int buffer_root_ = 0;
 };

@@ -22,6 +22,10 @@ class Joinable {
   virtual void join_shadow_step() = 0;
   // The group those collectives run on; a Join requires it to be DDP's.
   virtual const ProcessGroup* join_process_group() const = 0;
+  // Called on every rank at the start of every step under the Join, training or not: how
+  // many ranks still train, and the highest of them (whose settings, a learning rate a
+  // schedule changes, the finished ranks' shadow steps should follow).
+  virtual void join_step_begins(int /*training*/, int /*highest_training*/) {}
 };
 
 }  // namespace engine::dist

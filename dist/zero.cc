@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -74,7 +75,7 @@ Tensor ZeroRedundancyOptimizer::averaged_grad_shard() const {
 
 double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type, bool error_if_nonfinite) {
   ENGINE_REQUIRE(max_norm >= 0, "[ZeroRedundancyOptimizer::clip_grad_norm_] max_norm must be >= 0, got ", max_norm);
-  last_clip_ = Clip{max_norm, norm_type};
+  join_settings(Clip{max_norm, norm_type, error_if_nonfinite});
   // With DDP every rank holds the whole averaged gradient: clip it as one process would.
   if (options_.ddp_averages_gradients) return nn::clip_grad_norm_(params_, max_norm, norm_type, error_if_nonfinite);
   if (!clipped_shard_.defined()) clipped_shard_ = averaged_grad_shard();
@@ -101,11 +102,47 @@ void ZeroRedundancyOptimizer::join_shadow_step() {
                  "GradScaler: the gradient a finished rank receives is still multiplied by a scale it does not "
                  "know, and it cannot tell which steps the others skip. Give every rank the same number of "
                  "batches when training in float16 with a sharded optimizer");
-  if (last_clip_) clip_grad_norm_(last_clip_->max_norm, last_clip_->norm_type);
+  if (const std::optional<Clip> clip = join_settings(std::nullopt))
+    clip_grad_norm_(clip->max_norm, clip->norm_type, clip->error_if_nonfinite);
   step();
 }
 
+void ZeroRedundancyOptimizer::join_step_begins(int training, int highest_training) {
+  join_root_ = training < group_->size() ? highest_training : -1;
+}
+
+namespace {
+int64_t bits_of(double v) {
+  int64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+double from_bits(int64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+}  // namespace
+
+// Once per step while a rank has finished under a Join: the highest training rank's
+// learning rate (the double's bits) and clip, broadcast, so that a finished rank's shadow
+// step updates its shard as the others would. Returns the root's clip (the finished rank
+// repeats it); a no-op outside a Join or once this step has had it.
+std::optional<ZeroRedundancyOptimizer::Clip> ZeroRedundancyOptimizer::join_settings(std::optional<Clip> mine) {
+  if (join_root_ < 0) return std::nullopt;
+  const int root = std::exchange(join_root_, -1);
+  Tensor t =
+      from_vector(std::vector<int64_t>{bits_of(lr()), mine ? 1 : 0, bits_of(mine ? mine->max_norm : 0),
+                                       bits_of(mine ? mine->norm_type : 0), mine && mine->error_if_nonfinite ? 1 : 0});
+  group_->broadcast(t, root).wait();
+  const std::vector<int64_t> v = t.to_vector<int64_t>();
+  if (group_->rank() != root) set_lr(from_bits(v[0]));
+  if (v[1] == 0) return std::nullopt;
+  return Clip{from_bits(v[2]), from_bits(v[3]), v[4] != 0};
+}
+
 void ZeroRedundancyOptimizer::step() {
+  join_settings(std::nullopt);  // under a Join with a rank finished, unless clip_grad_norm_ had them
   // 1. The averaged gradient's shard, unless clip_grad_norm_ has reduced (and clipped) it.
   Tensor grad_shard = clipped_shard_.defined() ? std::exchange(clipped_shard_, Tensor()) : averaged_grad_shard();
   // 2. Update this rank's shard; only here does optimizer state exist.

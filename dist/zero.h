@@ -86,15 +86,16 @@ class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
 
   // Under a Join (join.h), a rank out of data still steps its shard with the others'
   // averaged gradients and all-gathers the shards with them, as PyTorch's ZeRO join hook.
-  // It steps with its settings as they were when its data ran out: a learning-rate
-  // schedule set on the training ranks does not reach it (nor in PyTorch). When it clipped
-  // (clip_grad_norm_), it clips again as it last did, since in the reduce-scatter design
-  // that is a collective too; a rank with no batch at all never clipped, so its shadow
-  // step meets the others' clip as mismatched collectives (named). Steps taken through a
-  // GradScaler cannot be shadowed (the finished rank's gradient is still multiplied by a
-  // scale it does not know): refused.
+  // Once a rank has finished, each step also broadcasts, from the highest rank still
+  // training, the learning rate and whether and how that step clipped (one small
+  // broadcast, at the step's first clip_grad_norm_ or step()), so the shadow step follows
+  // a schedule and clips as the others do. (PyTorch's shadow step keeps the finished
+  // rank's own learning rate: its shard stops following the schedule.) Steps taken
+  // through a GradScaler cannot be shadowed (the finished rank's gradient is still
+  // multiplied by a scale it does not know): refused.
   void join_shadow_step() override;
   const ProcessGroup* join_process_group() const override { return group_; }
+  void join_step_begins(int training, int highest_training) override;
 
  private:
   Tensor flatten_grads() const;
@@ -109,9 +110,11 @@ class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
   Tensor clipped_shard_;           // averaged and clipped by clip_grad_norm_, for the next step()
   struct Clip {
     double max_norm, norm_type;
+    bool error_if_nonfinite;
   };
-  std::optional<Clip> last_clip_;  // what a finished rank repeats under a Join
-  bool scaled_ = false;            // stepped through a GradScaler
+  std::optional<Clip> join_settings(std::optional<Clip> mine);
+  int join_root_ = -1;   // under a Join with a rank finished: the rank this step's settings come from
+  bool scaled_ = false;  // stepped through a GradScaler
   std::unique_ptr<nn::Optimizer> inner_;
 };
 

@@ -9,6 +9,7 @@
 #include "dist/join.h"
 #include "dist/sync_batchnorm.h"
 #include "dist/zero.h"
+#include "nn/adam.h"
 #include "nn/batchnorm.h"
 #include "nn/clip_grad.h"
 #include "nn/grad_scaler.h"
@@ -46,9 +47,10 @@ void clip(SGD&, DistributedDataParallel& ddp, double max_norm) { clip_grad_norm_
 void clip(ZeroRedundancyOptimizer& opt, DistributedDataParallel&, double max_norm) { opt.clip_grad_norm_(max_norm); }
 
 // Rank `rank`'s first n batches through DDP, stepping `opt` (an SGD or a ZeRO optimizer),
-// clipping the gradient first when max_norm > 0.
+// clipping the gradient first when max_norm > 0, and multiplying the learning rate by
+// `decay` after each step (a schedule).
 template <typename Optimizer>
-void train_on(DistributedDataParallel& ddp, Optimizer& opt, int rank, int n, double max_norm = 0) {
+void train_on(DistributedDataParallel& ddp, Optimizer& opt, int rank, int n, double max_norm = 0, double decay = 1) {
   for (int s = 0; s < n; ++s) {
     Tensor x, y;
     batch(rank, s, &x, &y);
@@ -56,6 +58,7 @@ void train_on(DistributedDataParallel& ddp, Optimizer& opt, int rank, int n, dou
     cross_entropy(ddp(Variable(x)), y).backward();
     if (max_norm > 0) clip(opt, ddp, max_norm);
     opt.step();
+    opt.set_lr(opt.lr() * decay);
   }
 }
 
@@ -67,8 +70,9 @@ std::vector<float> flat(Module& m) {
 }
 
 // The closed form, in one process: each step, the ranks that still have a batch add
-// their gradients; the sum is divided by the world size (and clipped when max_norm > 0).
-std::vector<float> closed_form(const std::vector<int>& batches, double max_norm = 0) {
+// their gradients; the sum is divided by the world size (and clipped when max_norm > 0);
+// the learning rate is multiplied by `decay` after each step.
+std::vector<float> closed_form(const std::vector<int>& batches, double max_norm = 0, double decay = 1) {
   const int world = int(batches.size()), steps = *std::max_element(batches.begin(), batches.end());
   auto model = mlp();
   SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
@@ -92,6 +96,7 @@ std::vector<float> closed_form(const std::vector<int>& batches, double max_norm 
     for (size_t i = 0; i < ps.size(); ++i) ps[i].set_grad(sum[i] / double(world));
     if (max_norm > 0) clip_grad_norm_(ps, max_norm);
     opt.step();
+    opt.set_lr(opt.lr() * decay);
   }
   return flat(*model);
 }
@@ -127,35 +132,43 @@ std::vector<std::string> uneven_zero_errors(bool join_optimizer, bool scaled, st
       timeout);
   return errors;
 }
-// 2 ranks, SGD through a GradScaler whose scale doubles after every good step: an epoch
-// under a Join with 1 and 3 batches, then 2 steps each without one. The scaler is given
-// to the Join or not. Returns each rank's weights and final scale.
-struct ScaledRun {
+// 2 ranks: an epoch under a Join with 1 and 3 batches, then 2 steps each without one.
+// The optimizer is plain SGD, SGD with momentum, or Adam whose learning rate shrinks by
+// 0.9 every step; with `scaled`, stepped through a GradScaler whose scale doubles after
+// every good step. `sync` gives both to the Join. Returns each rank's weights and scale.
+enum class Opt { SGD, Momentum, AdamSchedule };
+struct TwoEpochs {
   std::vector<std::vector<float>> weights{2};
-  std::vector<double> scales = std::vector<double>(2);
+  std::vector<double> scales = std::vector<double>(2), lrs = std::vector<double>(2);
 };
-ScaledRun two_epochs_scaled(bool enabled, bool give_scaler_to_join) {
-  ScaledRun out;
+TwoEpochs two_epochs(Opt kind, bool scaled, bool sync) {
+  TwoEpochs out;
   run_threads(2, [&](ProcessGroupTCP& g) {
     DistributedDataParallel ddp(mlp(), {.group = &g});
-    SGD opt(ddp.parameters(), {.lr = 0.1});
-    GradScaler scaler({.init_scale = 1024, .growth_interval = 1, .enabled = enabled});
+    std::unique_ptr<Optimizer> opt;
+    if (kind == Opt::AdamSchedule)
+      opt = std::make_unique<Adam>(ddp.parameters(), AdamOptions{.lr = 0.01});
+    else
+      opt = std::make_unique<SGD>(ddp.parameters(), SGDOptions{.lr = 0.1, .momentum = kind == Opt::Momentum ? 0.9 : 0});
+    GradScaler scaler({.init_scale = 1024, .growth_interval = 1, .enabled = scaled});
     auto step = [&](int s) {
       Tensor x, y;
       batch(g.rank(), s, &x, &y);
-      opt.zero_grad();
+      opt->zero_grad();
       scaler.scale(cross_entropy(ddp(Variable(x)), y)).backward();
-      scaler.step(opt);
+      scaler.step(*opt);
       scaler.update();
+      if (kind == Opt::AdamSchedule) opt->set_lr(opt->lr() * 0.9);
     };
     {
-      Join join = give_scaler_to_join ? Join(ddp, {}, &scaler) : Join(ddp);
+      Join join = sync ? Join(ddp, {}, {.optimizers = {opt.get()}, .scaler = &scaler}) : Join(ddp);
       for (int s = 0; s < 1 + 2 * g.rank(); ++s) step(s);
       join.finish();
     }
     for (int s = 10; s < 12; ++s) step(s);
     out.weights[size_t(g.rank())] = flat(ddp.module());
     out.scales[size_t(g.rank())] = scaler.get_scale();
+    out.lrs[size_t(g.rank())] = opt->lr();
   });
   return out;
 }
@@ -195,51 +208,69 @@ TEST_CASE("Join: ranks with 2, 4 and 3 batches train to the closed form, and eve
   }
 }
 
-TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard with the others' gradients") {
+TEST_CASE("Join with a ZeroRedundancyOptimizer: a finished rank steps its shard as the others would") {
   // As PyTorch's Join([model, optim]): each rank owns a shard of the optimizer state, so a
   // rank out of data must still step its shard (with the others' average, which its shadow
-  // backward leaves in .grad) and all-gather the shards. The result is the same closed form
-  // as DDP with an unsharded optimizer.
-  // With clipping, a finished rank also repeats the clip: in the reduce-scatter design that
-  // is a collective (the shards' parts of the norm, added up).
-  const std::vector<int> batches{2, 4, 3};
-  for (double max_norm : {0.0, 0.2})
-    for (bool ddp_averages : {true, false}) {
-      INFO("ddp_averages_gradients " << ddp_averages << ", max_norm " << max_norm);
-      const std::vector<float> expect = closed_form(batches, max_norm);
-      std::vector<std::vector<float>> got(batches.size());
-      run_threads(
-          int(batches.size()),
-          [&](ProcessGroupTCP& g) {
-            DistributedDataParallel ddp(mlp(), {.group = &g});
-            ZeroRedundancyOptimizer opt(
-                ddp.parameters(), ZeroOptimizer::SGD,
-                {.sgd = {.lr = 0.1, .momentum = 0.9}, .adam = {}, .group = &g, .ddp_averages_gradients = ddp_averages});
-            Join join(ddp, {&opt});
-            train_on(ddp, opt, g.rank(), batches[size_t(g.rank())], max_norm);
-            join.finish();
-            got[size_t(g.rank())] = flat(ddp.module());
-          },
-          10s);
-      for (size_t r = 0; r < batches.size(); ++r) REQUIRE(got[r] == got[0]);
-      for (size_t i = 0; i < expect.size(); ++i) {
-        INFO("parameter value " << i);
-        REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
-      }
-    }
+  // backward leaves in .grad) and all-gather the shards. Its learning rate and clip come
+  // from a rank still training, so it follows a schedule (PyTorch's does not) and clips as
+  // they do, even with no batch of its own. The result is the same closed form as DDP with
+  // an unsharded optimizer.
+  for (const std::vector<int>& batches : {std::vector<int>{2, 4, 3}, std::vector<int>{0, 3}})
+    for (double max_norm : {0.0, 0.2})
+      for (double decay : {1.0, 0.7})
+        for (bool ddp_averages : {true, false}) {
+          INFO(batches.size() << " ranks, rank 0 with " << batches[0] << " batches, ddp_averages_gradients "
+                              << ddp_averages << ", max_norm " << max_norm << ", decay " << decay);
+          const std::vector<float> expect = closed_form(batches, max_norm, decay);
+          std::vector<std::vector<float>> got(batches.size());
+          run_threads(
+              int(batches.size()),
+              [&](ProcessGroupTCP& g) {
+                DistributedDataParallel ddp(mlp(), {.group = &g});
+                ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
+                                            {.sgd = {.lr = 0.1, .momentum = 0.9},
+                                             .adam = {},
+                                             .group = &g,
+                                             .ddp_averages_gradients = ddp_averages});
+                Join join(ddp, {&opt});
+                train_on(ddp, opt, g.rank(), batches[size_t(g.rank())], max_norm, decay);
+                join.finish();
+                got[size_t(g.rank())] = flat(ddp.module());
+              },
+              10s);
+          for (size_t r = 0; r < batches.size(); ++r) REQUIRE(got[r] == got[0]);
+          for (size_t i = 0; i < expect.size(); ++i) {
+            INFO("parameter value " << i);
+            REQUIRE(std::fabs(got[0][i] - expect[i]) <= 1e-6f * (1 + std::fabs(expect[i])));
+          }
+        }
+}
+
+TEST_CASE("Join with the optimizer: every rank goes on with the last finisher's momentum, moments and rate") {
+  for (Opt kind : {Opt::Momentum, Opt::AdamSchedule}) {
+    const TwoEpochs given = two_epochs(kind, /*scaled=*/false, /*sync=*/true);
+    REQUIRE(given.weights[0] == given.weights[1]);
+    REQUIRE(given.lrs[0] == given.lrs[1]);  // the double itself, not its float32 rounding
+    if (kind == Opt::AdamSchedule) REQUIRE(given.lrs[0] == 0.01 * 0.9 * 0.9 * 0.9 * 0.9 * 0.9);
+    // Not given (PyTorch's Join): the weights are made equal at finish(), but rank 0's
+    // momentum (or Adam's moments, step count and rate) stopped at its last step, so the
+    // same averaged gradients then moved the replicas differently.
+    const TwoEpochs forgotten = two_epochs(kind, false, false);
+    REQUIRE(forgotten.weights[0] != forgotten.weights[1]);
+  }
 }
 
 TEST_CASE("Join with a GradScaler: every rank goes on with the last finisher's scale") {
   // Scales are powers of two, so scaling and unscaling are exact: the run equals the one
   // without loss scaling, bit for bit.
-  const ScaledRun unscaled = two_epochs_scaled(/*enabled=*/false, true);
-  const ScaledRun given = two_epochs_scaled(/*enabled=*/true, true);
+  const TwoEpochs unscaled = two_epochs(Opt::SGD, /*scaled=*/false, /*sync=*/true);
+  const TwoEpochs given = two_epochs(Opt::SGD, true, true);
   REQUIRE(given.scales == std::vector<double>{32768, 32768});  // 1024 doubled by 3 steps, then by 2
   REQUIRE(given.weights[0] == given.weights[1]);
   REQUIRE(given.weights[0] == unscaled.weights[0]);
   // Not given: rank 0 stopped at 2048 while rank 1 reached 8192. Each then unscaled the
   // average of differently scaled gradients by its own scale, and the replicas parted.
-  const ScaledRun forgotten = two_epochs_scaled(/*enabled=*/true, false);
+  const TwoEpochs forgotten = two_epochs(Opt::SGD, true, false);
   REQUIRE(forgotten.scales == std::vector<double>{8192, 32768});
   REQUIRE(forgotten.weights[0] != forgotten.weights[1]);
 }
@@ -249,7 +280,7 @@ TEST_CASE("Join names a GradScaler enabled on one rank and disabled on another")
   run_threads(2, [&](ProcessGroupTCP& g) {
     DistributedDataParallel ddp(mlp(), {.group = &g});
     GradScaler scaler({.enabled = g.rank() == 0});
-    Join join(ddp, {}, &scaler);
+    Join join(ddp, {}, {.optimizers = {}, .scaler = &scaler});
     if (g.rank() == 0) {
       try {
         join.finish();

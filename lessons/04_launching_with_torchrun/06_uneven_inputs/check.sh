@@ -15,3 +15,18 @@ echo "ok: with Join: rank 0 shadowed 2 steps, rank 1 (the last to finish) none, 
 echo "ok: with Join: the three replicas end bit-identical"
 d=$(result closed_form_difference)
 holds "d < 1e-6" "with Join: the result is the closed form" d="$d"
+# With momentum, the finished ranks' optimizer state stopped at their last step: given the
+# model only, the replicas equal at the Join's end part in the 2 steps after it; given the
+# optimizer too, they stay bit-identical. Both runs are the closed form at the Join's end.
+on() { LESSON_RESULTS="$LESSON_RESULTS.$1" results "$2"; }
+for how in model_only with_optimizer; do
+  [[ $(on $how weights | sort -u | wc -l) -eq 1 ]] || fail "$how: the replicas should be equal at the Join's end"
+  d=$(LESSON_RESULTS="$LESSON_RESULTS.$how" result closed_form_difference)
+  holds "d < 1e-6" "$how, momentum 0.9: the Join's result is the closed form" d="$d"
+done
+[[ $(on model_only weights_after | wc -l) -eq 3 && $(on model_only weights_after | sort -u | wc -l) -gt 1 ]] ||
+  fail "given the model only, the replicas should part after the Join: $(on model_only weights_after | xargs)"
+echo "ok: the Join given the model only: 2 steps later the replicas differ (their momentum did)"
+[[ $(on with_optimizer weights_after | wc -l) -eq 3 && $(on with_optimizer weights_after | sort -u | wc -l) -eq 1 ]] ||
+  fail "given the optimizer, the replicas should stay identical: $(on with_optimizer weights_after | xargs)"
+echo "ok: the Join given the optimizer too: 2 steps later the replicas are still bit-identical"

@@ -8,6 +8,11 @@
 // job ends; the gradient of a step is the sum over the ranks that had data, divided by the
 // world size. The last rank to finish hands its weights to the others.
 //
+// With --momentum, the optimizer has state of its own, which the finished ranks' stopped
+// updating; --after N trains N more steps on every rank after the Join, to show that the
+// replicas then part unless the Join took the optimizer (--join-optimizer) and handed its
+// state over from the last rank to finish, with the weights.
+//
 //   bazel run //lessons/04_launching_with_torchrun:06_uneven_inputs
 #include <cmath>
 #include <cstdio>
@@ -33,9 +38,9 @@ int batches_of(int rank) { return kBatches[rank % 3]; }
 
 // The closed form, in one process: at step s, the ranks with a batch s add their
 // gradients, and the sum is divided by the world size.
-std::shared_ptr<Sequential> closed_form(int world) {
+std::shared_ptr<Sequential> closed_form(int world, double momentum) {
   auto model = lessons::toy_mlp(0);
-  SGD opt(model->parameters(), {.lr = kLr});
+  SGD opt(model->parameters(), {.lr = kLr, .momentum = momentum});
   int steps = 0;
   for (int r = 0; r < world; ++r) steps = std::max(steps, batches_of(r));
   for (int s = 0; s < steps; ++s) {
@@ -60,17 +65,23 @@ std::shared_ptr<Sequential> closed_form(int world) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  bool without_join = false;
+  bool without_join = false, join_optimizer = false;
+  double momentum = 0;
+  int64_t after = 0;
   Flags flags("06_uneven_inputs",
               "Three ranks with 3, 5 and 4 batches: with Join the job ends, without it the others wait.");
   flags.add("--without-join", &without_join, "train without Join (the ranks' collectives then no longer match)");
+  flags.add("--momentum", &momentum, 0, 0.99, "SGD's momentum (state the optimizer keeps between steps)");
+  flags.add("--after", &after, 0, 100, "steps every rank trains after the Join");
+  flags.add("--join-optimizer", &join_optimizer, "give the optimizer to the Join, which hands its state over too");
   flags.parse_or_exit(argc, argv);
   dist::init_process_group("gloo");
   const int rank = dist::get_rank(), world = dist::get_world_size();
   dist::DistributedDataParallel ddp(lessons::toy_mlp(0));
-  SGD opt(ddp.parameters(), {.lr = kLr});
+  SGD opt(ddp.parameters(), {.lr = kLr, .momentum = momentum});
   std::unique_ptr<dist::Join> join;
-  if (!without_join) join = std::make_unique<dist::Join>(ddp);  // with Join([model]):
+  if (!without_join && !join_optimizer) join = std::make_unique<dist::Join>(ddp);  // with Join([model]):
+  if (join_optimizer) join = std::make_unique<dist::Join>(ddp, std::vector<dist::Joinable*>{}, dist::JoinSync{{&opt}});
   for (int s = 0; s < batches_of(rank); ++s) {
     Tensor x, y;
     lessons::toy_batch(s, kRows, uint64_t(rank), &x, &y);
@@ -92,12 +103,24 @@ int main(int argc, char** argv) try {
   lessons::report("shadowed", shadowed);
   lessons::report("weights", lessons::fingerprint(ddp.module()));
   if (rank == 0) {
-    auto reference = closed_form(world);
+    auto reference = closed_form(world, momentum);
     const double d = lessons::max_difference(ddp.module(), *reference);
     std::printf(
         "closed form (each step: the sum of the gradients of the ranks with data, / %d): max |difference| %.3g\n",
         world, d);
     lessons::report("closed_form_difference", d);
+  }
+  for (int s = 0; s < after; ++s) {  // the next epoch, with a batch for every rank
+    Tensor x, y;
+    lessons::toy_batch(100 + s, kRows, uint64_t(rank), &x, &y);
+    opt.zero_grad();
+    cross_entropy(ddp(Variable(x)), y).backward();
+    opt.step();
+  }
+  if (after > 0) {
+    std::printf("rank %d: %lld more steps after the Join: weights %s\n", rank, (long long)after,
+                lessons::fingerprint(ddp.module()).c_str());
+    lessons::report("weights_after", lessons::fingerprint(ddp.module()));
   }
   dist::destroy_process_group();
   return 0;
