@@ -44,10 +44,12 @@ Join::Join(DistributedDataParallel& ddp, std::vector<Joinable*> others, JoinSync
   for (size_t i = 0; i < sync_.optimizers.size(); ++i)
     ENGINE_REQUIRE(sync_.optimizers[i] != nullptr, "[Join] optimizer ", i, " is null");
   ddp_.join_ = this;
+  for (Joinable* j : others_) j->join_begins();
 }
 
 Join::~Join() {
   ddp_.join_ = nullptr;
+  for (Joinable* j : others_) j->join_ends();
   if (!finished_ && std::uncaught_exceptions() == 0)
     std::fprintf(stderr, "[Join] destroyed without finish(): the other ranks may wait for this one\n");
 }

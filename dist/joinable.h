@@ -26,6 +26,9 @@ class Joinable {
   // many ranks still train, and the highest of them (whose settings, a learning rate a
   // schedule changes, the finished ranks' shadow steps should follow).
   virtual void join_step_begins(int /*training*/, int /*highest_training*/) {}
+  // Called when a Join holding it is made, and when that Join is destroyed.
+  virtual void join_begins() {}
+  virtual void join_ends() {}
 };
 
 }  // namespace engine::dist

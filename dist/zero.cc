@@ -40,16 +40,31 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<nn::Variable> param
   // it: clipping it (nn::clip_grad_norm_) or stepping it with another optimizer would act
   // on the wrong gradient, so both are refused, naming what to do instead.
   if (!options_.ddp_averages_gradients)
-    for (auto& p : params_)
-      p.set_trained_through(
-          "it is in a ZeroRedundancyOptimizer that averages the gradients in its step() (the reduce-scatter "
-          "design), so its grad() holds this rank's own gradient, not the average: clip with "
-          "opt.clip_grad_norm_(max_norm), and step it only through that optimizer");
+    mark_parameters(
+        "it is in a ZeroRedundancyOptimizer that averages the gradients in its step() (the reduce-scatter "
+        "design), so its grad() holds this rank's own gradient, not the average: clip with "
+        "opt.clip_grad_norm_(max_norm), and step it only through that optimizer");
 }
 
 ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
-  if (!options_.ddp_averages_gradients)
-    for (auto& p : params_) p.set_trained_through("");
+  if (marked_) mark_parameters("");
+}
+
+void ZeroRedundancyOptimizer::mark_parameters(const std::string& why) {
+  for (auto& p : params_) p.set_trained_through(why);
+  marked_ = !why.empty();
+}
+
+void ZeroRedundancyOptimizer::join_begins() {
+  if (options_.ddp_averages_gradients)
+    mark_parameters(
+        "it is in a ZeroRedundancyOptimizer given to a Join: a rank whose data has run out repeats the others' "
+        "step() without running the training loop, and would step its shard with the gradient unclipped: clip "
+        "with opt.clip_grad_norm_(max_norm), which it repeats, and step it only through that optimizer");
+}
+
+void ZeroRedundancyOptimizer::join_ends() {
+  if (options_.ddp_averages_gradients) mark_parameters("");
 }
 
 Tensor ZeroRedundancyOptimizer::flatten_grads() const {
@@ -76,8 +91,18 @@ Tensor ZeroRedundancyOptimizer::averaged_grad_shard() const {
 double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type, bool error_if_nonfinite) {
   ENGINE_REQUIRE(max_norm >= 0, "[ZeroRedundancyOptimizer::clip_grad_norm_] max_norm must be >= 0, got ", max_norm);
   join_settings(Clip{max_norm, norm_type, error_if_nonfinite});
-  // With DDP every rank holds the whole averaged gradient: clip it as one process would.
-  if (options_.ddp_averages_gradients) return nn::clip_grad_norm_(params_, max_norm, norm_type, error_if_nonfinite);
+  // With DDP every rank holds the whole averaged gradient: clip it as one process would,
+  // through handles that share the gradients (under a Join the parameters themselves
+  // refuse nn's clipping, which only this call may do).
+  if (options_.ddp_averages_gradients) {
+    std::vector<nn::Variable> grads;
+    for (const auto& p : params_) {
+      nn::Variable handle(p.data());
+      handle.set_grad(p.grad());
+      grads.push_back(handle);
+    }
+    return nn::clip_grad_norm_(grads, max_norm, norm_type, error_if_nonfinite);
+  }
   if (!clipped_shard_.defined()) clipped_shard_ = averaged_grad_shard();
   nn::Variable shard = shard_param_;
   shard.set_grad(clipped_shard_);  // shares its memory: scaling it scales clipped_shard_

@@ -96,6 +96,12 @@ class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
   void join_shadow_step() override;
   const ProcessGroup* join_process_group() const override { return group_; }
   void join_step_begins(int training, int highest_training) override;
+  // Over DDP (PyTorch's pairing), nn::clip_grad_norm_ and clip_grad_value_ are refused
+  // while the Join lives: a finished rank repeats the others' step without running the
+  // training loop, so it would step its shard with the gradient unclipped. Clip with
+  // opt.clip_grad_norm_, which it repeats.
+  void join_begins() override;
+  void join_ends() override;
 
  private:
   Tensor flatten_grads() const;
@@ -113,8 +119,10 @@ class ZeroRedundancyOptimizer : public Joinable, public nn::Steppable {
     bool error_if_nonfinite;
   };
   std::optional<Clip> join_settings(std::optional<Clip> mine);
-  int join_root_ = -1;   // under a Join with a rank finished: the rank this step's settings come from
-  bool scaled_ = false;  // stepped through a GradScaler
+  int join_root_ = -1;  // under a Join with a rank finished: the rank this step's settings come from
+  void mark_parameters(const std::string& why);  // "" unmarks
+  bool marked_ = false;                          // the parameters refuse nn's clipping and other optimizers
+  bool scaled_ = false;                          // stepped through a GradScaler
   std::unique_ptr<nn::Optimizer> inner_;
 };
 

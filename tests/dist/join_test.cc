@@ -339,6 +339,26 @@ TEST_CASE("Join names what a finished rank cannot shadow: SyncBatchNorm, a ZeRO 
   REQUIRE_THAT(errors[0], Catch::Contains("mismatched collectives") && Catch::Contains("Join(ddp, {&optimizer})"));
 }
 
+TEST_CASE("Join with ZeRO over DDP refuses nn's clipping, which a finished rank could not repeat") {
+  run_threads(2, [](ProcessGroupTCP& g) {
+    DistributedDataParallel ddp(mlp(), {.group = &g});
+    ZeroRedundancyOptimizer opt(ddp.parameters(), ZeroOptimizer::SGD,
+                                {.sgd = {.lr = 0.1}, .adam = {}, .group = &g, .ddp_averages_gradients = true});
+    Tensor x, y;
+    batch(g.rank(), 0, &x, &y);
+    cross_entropy(ddp(Variable(x)), y).backward();
+    RANK_REQUIRE(clip_grad_norm_(ddp.parameters(), 1.0) > 0);  // allowed outside a Join, as in PyTorch
+    {
+      Join join(ddp, {&opt});
+      RANK_REQUIRE_THROWS_WITH(clip_grad_norm_(ddp.parameters(), 1.0),
+                               Catch::Contains("given to a Join") && Catch::Contains("opt.clip_grad_norm_(max_norm)"));
+      RANK_REQUIRE_THROWS_WITH(clip_grad_value_(ddp.parameters(), 1.0), Catch::Contains("given to a Join"));
+      join.finish();
+    }
+    RANK_REQUIRE(clip_grad_norm_(ddp.parameters(), 1.0) > 0);  // and again once the Join has ended
+  });
+}
+
 TEST_CASE("Join refuses to shadow a ZeRO step taken through a GradScaler, naming why") {
   // The finished rank's gradient (the others' average) is still multiplied by the scale,
   // which it does not know: stepping with it would all-gather a shard moved S times too far.
