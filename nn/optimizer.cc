@@ -41,6 +41,11 @@ void Optimizer::set_lr(double lr) {
 }
 
 const Tensor* Optimizer::grad_to_step(size_t i) const {
+  // Made over the model before FSDP or a ZeRO optimizer took it: that one trains the
+  // parameter now, and this step would do nothing (FSDP sends the gradient to its shard)
+  // or step it a second time with this rank's own gradient (ZeRO's reduce-scatter design).
+  ENGINE_REQUIRE(params_[i].trained_through().empty(), "[", name_, ".step] parameter ", i,
+                 " is trained through another one since this optimizer was made: ", params_[i].trained_through());
   const Tensor& grad = params_[i].grad();
   if (!grad.defined()) return nullptr;
   const Tensor& p = params_[i].data();

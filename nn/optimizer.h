@@ -53,7 +53,8 @@ class Optimizer : public Steppable {
   virtual void check_state(const std::string& /*name*/, const std::string& /*key*/, const Tensor& /*value*/) const {}
   // The gradient step() uses for parameter i, or null when it has none this step. Throws
   // naming the parameter when the gradient does not match it (shape, dtype or device): one
-  // assigned through mutable_grad() would otherwise be broadcast into the update.
+  // assigned through mutable_grad() would otherwise be broadcast into the update; and when
+  // FSDP or a ZeRO optimizer has taken the parameter since this optimizer was made.
   const Tensor* grad_to_step(size_t i) const;
   std::map<std::string, Tensor*> slots() const { return const_cast<Optimizer*>(this)->state_slots(); }
 

@@ -1,7 +1,8 @@
 // What FSDP checks about the model it wraps and how it is used: a model that differs
 // between ranks is named, a layer half frozen is refused, and the wrapped model's own
 // parameters (views of the units' flat buffers) cannot be optimized, clipped or wrapped
-// again. Each is refused before anything is sharded, or naming what to use instead.
+// again, nor stepped by an optimizer made before wrapping. Each is refused before anything
+// is sharded, or naming what to use instead.
 #include "catch2/catch.hpp"
 #include "dist/fsdp.h"
 #include "nn/clip_grad.h"
@@ -74,4 +75,20 @@ TEST_CASE("an optimizer over the wrapped model's parameters, or a second FSDP, i
                                  Catch::Contains("with FSDP, call fsdp.clip_grad_norm_"));
     SGD right(fsdp.parameters(), {.lr = 0.1});  // the shards
   });
+}
+
+TEST_CASE("an optimizer made before FSDP wrapped the model is refused at its step, in every strategy") {
+  // PyTorch's rule: make the optimizer after wrapping. Made before, SGD stepped the model's
+  // own parameters, which get no gradient under FSDP: training did nothing, silently.
+  for (ShardingStrategy s : {ShardingStrategy::FULL_SHARD, ShardingStrategy::SHARD_GRAD_OP, ShardingStrategy::NO_SHARD})
+    run_threads(2, [&](ProcessGroupTCP& g) {
+      auto model = small_mlp();
+      SGD early(model->parameters(), {.lr = 0.1});
+      FullyShardedDataParallel fsdp(model, {.sharding_strategy = s, .group = &g});
+      testing::loss_on(fsdp, g.rank(), 0).backward();
+      RANK_REQUIRE_THROWS_WITH(early.step(),
+                               Catch::Contains("[SGD.step] parameter 0 is trained through another one since this "
+                                               "optimizer was made: it is in FSDP's unit \"0\"") &&
+                                   Catch::Contains("optimize fsdp.parameters()"));
+    });
 }

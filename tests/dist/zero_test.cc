@@ -407,6 +407,19 @@ TEST_CASE("ZeRO refuses the parameter lists any optimizer refuses: empty, repeat
   });
 }
 
+TEST_CASE("an optimizer made over the model before ZeRO's reduce-scatter design took it is refused at its step") {
+  // It would step the parameters with this rank's own gradient, beside ZeRO's averaged step.
+  run_threads(2, [](ProcessGroupTCP& g) {
+    auto model = testing::small_mlp();
+    SGD early(model->parameters(), {.lr = 0.1});
+    ZeroRedundancyOptimizer opt(model->parameters(), ZeroOptimizer::SGD, {.sgd = {.lr = 0.1}, .adam = {}, .group = &g});
+    testing::loss_on(*model, g.rank(), 0).backward();
+    RANK_REQUIRE_THROWS_WITH(early.step(), Catch::Contains("[SGD.step] parameter 0 is trained through another one "
+                                                           "since this optimizer was made: it is in a "
+                                                           "ZeroRedundancyOptimizer"));
+  });
+}
+
 TEST_CASE("parameters that differ between ranks are named before anything is sharded") {
   std::vector<std::string> errors(2);
   run_threads(2, [&](ProcessGroupTCP& g) {  // (3,2) and (2,3): 6 elements each
