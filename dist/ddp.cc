@@ -182,6 +182,7 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
     buffer_root = join_->buffer_root();  // rank 0 may have finished: its buffers stopped changing
   }
   check_frozen_unchanged();
+  check_replicas_if_due();
   broadcast_buffers_if_needed(buffer_root);
   nn::Variable out = (*module_)(x);
   if (options_.find_unused_parameters && sync_ && group_->size() > 1 && autograd::is_grad_enabled()) {

@@ -29,6 +29,16 @@
 // A parameter that gets no gradient would leave its bucket waiting forever: DDP reports it
 // by name at the end of backward, unless find_unused_parameters is set, in which case it
 // finds them after each forward and counts them as ready (with a zero gradient).
+//
+// The replicas stay identical only while every rank changes its weights the same way. A
+// checkpoint loaded on one rank after wrapping, or an optimizer whose state differs
+// between ranks, breaks that with no error in PyTorch: each rank then computes its
+// gradient at other weights, and the average means nothing. DDP compares the replicas (a
+// hash of the parameters, one small all-reduce) at training forwards 1, 2, 4, 8, ... and
+// names the first parameter that differs, the rank and by how much. Differences of a few
+// rounding errors (machines whose kernels round differently) are warned about once and
+// rank 0's weights are broadcast again; larger ones stop the run (check_replicas: false
+// turns the check off).
 #pragma once
 
 #include <memory>
@@ -57,6 +67,7 @@ struct DDPOptions {
   // the view, as it drops any gradient.
   bool gradient_as_bucket_view = false;
   ProcessGroup* group = nullptr;  // nullptr: the default group
+  bool check_replicas = true;     // compare the replicas at training forwards 1, 2, 4, ... (above)
 };
 
 class DistributedDataParallel : public nn::Module {
@@ -98,6 +109,8 @@ class DistributedDataParallel : public nn::Module {
   void broadcast_buffers_if_needed(int root);  // each forward: batch-norm statistics from `root`
   void reduce_zero_buckets();                  // a step's all-reduces with nothing to add (Join's shadow)
   void check_frozen_unchanged() const;
+  void check_replicas_if_due();  // forward(): at training forwards 1, 2, 4, ... outside a Join
+  void check_replicas();
   void release_parameters();  // another DDP may wrap them now
   void on_grad_ready(size_t param);
   void mark_ready(size_t param, const Tensor* grad);
@@ -124,6 +137,7 @@ class DistributedDataParallel : public nn::Module {
   bool finalize_queued_ = false;
   CommHook hook_;
   Join* join_ = nullptr;  // the Join this DDP is in, if any
+  int64_t forwards_ = 0, next_replica_check_ = 1;
 };
 
 // Saves `state` to `path` from rank 0 only (atomically, as safetensors), then waits at a

@@ -140,6 +140,7 @@ enum class Opt { SGD, Momentum, AdamSchedule };
 struct TwoEpochs {
   std::vector<std::vector<float>> weights{2};
   std::vector<double> scales = std::vector<double>(2), lrs = std::vector<double>(2);
+  std::vector<std::string> errors{2};  // what the steps after the Join threw
 };
 TwoEpochs two_epochs(Opt kind, bool scaled, bool sync) {
   TwoEpochs out;
@@ -165,7 +166,11 @@ TwoEpochs two_epochs(Opt kind, bool scaled, bool sync) {
       for (int s = 0; s < 1 + 2 * g.rank(); ++s) step(s);
       join.finish();
     }
-    for (int s = 10; s < 12; ++s) step(s);
+    try {
+      for (int s = 10; s < 12; ++s) step(s);
+    } catch (const Error& e) {
+      out.errors[size_t(g.rank())] = e.what();
+    }
     out.weights[size_t(g.rank())] = flat(ddp.module());
     out.scales[size_t(g.rank())] = scaler.get_scale();
     out.lrs[size_t(g.rank())] = opt->lr();
@@ -252,11 +257,15 @@ TEST_CASE("Join with the optimizer: every rank goes on with the last finisher's 
     REQUIRE(given.weights[0] == given.weights[1]);
     REQUIRE(given.lrs[0] == given.lrs[1]);  // the double itself, not its float32 rounding
     if (kind == Opt::AdamSchedule) REQUIRE(given.lrs[0] == 0.01 * 0.9 * 0.9 * 0.9 * 0.9 * 0.9);
+    REQUIRE(given.errors == std::vector<std::string>{"", ""});
     // Not given (PyTorch's Join): the weights are made equal at finish(), but rank 0's
     // momentum (or Adam's moments, step count and rate) stopped at its last step, so the
-    // same averaged gradients then moved the replicas differently.
+    // same averaged gradients then moved the replicas differently. DDP's replica check
+    // stops the run at the next forward, on every rank, naming the cause.
     const TwoEpochs forgotten = two_epochs(kind, false, false);
-    REQUIRE(forgotten.weights[0] != forgotten.weights[1]);
+    for (const std::string& e : forgotten.errors)
+      REQUIRE_THAT(e, Catch::Contains("the replicas differ at training forward 2: parameter \"0.weight\" on rank") &&
+                          Catch::Contains("give it to the Join: JoinSync"));
   }
 }
 
@@ -269,10 +278,11 @@ TEST_CASE("Join with a GradScaler: every rank goes on with the last finisher's s
   REQUIRE(given.weights[0] == given.weights[1]);
   REQUIRE(given.weights[0] == unscaled.weights[0]);
   // Not given: rank 0 stopped at 2048 while rank 1 reached 8192. Each then unscaled the
-  // average of differently scaled gradients by its own scale, and the replicas parted.
+  // average of differently scaled gradients by its own scale, and the replicas parted:
+  // named at the next forward.
   const TwoEpochs forgotten = two_epochs(Opt::SGD, true, false);
-  REQUIRE(forgotten.scales == std::vector<double>{8192, 32768});
-  REQUIRE(forgotten.weights[0] != forgotten.weights[1]);
+  REQUIRE(forgotten.scales == std::vector<double>{4096, 16384});  // one step each after the Join
+  REQUIRE_THAT(forgotten.errors[0], Catch::Contains("the replicas differ at training forward 2"));
 }
 
 TEST_CASE("Join names a GradScaler enabled on one rank and disabled on another") {

@@ -81,7 +81,7 @@ void unused_parameter(int rank) {
 }
 
 // 4. Rank 0 all-reduces its loss to log it; the other ranks do not. Their next collective
-// (the next step's gradient bucket) meets rank 0's logging call.
+// (the next step's: DDP's replica check at its forward, ddp.h) meets rank 0's logging call.
 void collective_on_one_rank(int rank) {
   auto model = lessons::toy_mlp(0);
   dist::DistributedDataParallel ddp(model);

@@ -1,6 +1,6 @@
 // Lesson 4, step 6: uneven inputs. Three ranks with 3, 5 and 4 batches of their own data.
 // Without Join, rank 0 runs out after 3 steps and goes on to what comes after training (a
-// barrier here) while the others are in step 4's all-reduce: the engine compares the calls
+// barrier here) while the others are in step 4's first collective: the engine compares the calls
 // and fails at once naming both (PyTorch would wait until its timeout, 30 minutes by
 // default; had rank 0 exited instead, the others would name it as dead). Under a Join (PyTorch's
 // torch.distributed.algorithms.Join), each step starts by counting the ranks still
@@ -10,8 +10,9 @@
 //
 // With --momentum, the optimizer has state of its own, which the finished ranks' stopped
 // updating; --after N trains N more steps on every rank after the Join, to show that the
-// replicas then part unless the Join took the optimizer (--join-optimizer) and handed its
-// state over from the last rank to finish, with the weights.
+// replicas then part (DDP's replica check stops the run at the next forward) unless the
+// Join took the optimizer (--join-optimizer) and handed its state over from the last rank
+// to finish, with the weights.
 //
 //   bazel run //lessons/04_launching_with_torchrun:06_uneven_inputs
 #include <cmath>
