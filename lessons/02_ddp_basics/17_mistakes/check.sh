@@ -40,3 +40,12 @@ done
 echo "ok: every rank names the \"module.\" prefix and ddp.module()"
 [[ $(on saved_the_wrapper prefix_fixed | wc -l) -eq 2 ]] || fail "the state of ddp.module() should load into the bare model"
 echo "ok: saved from ddp.module(), the checkpoint loads into the bare model"
+# 7. A checkpoint loaded on rank 0 only: both ranks stop at the first forward, naming the
+# parameter, the rank and the cause.
+for e in "$(on loaded_on_one_rank error | head -1)" "$(on loaded_on_one_rank error | tail -1)"; do
+  [[ "$e" == *'the replicas differ at training forward 1: parameter "0.weight" on rank 1'* &&
+     "$e" == *"a checkpoint loaded on some ranks only after wrapping (load it on every rank"* ]] ||
+    fail "a checkpoint loaded on one rank should be named at the first forward: $e"
+done
+[[ $(on loaded_on_one_rank error | wc -l) -eq 2 ]] || fail "both ranks should stop at the first forward"
+echo "ok: a checkpoint loaded on one rank is named on both at the first forward, with the fix"

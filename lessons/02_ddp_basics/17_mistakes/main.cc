@@ -2,7 +2,8 @@
 // (mistakes.sh runs them all, each as its own job, with a 3-second collective timeout).
 //
 //   17_mistakes --mistake forgot_set_epoch|every_rank_saves|unused_parameter|
-//                         collective_on_one_rank|a_rank_hangs|saved_the_wrapper
+//                         collective_on_one_rank|a_rank_hangs|saved_the_wrapper|
+//                         loaded_on_one_rank
 #include <unistd.h>
 #include <chrono>
 #include <cstdio>
@@ -134,6 +135,25 @@ void saved_the_wrapper(int rank) {
   lessons::report("prefix_fixed", 1);
 }
 
+// 7. Resuming: rank 0 saved the checkpoint, so rank 0 alone loads it, after wrapping. The
+// other ranks keep the fresh weights; each rank then computes its gradient at its own
+// weights and applies the same average: the replicas never meet again. DDP compares them
+// at training forwards 1, 2, 4, ... and names the difference at the first.
+void loaded_on_one_rank(int rank) {
+  const std::string path = lessons::output_dir("02_mistakes") + "/trained.safetensors";
+  dist::save_on_rank0(path, lessons::toy_mlp(5)->state_dict());  // a run trained earlier
+  dist::DistributedDataParallel ddp(lessons::toy_mlp(0));
+  SGD opt(ddp.parameters(), {.lr = 0.05});
+  if (rank == 0) ddp.module().load_state_dict(load_safetensors(path));  // should be: on every rank
+  for (int step = 0; step < 2; ++step) {
+    Tensor x, y;
+    lessons::toy_batch(step * 2 + rank, 32, 0, &x, &y);
+    opt.zero_grad();
+    cross_entropy(ddp(Variable(x)), y).backward();
+    opt.step();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +161,7 @@ int main(int argc, char** argv) {
   Flags flags("17_mistakes", "Makes one of DDP's usual mistakes, to show what it looks like.");
   flags.add("--mistake", &mistake,
             {"forgot_set_epoch", "every_rank_saves", "unused_parameter", "collective_on_one_rank", "a_rank_hangs",
-             "saved_the_wrapper"},
+             "saved_the_wrapper", "loaded_on_one_rank"},
             "which mistake");
   flags.parse_or_exit(argc, argv);
   int rank = -1;
@@ -154,6 +174,7 @@ int main(int argc, char** argv) {
     if (mistake == "collective_on_one_rank") collective_on_one_rank(rank);
     if (mistake == "a_rank_hangs") a_rank_hangs(rank);
     if (mistake == "saved_the_wrapper") saved_the_wrapper(rank);
+    if (mistake == "loaded_on_one_rank") loaded_on_one_rank(rank);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lesson 2, step 17: six mistakes, each its own 2-process job, each shown as it looks.
+# Lesson 2, step 17: seven mistakes, each its own 2-process job, each shown as it looks.
 # ENGINE_DIST_TIMEOUT=3 bounds every collective (the default is 300 s).
 #   mistakes.sh path/to/17_mistakes
 set -uo pipefail
@@ -9,7 +9,7 @@ root="${RUNFILES_DIR:-$0.runfiles}/ddp_engine"
 program="$root/$1"
 results="${LESSON_RESULTS:-}"
 n=0
-for mistake in forgot_set_epoch every_rank_saves unused_parameter collective_on_one_rank a_rank_hangs saved_the_wrapper; do
+for mistake in forgot_set_epoch every_rank_saves unused_parameter collective_on_one_rank a_rank_hangs saved_the_wrapper loaded_on_one_rank; do
   n=$((n + 1))
   echo "$n. $mistake"
   start=$(date +%s.%N)
