@@ -34,9 +34,10 @@
 // rate) and, under float16, the GradScaler. A finished rank's optimizer stops where its
 // last step left it while the others' go on; the final broadcast makes the weights equal,
 // and from the next step on each rank would apply the same averaged gradient through a
-// different momentum (or divide it by a different scale): the replicas part, silently.
-// PyTorch's Join syncs the model only, and parts them so (2 ranks, SGD with momentum 0.9:
-// weights 0.026 apart two steps after the Join).
+// different momentum (or divide it by a different scale): the replicas part. PyTorch's
+// Join syncs the model only, and parts them so, silently (2 ranks, SGD with momentum 0.9:
+// weights 0.026 apart two steps after the Join); here DDP's replica check (ddp.h) stops
+// the run at the next check, naming JoinSync.
 //
 //   dist::Join join(ddp, {}, {.optimizers = {&opt}, .scaler = &scaler});
 //
