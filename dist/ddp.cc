@@ -176,13 +176,16 @@ nn::Variable DistributedDataParallel::forward(const nn::Variable& x) {
   // In a Join, each step starts by counting the ranks still training (join.h); a rank
   // that has finished answers 0 and shadows the rest of the step.
   int buffer_root = 0;
+  bool all_training = true;  // no rank has finished (always, outside a Join)
   if (join_ && autograd::is_grad_enabled()) {
     ENGINE_REQUIRE(sync_, "[Join] no_sync() is not supported inside a Join");
-    join_->count_training(true);
+    all_training = join_->count_training(true) == group_->size();
     buffer_root = join_->buffer_root();  // rank 0 may have finished: its buffers stopped changing
   }
   check_frozen_unchanged();
-  check_replicas_if_due();
+  // A finished rank's weights stop changing (the Join syncs them at its end): the replicas
+  // are compared only at forwards every rank takes.
+  if (all_training) check_replicas_if_due();
   broadcast_buffers_if_needed(buffer_root);
   nn::Variable out = (*module_)(x);
   if (options_.find_unused_parameters && sync_ && group_->size() > 1 && autograd::is_grad_enabled()) {

@@ -34,11 +34,11 @@
 // checkpoint loaded on one rank after wrapping, or an optimizer whose state differs
 // between ranks, breaks that with no error in PyTorch: each rank then computes its
 // gradient at other weights, and the average means nothing. DDP compares the replicas (a
-// hash of the parameters, one small all-reduce) at training forwards 1, 2, 4, 8, ... and
-// names the first parameter that differs, the rank and by how much. Differences of a few
-// rounding errors (machines whose kernels round differently) are warned about once and
-// rank 0's weights are broadcast again; larger ones stop the run (check_replicas: false
-// turns the check off).
+// hash of the parameters, one small all-reduce) at training forwards 1, 2, 4, 8, ... (in
+// a Join, counting only forwards that no rank has finished before) and names the first
+// parameter that differs, the rank and by how much. Differences of a few rounding errors
+// (machines whose kernels round differently) are warned about and rank 0's weights are
+// broadcast again; larger ones stop the run (check_replicas: false turns the check off).
 #pragma once
 
 #include <memory>
@@ -109,7 +109,7 @@ class DistributedDataParallel : public nn::Module {
   void broadcast_buffers_if_needed(int root);  // each forward: batch-norm statistics from `root`
   void reduce_zero_buckets();                  // a step's all-reduces with nothing to add (Join's shadow)
   void check_frozen_unchanged() const;
-  void check_replicas_if_due();  // forward(): at training forwards 1, 2, 4, ... outside a Join
+  void check_replicas_if_due();  // forward(): at training forwards 1, 2, 4, ... that every rank takes
   void check_replicas();
   void release_parameters();  // another DDP may wrap them now
   void on_grad_ready(size_t param);

@@ -39,7 +39,7 @@ uint64_t hash_bytes(const Tensor& t, uint64_t h) {
 }  // namespace
 
 void DistributedDataParallel::check_replicas_if_due() {
-  if (!options_.check_replicas || join_ || group_->size() == 1 || !autograd::is_grad_enabled()) return;
+  if (!options_.check_replicas || group_->size() == 1 || !autograd::is_grad_enabled()) return;
   if (++forwards_ != next_replica_check_) return;
   next_replica_check_ *= 2;
   check_replicas();

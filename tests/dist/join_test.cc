@@ -132,7 +132,8 @@ std::vector<std::string> uneven_zero_errors(bool join_optimizer, bool scaled, st
       timeout);
   return errors;
 }
-// 2 ranks: an epoch under a Join with 1 and 3 batches, then 2 steps each without one.
+// 2 ranks: an epoch under a Join with 1 and 3 batches, then one under another Join with
+// 3 batches each (as a loop that wraps every epoch in a Join).
 // The optimizer is plain SGD, SGD with momentum, or Adam whose learning rate shrinks by
 // 0.9 every step; with `scaled`, stepped through a GradScaler whose scale doubles after
 // every good step. `sync` gives both to the Join. Returns each rank's weights and scale.
@@ -140,7 +141,7 @@ enum class Opt { SGD, Momentum, AdamSchedule };
 struct TwoEpochs {
   std::vector<std::vector<float>> weights{2};
   std::vector<double> scales = std::vector<double>(2), lrs = std::vector<double>(2);
-  std::vector<std::string> errors{2};  // what the steps after the Join threw
+  std::vector<std::string> errors{2};  // what the second epoch threw
 };
 TwoEpochs two_epochs(Opt kind, bool scaled, bool sync) {
   TwoEpochs out;
@@ -161,13 +162,14 @@ TwoEpochs two_epochs(Opt kind, bool scaled, bool sync) {
       scaler.update();
       if (kind == Opt::AdamSchedule) opt->set_lr(opt->lr() * 0.9);
     };
-    {
+    auto epoch = [&](int first, int batches) {
       Join join = sync ? Join(ddp, {}, {.optimizers = {opt.get()}, .scaler = &scaler}) : Join(ddp);
-      for (int s = 0; s < 1 + 2 * g.rank(); ++s) step(s);
+      for (int s = first; s < first + batches; ++s) step(s);
       join.finish();
-    }
+    };
+    epoch(0, 1 + 2 * g.rank());
     try {
-      for (int s = 10; s < 12; ++s) step(s);
+      epoch(10, 3);
     } catch (const Error& e) {
       out.errors[size_t(g.rank())] = e.what();
     }
@@ -256,15 +258,16 @@ TEST_CASE("Join with the optimizer: every rank goes on with the last finisher's 
     const TwoEpochs given = two_epochs(kind, /*scaled=*/false, /*sync=*/true);
     REQUIRE(given.weights[0] == given.weights[1]);
     REQUIRE(given.lrs[0] == given.lrs[1]);  // the double itself, not its float32 rounding
-    if (kind == Opt::AdamSchedule) REQUIRE(given.lrs[0] == 0.01 * 0.9 * 0.9 * 0.9 * 0.9 * 0.9);
+    if (kind == Opt::AdamSchedule) REQUIRE(given.lrs[0] == 0.01 * 0.9 * 0.9 * 0.9 * 0.9 * 0.9 * 0.9);
     REQUIRE(given.errors == std::vector<std::string>{"", ""});
     // Not given (PyTorch's Join): the weights are made equal at finish(), but rank 0's
     // momentum (or Adam's moments, step count and rate) stopped at its last step, so the
     // same averaged gradients then moved the replicas differently. DDP's replica check
-    // stops the run at the next forward, on every rank, naming the cause.
+    // stops the run at its next check, on every rank, naming the cause: training forward 4
+    // (1 in the first epoch, where rank 0 then finished, and 2, 3, 4 in the second).
     const TwoEpochs forgotten = two_epochs(kind, false, false);
     for (const std::string& e : forgotten.errors)
-      REQUIRE_THAT(e, Catch::Contains("the replicas differ at training forward 2: parameter \"0.weight\" on rank") &&
+      REQUIRE_THAT(e, Catch::Contains("the replicas differ at training forward 4: parameter \"0.weight\" on rank") &&
                           Catch::Contains("give it to the Join: JoinSync"));
   }
 }
@@ -274,15 +277,15 @@ TEST_CASE("Join with a GradScaler: every rank goes on with the last finisher's s
   // without loss scaling, bit for bit.
   const TwoEpochs unscaled = two_epochs(Opt::SGD, /*scaled=*/false, /*sync=*/true);
   const TwoEpochs given = two_epochs(Opt::SGD, true, true);
-  REQUIRE(given.scales == std::vector<double>{32768, 32768});  // 1024 doubled by 3 steps, then by 2
+  REQUIRE(given.scales == std::vector<double>{65536, 65536});  // 1024 doubled by 3 steps, then by 3
   REQUIRE(given.weights[0] == given.weights[1]);
   REQUIRE(given.weights[0] == unscaled.weights[0]);
   // Not given: rank 0 stopped at 2048 while rank 1 reached 8192. Each then unscaled the
   // average of differently scaled gradients by its own scale, and the replicas parted:
-  // named at the next forward.
+  // named at the next check.
   const TwoEpochs forgotten = two_epochs(Opt::SGD, true, false);
-  REQUIRE(forgotten.scales == std::vector<double>{4096, 16384});  // one step each after the Join
-  REQUIRE_THAT(forgotten.errors[0], Catch::Contains("the replicas differ at training forward 2"));
+  REQUIRE(forgotten.scales == std::vector<double>{8192, 32768});  // two steps each in the second epoch
+  REQUIRE_THAT(forgotten.errors[0], Catch::Contains("the replicas differ at training forward 4"));
 }
 
 TEST_CASE("Join names a GradScaler enabled on one rank and disabled on another") {
