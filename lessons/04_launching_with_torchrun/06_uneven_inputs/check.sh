@@ -17,7 +17,7 @@ d=$(result closed_form_difference)
 holds "d < 1e-6" "with Join: the result is the closed form" d="$d"
 # With momentum, the finished ranks' optimizer state stopped at their last step: given the
 # model only, the replicas equal at the Join's end part at the first step after it, and
-# DDP's replica check stops the run at the next forward, naming the cause; given the
+# DDP's replica check stops the run at its next check (training forward 8), naming the cause; given the
 # optimizer too, they stay bit-identical. Both runs are the closed form at the Join's end.
 on() { LESSON_RESULTS="$LESSON_RESULTS.$1" results "$2"; }
 for how in model_only with_optimizer; do
@@ -25,9 +25,9 @@ for how in model_only with_optimizer; do
   d=$(LESSON_RESULTS="$LESSON_RESULTS.$how" result closed_form_difference)
   holds "d < 1e-6" "$how, momentum 0.9: the Join's result is the closed form" d="$d"
 done
-expect_count 3 "^   \[rank [012]\] 06_uneven_inputs: \[DistributedDataParallel\] the replicas differ at training forward 2: parameter \"0.weight\" on rank [12] .*give it to the Join: JoinSync" \
-  "the Join given the model only: every rank stops at the next forward, naming the replicas' difference and JoinSync"
+expect_count 3 "^   \[rank [012]\] 06_uneven_inputs: \[DistributedDataParallel\] the replicas differ at training forward 8: parameter \"0.weight\" on rank [12] .*give it to the Join: JoinSync" \
+  "the Join given the model only: every rank stops at the next check (forward 8), naming the replicas' difference and JoinSync"
 [[ $(on model_only weights_after | wc -l) -eq 0 ]] || fail "given the model only, no rank should finish the steps after the Join"
 [[ $(on with_optimizer weights_after | wc -l) -eq 3 && $(on with_optimizer weights_after | sort -u | wc -l) -eq 1 ]] ||
   fail "given the optimizer, the replicas should stay identical: $(on with_optimizer weights_after | xargs)"
-echo "ok: the Join given the optimizer too: 2 steps later the replicas are still bit-identical"
+echo "ok: the Join given the optimizer too: 5 steps later the replicas are still bit-identical"

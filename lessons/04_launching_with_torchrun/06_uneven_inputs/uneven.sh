@@ -17,12 +17,12 @@ echo "2. with Join:"
 results="${LESSON_RESULTS:-}"
 for how in model_only with_optimizer; do
   if [[ $how == model_only ]]; then
-    echo "3. SGD with momentum 0.9, 2 more steps on every rank after the Join; the Join given the model only:"
+    echo "3. SGD with momentum 0.9, 5 more steps on every rank after the Join; the Join given the model only:"
     extra=()
   else
     echo "4. the same, the Join given the optimizer too (JoinSync):"
     extra=(--join-optimizer)
   fi
   [[ -n "$results" ]] && export LESSON_RESULTS="$results.$how" && rm -f "$LESSON_RESULTS"
-  "$root/dist/launch" --nproc_per_node=3 "$program" --momentum 0.9 --after 2 "${extra[@]}" 2>&1 | sed 's/^/   /'
+  "$root/dist/launch" --nproc_per_node=3 "$program" --momentum 0.9 --after 5 "${extra[@]}" 2>&1 | sed 's/^/   /'
 done
