@@ -108,4 +108,15 @@ void broadcast_state_dict(ProcessGroup& group, nn::StateDict* state, int root) {
   *state = std::move(received);
 }
 
+std::vector<double> broadcast_doubles(ProcessGroup& group, const std::vector<double>& values, int root) {
+  std::vector<int64_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(double));
+  Tensor t = from_vector(bits);
+  group.broadcast(t, root).wait();
+  bits = t.to_vector<int64_t>();
+  std::vector<double> out(bits.size());
+  std::memcpy(out.data(), bits.data(), bits.size() * sizeof(double));
+  return out;
+}
+
 }  // namespace engine::dist

@@ -10,7 +10,14 @@
 // A collective: every rank of the group calls it, with the same root. Three broadcasts:
 // the header's length, the header (each key's name, dtype and shape), then the values of
 // all tensors packed into one buffer.
+//
+// broadcast_doubles: a few numbers from `root`, exactly (as the bits of each double; a
+// float32 tensor would round them). Every rank passes as many.
+//
+//   opt.set_lr(dist::broadcast_doubles(group, {opt.lr()}, root)[0]);
 #pragma once
+
+#include <vector>
 
 #include "dist/process_group.h"
 #include "nn/module.h"
@@ -18,5 +25,6 @@
 namespace engine::dist {
 
 void broadcast_state_dict(ProcessGroup& group, nn::StateDict* state, int root);
+std::vector<double> broadcast_doubles(ProcessGroup& group, const std::vector<double>& values, int root);
 
 }  // namespace engine::dist

@@ -137,7 +137,7 @@ class DistributedDataParallel : public nn::Module {
   bool finalize_queued_ = false;
   CommHook hook_;
   Join* join_ = nullptr;  // the Join this DDP is in, if any
-  int64_t forwards_ = 0, next_replica_check_ = 1;
+  int64_t forwards_ = 0;  // training forwards every rank took: the replicas are compared at powers of 2
 };
 
 // Saves `state` to `path` from rank 0 only (atomically, as safetensors), then waits at a

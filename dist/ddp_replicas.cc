@@ -40,9 +40,8 @@ uint64_t hash_bytes(const Tensor& t, uint64_t h) {
 
 void DistributedDataParallel::check_replicas_if_due() {
   if (!options_.check_replicas || group_->size() == 1 || !autograd::is_grad_enabled()) return;
-  if (++forwards_ != next_replica_check_) return;
-  next_replica_check_ *= 2;
-  check_replicas();
+  ++forwards_;
+  if ((forwards_ & (forwards_ - 1)) == 0) check_replicas();  // 1, 2, 4, 8, ...
 }
 
 // One all-reduce of a vector holding this rank's hash of every parameter in its own slot;

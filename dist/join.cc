@@ -1,7 +1,6 @@
 #include "dist/join.h"
 
 #include <cstdio>
-#include <cstring>
 #include <exception>
 
 #include "dist/broadcast_state.h"
@@ -99,15 +98,7 @@ void Join::sync_optimizer(nn::Optimizer& opt, int root) {
   nn::StateDict state = opt.state_dict();
   broadcast_state_dict(*ddp_.group_, &state, root);
   opt.load_state_dict(state);
-  const double lr = opt.lr();
-  int64_t bits;
-  std::memcpy(&bits, &lr, sizeof bits);
-  Tensor t = from_vector(std::vector<int64_t>{bits});
-  ddp_.group_->broadcast(t, root).wait();
-  bits = t.to_vector<int64_t>()[0];
-  double exact;
-  std::memcpy(&exact, &bits, sizeof exact);
-  opt.set_lr(exact);
+  opt.set_lr(broadcast_doubles(*ddp_.group_, {opt.lr()}, root)[0]);
 }
 
 // The last finisher's scale and growth tracker, so that from the next step on every rank

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <utility>
 
+#include "dist/broadcast_state.h"
 #include "dist/dist.h"
 #include "dist/grad_norm.h"
 #include "dist/same_model.h"
@@ -136,34 +136,21 @@ void ZeroRedundancyOptimizer::join_step_begins(int training, int highest_trainin
   join_root_ = training < group_->size() ? highest_training : -1;
 }
 
-namespace {
-int64_t bits_of(double v) {
-  int64_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-double from_bits(int64_t b) {
-  double v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
-}  // namespace
-
 // Once per step while a rank has finished under a Join: the highest training rank's
-// learning rate (the double's bits) and clip, broadcast, so that a finished rank's shadow
+// learning rate and clip, broadcast exactly, so that a finished rank's shadow
 // step updates its shard as the others would. Returns the root's clip (the finished rank
 // repeats it); a no-op outside a Join or once this step has had it.
 std::optional<ZeroRedundancyOptimizer::Clip> ZeroRedundancyOptimizer::join_settings(std::optional<Clip> mine) {
   if (join_root_ < 0) return std::nullopt;
   const int root = std::exchange(join_root_, -1);
-  Tensor t =
-      from_vector(std::vector<int64_t>{bits_of(lr()), mine ? 1 : 0, bits_of(mine ? mine->max_norm : 0),
-                                       bits_of(mine ? mine->norm_type : 0), mine && mine->error_if_nonfinite ? 1 : 0});
-  group_->broadcast(t, root).wait();
-  const std::vector<int64_t> v = t.to_vector<int64_t>();
-  if (group_->rank() != root) set_lr(from_bits(v[0]));
+  const std::vector<double> v =
+      broadcast_doubles(*group_,
+                        {lr(), mine ? 1.0 : 0.0, mine ? mine->max_norm : 0, mine ? mine->norm_type : 0,
+                         mine && mine->error_if_nonfinite ? 1.0 : 0.0},
+                        root);
+  if (group_->rank() != root) set_lr(v[0]);
   if (v[1] == 0) return std::nullopt;
-  return Clip{from_bits(v[2]), from_bits(v[3]), v[4] != 0};
+  return Clip{v[2], v[3], v[4] != 0};
 }
 
 void ZeroRedundancyOptimizer::step() {
