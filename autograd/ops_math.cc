@@ -173,9 +173,15 @@ Variable matmul(const Variable& a, const Variable& b) {
   const Tensor x = a.data(), y = b.data();
   return record("matmul", engine::matmul(x, y), {a, b}, [x, y](const Tensor& g, const Needs& n) {
     // out = x @ y  =>  dx = g @ y^T,  dy = x^T @ g; batch dims that were broadcast are summed.
-    // The transposes are views: the GEMM reads them in place.
-    return Grads{n[0] ? sum_to(engine::matmul(g, y.transpose(-1, -2)), x.shape()) : Tensor(),
-                 n[1] ? sum_to(engine::matmul(x.transpose(-1, -2), g), y.shape()) : Tensor()};
+    // The transposes are views: the GEMM reads them in place. A vector was multiplied as a
+    // (1,K) row or a (K,1) column (tensor/ops.h): the formulas run on those matrices, with
+    // the dims the forward dropped put back into g, and each gradient takes its input's shape.
+    const Tensor xm = x.dim() == 1 ? x.unsqueeze(0) : x, ym = y.dim() == 1 ? y.unsqueeze(1) : y;
+    Tensor gm = g;
+    if (x.dim() == 1) gm = gm.unsqueeze(gm.dim() - (y.dim() == 1 ? 0 : 1));
+    if (y.dim() == 1) gm = gm.unsqueeze(gm.dim());
+    return Grads{n[0] ? sum_to(engine::matmul(gm, ym.transpose(-1, -2)), xm.shape()).reshape(x.shape()) : Tensor(),
+                 n[1] ? sum_to(engine::matmul(xm.transpose(-1, -2), gm), ym.shape()).reshape(y.shape()) : Tensor()};
   });
 }
 

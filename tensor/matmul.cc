@@ -12,15 +12,18 @@ namespace engine {
 
 namespace {
 
-void check_operands(const Tensor& a, const Tensor& b) {
+// `min_dim`: 1 where a vector operand is allowed (matmul(a, b)), 2 for the out= form.
+void check_operands(const Tensor& a, const Tensor& b, int64_t min_dim) {
   ENGINE_REQUIRE(a.defined() && b.defined(), "[matmul] got an undefined tensor");
   ENGINE_REQUIRE(a.dtype() == b.dtype() && is_floating(a.dtype()),
                  "[matmul] needs two float32, two bfloat16 or two float16 operands, got ", dtype_name(a.dtype()), " @ ",
                  dtype_name(b.dtype()));
-  ENGINE_REQUIRE(a.dim() >= 2 && b.dim() >= 2, "[matmul] needs 2-D or batched operands, got ", shape_str(a.shape()),
-                 " @ ", shape_str(b.shape()), "; unsqueeze a vector first");
-  ENGINE_REQUIRE(b.size(-2) == a.size(-1), "[matmul] inner dimensions differ: ", shape_str(a.shape()), " @ ",
-                 shape_str(b.shape()));
+  ENGINE_REQUIRE(a.dim() >= min_dim && b.dim() >= min_dim, "[matmul] needs ",
+                 min_dim == 1 ? "operands of at least 1 dim" : "2-D or batched operands for an out= product", ", got ",
+                 shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  // b's rows: its second-to-last dim, or its only one for a vector.
+  ENGINE_REQUIRE(b.size(b.dim() == 1 ? 0 : -2) == a.size(-1),
+                 "[matmul] inner dimensions differ: ", shape_str(a.shape()), " @ ", shape_str(b.shape()));
 }
 
 // One GEMM per entry of the plan's batch: `gemm` gets (M, N, K, A, its strides, B, its
@@ -66,10 +69,19 @@ Tensor matmul_half(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, Tensor()); }
+// A vector is a (1, K) row on the left and a (K, 1) column on the right; the product of
+// those matrices, with the dim each vector added taken out again.
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, 1);
+  if (a.dim() >= 2 && b.dim() >= 2) return matmul(a, b, Tensor());
+  Tensor out = matmul(a.dim() == 1 ? a.unsqueeze(0) : a, b.dim() == 1 ? b.unsqueeze(1) : b, Tensor());
+  if (b.dim() == 1) out = out.squeeze(-1);                      // (..., M, 1) -> (..., M)
+  if (a.dim() == 1) out = out.squeeze(b.dim() == 1 ? -1 : -2);  // (..., 1, N) -> (..., N); (1,) -> ()
+  return out;
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
-  check_operands(a, b);
+  check_operands(a, b, 2);
   const detail::MatmulPlan plan = detail::plan_matmul(a, b);
   if (into.defined())
     ENGINE_REQUIRE(into.shape() == plan.out_shape && into.dtype() == DType::Float32 && into.is_contiguous() &&

@@ -95,10 +95,12 @@ bool all_finite(const Tensor& a);
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
 // ---- matrix product of the last two dims, with batch dims broadcast: (...,M,K) @ (...,K,N).
-// Transposed or strided operands are read in place by the GEMM, never copied.
+// Transposed or strided operands are read in place by the GEMM, never copied. A vector
+// operand works as in PyTorch: (K,) on the left is the row (1,K), on the right the column
+// (K,1), and the dim it added is dropped: (M,K) @ (K,) is (M,), (K,) @ (K,) is 0-d.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// The same, written into `out` (contiguous float32, of the result's shape and on the
-// operands' device; not overlapping them), which it returns. On the CPU the GEMM writes
+// The same for 2-D or batched operands, written into `out` (contiguous float32, of the
+// result's shape and on the operands' device; not overlapping them), which it returns. On the CPU the GEMM writes
 // there directly; on the GPU the product is computed, then copied in. For bfloat16 or
 // float16 operands `out` gets the float32 sums as they are, not rounded to 16 bits.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& out);

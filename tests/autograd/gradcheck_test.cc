@@ -62,6 +62,12 @@ TEST_CASE("gradients of matmul, plain, batched, broadcast and transposed") {
   check_gradients("matmul", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({3, 5}), rn({5, 2})});
   check_gradients("matmul batched", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({2, 3, 4}), rn({2, 4, 2})});
   check_gradients("matmul broadcast", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({2, 3, 4}), rn({4, 5})});
+  // Vector operands: matrix @ vector, vector @ matrix, a dot product (0-d) and batches.
+  check_gradients("matmul mv", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({3, 5}), rn({5})});
+  check_gradients("matmul vm", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({5}), rn({5, 2})});
+  check_gradients("matmul dot", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({4}), rn({4})});
+  check_gradients("matmul batched mv", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({2, 3, 4}), rn({4})});
+  check_gradients("matmul vector batched", [](const Vs& v) { return matmul(v[0], v[1]); }, {rn({3}), rn({2, 3, 4})});
   // Non-contiguous operands: the op transposes its inputs before multiplying.
   check_gradients("matmul transposed", [](const Vs& v) { return matmul(transpose(v[0], 0, 1), transpose(v[1], 0, 1)); },
                   {rn({5, 3}), rn({2, 5})});

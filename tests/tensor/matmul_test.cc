@@ -36,6 +36,27 @@ TEST_CASE("batched matmul broadcasts batch dims and matches per-batch products")
   for (size_t k = 0; k < e.size(); ++k) REQUIRE(o[k] == Approx(e[k]).epsilon(1e-5));
 }
 
+TEST_CASE("a vector operand is a row on the left, a column on the right, and its dim is dropped (as PyTorch)") {
+  Tensor m = from_vector(V{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor v3 = from_vector(V{1, 0, -1}), v2 = from_vector(V{2, 1});
+  Tensor mv = matmul(m, v3);  // rows dotted with v3
+  REQUIRE(mv.shape() == Shape{2});
+  REQUIRE(mv.to_vector<float>() == V{-2, -2});
+  Tensor vm = matmul(v2, m);  // 2 * row 0 + row 1
+  REQUIRE(vm.shape() == Shape{3});
+  REQUIRE(vm.to_vector<float>() == V{6, 9, 12});
+  Tensor dot = matmul(v3, from_vector(V{4, 5, 6}));
+  REQUIRE(dot.shape() == Shape{});
+  REQUIRE(dot.item() == -2);
+  // Batched: (2,2,3) @ (3,) is (2,2); (2,) @ (2,2,3) is (2,3). A kept size-1 dim stays.
+  Tensor batch = matmul(m, ones({3, 3})).unsqueeze(0).expand({2, 2, 3});
+  REQUIRE(matmul(batch, v3).shape() == Shape{2, 2});
+  REQUIRE(matmul(v2, batch).shape() == Shape{2, 3});
+  REQUIRE(matmul(v2, batch).to_vector<float>() == V(6, 2 * 6 + 15));
+  REQUIRE(matmul(m.narrow(0, 0, 1), v3).shape() == Shape{1});
+  REQUIRE(matmul(v3, m.transpose(0, 1).narrow(1, 0, 1)).shape() == Shape{1});
+}
+
 TEST_CASE("matmul with zero sizes") {
   REQUIRE(matmul(zeros({0, 3}), zeros({3, 4})).shape() == Shape{0, 4});
   REQUIRE(matmul(ones({2, 0}), ones({0, 4})).to_vector<float>() == V(8, 0.0f));
@@ -44,7 +65,14 @@ TEST_CASE("matmul with zero sizes") {
 TEST_CASE("matmul errors show both shapes") {
   REQUIRE_THROWS_WITH(matmul(zeros({2, 3}), zeros({4, 5})),
                       Catch::Equals("[matmul] inner dimensions differ: (2,3) @ (4,5)"));
-  REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({3, 4})), Catch::Contains("[matmul] needs 2-D or batched operands"));
+  REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({4, 3})),
+                      Catch::Equals("[matmul] inner dimensions differ: (3,) @ (4,3)"));
+  REQUIRE_THROWS_WITH(matmul(zeros({2, 3}), zeros({4})),
+                      Catch::Equals("[matmul] inner dimensions differ: (2,3) @ (4,)"));
+  REQUIRE_THROWS_WITH(matmul(scalar_tensor(2), zeros({3})),
+                      Catch::Equals("[matmul] needs operands of at least 1 dim, got () @ (3,)"));
+  REQUIRE_THROWS_WITH(matmul(zeros({3}), zeros({3, 4}), empty({4})),
+                      Catch::Contains("[matmul] needs 2-D or batched operands for an out= product"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2, 3}), zeros({3, 3, 4})),
                       Catch::Contains("[matmul] shapes (2,) and (3,) do not broadcast"));
   REQUIRE_THROWS_WITH(matmul(zeros({2, 2}, DType::Int64), zeros({2, 2})),
