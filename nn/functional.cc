@@ -1,5 +1,7 @@
 #include "nn/functional.h"
 
+#include <functional>
+
 #include "nn/autocast.h"
 #include "tensor/nn_ops.h"
 #include "tensor/ops.h"
@@ -93,7 +95,23 @@ Variable conv2d_per_image(const Variable& x, const Variable& weight, const Varia
 }
 }  // namespace
 
+namespace {
+// conv2d and max_pool2d take a batch (N, C, H, W) or, as in PyTorch, one unbatched image
+// (C, H, W): `batched` then runs on it as a batch of one and the batch dim is dropped
+// again. Both are views recorded in the graph, so the gradient comes back as (C, H, W).
+bool unbatched(const char* op, const Variable& x) {
+  ENGINE_REQUIRE(x.dim() == 3 || x.dim() == 4, "[", op,
+                 "] expects input (N, C, H, W) or an unbatched (C, H, W), got shape ", shape_str(x.shape()));
+  return x.dim() == 3;
+}
+Variable as_batch_of_one(const Variable& x, const std::function<Variable(const Variable&)>& batched) {
+  return autograd::squeeze(batched(autograd::unsqueeze(x, 0)), 0);
+}
+}  // namespace
+
 Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding) {
+  if (unbatched("conv2d", x_in))
+    return as_batch_of_one(x_in, [&](const Variable& x) { return conv2d(x, weight, bias, stride, padding); });
   const Shape xs = x_in.shape(), ws = weight.shape();
   ENGINE_REQUIRE(ws.size() == 4, "[conv2d] weight must be (O, C, kh, kw), got ", shape_str(ws));
   check_window("conv2d", xs, ws[2], ws[3], stride, padding);
@@ -146,6 +164,8 @@ Variable conv2d(const Variable& x_in, const Variable& weight, const Variable& bi
 }
 
 Variable max_pool2d(const Variable& x, int64_t kernel, int64_t stride, int64_t padding) {
+  if (unbatched("max_pool2d", x))
+    return as_batch_of_one(x, [&](const Variable& b) { return max_pool2d(b, kernel, stride, padding); });
   const Shape xs = x.shape();
   const MaxPool pool = max_pool2d_forward(x.data(), kernel, stride, padding);
   const Tensor where = pool.where;

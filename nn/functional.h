@@ -19,7 +19,8 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 
 // 2-D cross-correlation (what deep learning calls convolution), as im2col (tensor/nn_ops.h)
 // + one GEMM for the whole batch. bias may be undefined.
-// Output (N, O, (H + 2p - kh)/s + 1, (W + 2p - kw)/s + 1).
+// Output (N, O, (H + 2p - kh)/s + 1, (W + 2p - kw)/s + 1). An unbatched image (C, H, W)
+// gives (O, H', W'), as in PyTorch; so does max_pool2d.
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, int64_t stride, int64_t padding);
 
 // Max over kernel x kernel windows; padding counts as -infinity. The gradient goes to the

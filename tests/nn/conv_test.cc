@@ -92,11 +92,40 @@ TEST_CASE("conv2d gradients match finite differences") {
                   {randn({1, 2, 6, 7}, &gen), randn({2, 2, 2, 2}, &gen), randn({2}, &gen)});
 }
 
+TEST_CASE("an unbatched (C, H, W) image: the batch of one's result and gradients, without the batch dim") {
+  Generator gen(5);
+  const Tensor img = randn({2, 6, 7}, &gen), w = randn({3, 2, 3, 3}, &gen), b = randn({3}, &gen);
+  // The same image as a batch of one, through the batched path.
+  Variable xb(img.unsqueeze(0).contiguous(), true), wb(w.clone(), true), bb(b.clone(), true);
+  Variable yb = max_pool2d(conv2d(xb, wb, bb, 2, 1), 2, 2, 1);
+  // The image itself: conv gives (3, 3, 4), the pool (3, 2, 3).
+  Variable x(img.clone(), true), wu(w.clone(), true), bu(b.clone(), true);
+  Variable conv = conv2d(x, wu, bu, 2, 1);
+  REQUIRE(conv.shape() == Shape{3, 3, 4});
+  Variable y = max_pool2d(conv, 2, 2, 1);
+  REQUIRE(y.shape() == Shape{3, 2, 3});
+  REQUIRE(y.data().to_vector<float>() == yb.data().to_vector<float>());
+  const Tensor g = randn({3, 2, 3}, &gen);
+  sum(yb * Variable(g.unsqueeze(0))).backward();
+  sum(y * Variable(g)).backward();
+  REQUIRE(x.grad().shape() == Shape{2, 6, 7});
+  REQUIRE(x.grad().to_vector<float>() == xb.grad().to_vector<float>());
+  REQUIRE(wu.grad().to_vector<float>() == wb.grad().to_vector<float>());
+  REQUIRE(bu.grad().to_vector<float>() == bb.grad().to_vector<float>());
+  // The layers take it too.
+  Conv2d layer(2, 3, 3, 1, 1);
+  REQUIRE(layer.forward(Variable(img)).shape() == Shape{3, 6, 7});
+  REQUIRE(MaxPool2d(2).forward(Variable(img)).shape() == Shape{2, 3, 3});
+}
+
 TEST_CASE("conv2d errors name the shapes") {
   REQUIRE_THROWS_WITH(conv2d(Variable(zeros({1, 2, 5, 5})), Variable(zeros({3, 4, 3, 3})), Variable(), 1, 0),
                       Catch::Contains("[conv2d] input has 2 channels but the weight expects 4"));
-  REQUIRE_THROWS_WITH(conv2d(Variable(zeros({2, 5, 5})), Variable(zeros({3, 2, 3, 3})), Variable(), 1, 0),
-                      Catch::Contains("[conv2d] expects input (N, C, H, W), got shape (2,5,5)"));
+  REQUIRE_THROWS_WITH(
+      conv2d(Variable(zeros({5, 5})), Variable(zeros({3, 2, 3, 3})), Variable(), 1, 0),
+      Catch::Contains("[conv2d] expects input (N, C, H, W) or an unbatched (C, H, W), got shape (5,5)"));
+  REQUIRE_THROWS_WITH(max_pool2d(Variable(zeros({1, 1, 1, 4, 4})), 2, 2),
+                      Catch::Contains("[max_pool2d] expects input (N, C, H, W) or an unbatched (C, H, W)"));
   REQUIRE_THROWS_WITH(conv2d(Variable(zeros({1, 1, 2, 2})), Variable(zeros({1, 1, 3, 3})), Variable(), 1, 0),
                       Catch::Contains("larger than the padded input"));
   // Window sizes are range-checked before any size is computed from them (H + 2 padding
