@@ -6,11 +6,13 @@
 // and names every disagreement. Where PyTorch is missing, it says it was skipped and why.
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "catch2/catch.hpp"
+#include "nn/batchnorm.h"
 #include "nn/functional.h"
 #include "nn/loss.h"
 #include "nn/safetensors.h"
@@ -59,6 +61,50 @@ struct Case {
   bool positive;
   Fn fn;
 };
+
+// BatchNorm in training (its fused CPU passes, with ReLU and with ReLU and a 2x2 pool),
+// and in evaluation after one training step (with the running statistics it left), with
+// gradients and without (the no-gradient passes are others). Weight and bias are inputs 1
+// and 2; the evaluation cases train on input 0 and normalise input 3.
+void batch_norm_cases(std::vector<Case>& cases) {
+  using Then = std::function<Variable(nn::BatchNorm&, const Variable&)>;
+  const std::vector<std::tuple<std::string, std::string, Then>> tails = {
+      {"", "{}", [](nn::BatchNorm& bn, const Variable& x) { return bn.forward(x); }},
+      {", relu", "torch.relu({})", [](nn::BatchNorm& bn, const Variable& x) { return bn.forward_relu(x); }},
+      {", relu, max_pool2d 2", "torch.nn.functional.max_pool2d(torch.relu({}), 2)",
+       [](nn::BatchNorm& bn, const Variable& x) { return bn.forward_relu_pool2(x); }}};
+  const std::string train =
+      "torch.nn.functional.batch_norm(a0, torch.zeros(3).double(), torch.ones(3).double(), a1, a2, "
+      "training=True)";
+  const std::string eval = "batch_norm_after_a_step(a0, a3, a1, a2)";  // torch_parity.py
+  for (const Shape& shape : {Shape{4, 3, 6, 8}, Shape{2, 3, 7, 9}})
+    for (int l = 0; l < kLayouts; ++l) {
+      const std::string at = " " + shape_str(shape) + "/" + kLayoutNames[l];
+      const std::vector<Shape> shapes = {shape, {3}, {3}, shape};
+      const std::vector<Layout> layouts = {Layout(l), kContiguous, kContiguous, Layout(l)};
+      for (const auto& [name, torch, then] : tails) {
+        const std::string expr = torch.substr(0, torch.find("{}"));
+        const std::string close = torch.substr(torch.find("{}") + 2);
+        cases.push_back({"batch_norm" + name + at, expr + train + close, shapes, layouts, false,
+                         [then = then](const std::vector<Variable>& a) {
+                           nn::BatchNorm2d bn(3);
+                           bn.weight = a[1], bn.bias = a[2];
+                           return then(bn, a[0]);
+                         }});
+        for (bool grad : {true, false})
+          cases.push_back({"batch_norm eval" + name + (grad ? "" : " (no grad)") + at, expr + eval + close, shapes,
+                           layouts, false, [then = then, grad](const std::vector<Variable>& a) {
+                             nn::BatchNorm2d bn(3);
+                             bn.weight = a[1], bn.bias = a[2];
+                             bn.forward(a[0]);
+                             bn.eval();
+                             std::optional<autograd::NoGradGuard> off;
+                             if (!grad) off.emplace();
+                             return then(bn, a[3]);
+                           }});
+      }
+    }
+}
 
 std::vector<Case> float32_cases() {
   std::vector<Case> cases;
@@ -186,6 +232,7 @@ std::vector<Case> float32_cases() {
                        return nn::cross_entropy(a[0], from_vector(std::vector<int64_t>{0, 3, 4, 1, 2, 2}));
                      }});
   }
+  batch_norm_cases(cases);
   return cases;
 }
 
@@ -203,13 +250,14 @@ void run_float32(nn::StateDict& out, nn::Metadata& torch) {
       out[c.name + "/in" + std::to_string(i)] = t.contiguous();
     }
     const Variable y = c.fn(in);
+    out[c.name + "/out"] = y.data().contiguous();
+    torch[c.name] = c.torch;
+    if (!y.requires_grad()) continue;  // computed without gradients: no weights, PyTorch's side neither
     const Tensor w = randn(y.shape(), &gen);
     ag::sum(y * Variable(w)).backward();
     out[c.name + "/w"] = w;
-    out[c.name + "/out"] = y.data().contiguous();
     for (size_t i = 0; i < in.size(); ++i)
       if (in[i].grad().defined()) out[c.name + "/g" + std::to_string(i)] = in[i].grad().contiguous();
-    torch[c.name] = c.torch;
   }
 }
 
@@ -285,5 +333,7 @@ TEST_CASE("every op, forward and backward, on strided and broadcast inputs, agre
   INFO(report);
   REQUIRE(status == 0);
   REQUIRE(report.find("cases " + std::to_string(torch.size()) + " mismatches 0\n") != std::string::npos);
-  std::printf("%zu cases agree with PyTorch\n", torch.size());
+  const size_t largest = report.find("largest");
+  std::printf("%zu cases agree with PyTorch; %s", torch.size(),
+              report.substr(largest, report.find('\n', largest) - largest + 1).c_str());
 }
