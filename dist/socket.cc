@@ -226,6 +226,14 @@ std::string interface_address(const std::string& name) {
   return found;
 }
 
+std::string remote_address(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sin_family != AF_INET) return "";
+  char buf[INET_ADDRSTRLEN] = {};
+  return ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf) ? buf : "";
+}
+
 Socket Listener::accept(Deadline deadline) const {
   while (true) {
     const int fd = ::accept4(sock_.fd(), nullptr, nullptr, SOCK_CLOEXEC);

@@ -86,6 +86,9 @@ Listener bind_in_range(const std::string& host, int lo, int hi);
 // listing this machine's interfaces, when it has none.
 std::string interface_address(const std::string& name);
 
+// The IPv4 address at the other end of a connected socket, "" when it has none.
+std::string remote_address(int fd);
+
 // Waits until fd is readable (or writable), or the deadline passes. Returns false on timeout.
 bool wait_fd(int fd, bool for_write, Deadline deadline);
 

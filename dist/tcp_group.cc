@@ -285,6 +285,15 @@ void ProcessGroupTCP::recv_message(int from, const MessageHeader& expect, void* 
   transfer(nullptr, &in, d);
 }
 
+std::string ProcessGroupTCP::waiting_for(int r) const {
+  const std::string causes = "it may be stuck, still computing, or in a different collective";
+  const bool elsewhere = machine_of_.size() == size_t(size_) && machine_of_[size_t(r)] != machine_of_[size_t(rank_)];
+  if (!elsewhere) return peer_name(r) + ": " + causes;
+  const std::string address = remote_address(peers_[size_t(r)].fd());
+  return peer_name(r) + " on another machine" + (address.empty() ? "" : " (" + address + ")") + ": " + causes +
+         ", or the network between the machines is down";
+}
+
 void ProcessGroupTCP::send_recv(const Outgoing& out, const Incoming& in, Deadline d) { transfer(&out, &in, d); }
 
 void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline d) {
@@ -307,8 +316,7 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
       const MessageHeader& what = in ? in->expect : out->header;
       throw Error("[dist] timed out after " + std::to_string(options_.timeout.count() / 1000) + " s in " +
                   describe(what) + " on rank " + std::to_string(rank_) + ", waiting for " +
-                  peer_name(!recv_done() ? in->from : out->to) +
-                  ": it may be stuck, still computing, or in a different collective");
+                  waiting_for(!recv_done() ? in->from : out->to));
     }
     if (r < 0) {
       if (errno == EINTR) continue;

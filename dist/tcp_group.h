@@ -160,6 +160,9 @@ class ProcessGroupTCP : public ProcessGroup {
     return "rank " + std::to_string(options_.global_ranks[size_t(r)]) + " (rank " + std::to_string(r) +
            " of the group)";
   }
+  // What a timeout waiting for rank r says of it: its name, its address when it is on
+  // another machine, and what may keep it (a network cut, too, between machines).
+  std::string waiting_for(int r) const;
   std::string key(const std::string& k) const { return options_.key_prefix + k; }  // this group's store key
 
   // Setup: which ranks share a machine (local_ranks_, leaders_), then the algorithm, with

@@ -47,7 +47,7 @@ cmd_up() {
   exec 9>/tmp/engine-nodes.lock
   flock -w 30 9 || die "up: the lock /tmp/engine-nodes.lock is held too long"
   for i in $(seq 1 200); do
-    if ! ip link show "$(br "$i")" >/dev/null 2>&1; then id=$i; break; fi
+    if ! ip link show "$(br "$i")" >/dev/null 2>&1 && ! ip -br link | grep -q "^en${i}h[0-9]"; then id=$i; break; fi
   done
   [[ -n "$id" ]] || die "up: all 200 node sets are in use (bash tools/nodes.sh down ID)"
   ip link add "$(br "$id")" type bridge
@@ -104,7 +104,13 @@ cmd_down() {
   local id="$1"
   for name in $(ip netns list | awk '{print $1}' | grep -E "^en${id}n[0-9]+$" || true); do
     for pid in $(ip netns pids "$name" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
-    ip netns del "$name" 2>/dev/null || true  # its veth ends go with it
+    ip netns del "$name" 2>/dev/null || true
+  done
+  # The host's veth ends, deleted here (each takes its node's end with it): a namespace
+  # outlives its deletion while a socket still holds it (a connection that was cut keeps
+  # retrying for minutes), and so would its veth pair.
+  for link in $(ip -br link | awk '{print $1}' | sed 's/@.*//' | grep -E "^en${id}h[0-9]+$" || true); do
+    ip link del "$link" 2>/dev/null || true
   done
   ip link del "$(br "$id")" 2>/dev/null || true
 }

@@ -11,7 +11,9 @@
 #      again, the recap resumes from its saved state, and ends with the very weights of the
 #      same run uninterrupted;
 #   6. torchrun's c10d form: the same command on both machines, no --node_rank; the
-#      launchers get their node ranks at the endpoint on machine 0.
+#      launchers get their node ranks at the endpoint on machine 0;
+#   7. the network between the machines cut mid-run: every rank stops within the timeout,
+#      and the ranks that waited across it name the rank, its address and the network.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -133,4 +135,38 @@ for r in 2 3; do
   grep -q "^\[rank $r\] rank $r: every collective equals its closed form" "$out.c10d.1" || fail "rank $r: collectives"
 done
 echo "ok: the same c10d command on both machines formed one job of 4 ranks"
+
+# 7. The network between the machines cut mid-run: no rank hangs, and the ranks that waited
+# across it name the rank, its machine's address and the network.
+cut_timeout=5
+for k in 1 0; do
+  LESSON_OUT="$TEST_TMPDIR/cut$k" ENGINE_DIST_TIMEOUT=$cut_timeout timeout 120 bash "$nodes" run "$NODES_ID" $k "$launch" \
+    --nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port=29670 --job_token="$token" --node_rank=$k \
+    "$recap" --epochs 30 --train-limit 12000 --test-limit 1000 --checkpoint "$TEST_TMPDIR/cut$k.safetensors" \
+    >"$out.cut.$k" 2>&1 &
+  pids[$k]=$!
+done
+for _ in $(seq 1 3000); do grep -q "epoch  1" "$out.cut.0" && break; sleep 0.01; done
+grep -q "epoch  1" "$out.cut.0" || { cat "$out.cut.0" "$out.cut.1"; fail "the run across machines did not finish its first epoch"; }
+ip -n "en${NODES_ID}n1" link set eth0 down
+cut_at=$(date +%s.%N)
+wait "${pids[0]}" && rc0=0 || rc0=$?
+wait "${pids[1]}" && rc1=0 || rc1=$?
+seconds=$(awk -v s=$cut_at -v e=$(date +%s.%N) 'BEGIN { printf "%.2f", e - s }')
+cat "$out.cut.0" "$out.cut.1"
+[[ $rc0 -ne 0 && $rc1 -ne 0 ]] || fail "both machines should fail when the network between them is cut (exit $rc0, $rc1)"
+awk -v s="$seconds" -v t=$cut_timeout 'BEGIN { exit !(s < t + 10) }' ||
+  fail "the machines took $seconds s to stop after the cut (the timeout is $cut_timeout s)"
+for k in 0 1; do
+  other=$((1 - k))
+  grep -qE "waiting for rank $((other * 2)) on another machine \(10\.77\.$NODES_ID\.$((other + 1))\): .*, or the network between the machines is down" \
+    "$out.cut.$k" || fail "machine $k should name rank $((other * 2)) on machine $other, its address and the network"
+done
+echo "ok: the network cut mid-run: both machines stopped $seconds s after it, naming the rank across it and its address"
+
+# The cut connections keep their namespaces alive for minutes after the ranks exit: taking
+# the machines down must remove their links all the same.
+bash "$nodes" down "$NODES_ID"
+if ip -br link | grep -q "^en${NODES_ID}[hb]"; then fail "links of the machines outlived nodes.sh down: $(ip -br link | grep "^en${NODES_ID}")"; fi
+echo "ok: nodes.sh down removed every link of the machines"
 echo PASS
