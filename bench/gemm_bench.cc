@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct Shape {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int rounds = 7;
   engine::Flags flags("gemm_bench", "Our GEMM beside OpenBLAS's cblas_sgemm, one thread, on the MLP's shapes.");
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
@@ -96,4 +97,7 @@ int main(int argc, char** argv) {
         s.label.c_str(), (long long)s.M, (long long)s.N, (long long)s.K, median(g_ours), median(g_blas), median(ratio));
   }
   return 0;
+} catch (const std::exception& e) {  // a failed allocation, say: said, not an abort
+  std::fprintf(stderr, "gemm_bench: %s\n", e.what());
+  return 1;
 }

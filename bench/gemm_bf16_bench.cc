@@ -10,6 +10,7 @@
 // within 1e-2 (relative norm) of the float32 one.
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ double relative_norm_error(const std::vector<float>& got, const std::vector<floa
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int rounds = 7;
   engine::Flags flags("gemm_bf16_bench", "The bfloat16 GEMM beside our float32 GEMM, one thread.");
   flags.add("--rounds", &rounds, 1, 1000, "rounds (the median is reported)");
@@ -83,4 +84,7 @@ int main(int argc, char** argv) {
         err);
   }
   return 0;
+} catch (const std::exception& e) {  // a failed allocation, say: said, not an abort
+  std::fprintf(stderr, "gemm_bf16_bench: %s\n", e.what());
+  return 1;
 }

@@ -11,6 +11,7 @@
 // (FSDPMemory), and the optimizer's state over the shards.
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -141,7 +142,7 @@ void run_rank(int rank, int world, int port, int steps, int rounds, int hidden, 
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int world = 2, steps = 30, rounds = 5, hidden = 256, layers = 2;
   engine::Flags flags("sharding_step", "Times DDP, ZeRO-1, ZeRO-2 and ZeRO-3 steps and counts their bytes per rank.");
   flags.add("--world", &world, 1, 64, "ranks");
@@ -151,4 +152,7 @@ int main(int argc, char** argv) {
   flags.add("--layers", &layers, 1, 64, "hidden layers");
   flags.parse_or_exit(argc, argv);
   return fork_ranks(world, [&](int r, int port) { run_rank(r, world, port, steps, rounds, hidden, layers); });
+} catch (const std::exception& e) {  // a failed allocation, say: said, not an abort
+  std::fprintf(stderr, "sharding_step: %s\n", e.what());
+  return 1;
 }

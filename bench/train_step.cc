@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,7 @@ double gemm_256_gflops() {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   int64_t batch = 64;
   int steps = 200, rounds = 5;
   std::string autocast = "off", model_name = "mlp";
@@ -134,4 +135,7 @@ int main(int argc, char** argv) {
     std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,
                 median(ratio));
   return 0;
+} catch (const std::exception& e) {  // a failed allocation, say: said, not an abort
+  std::fprintf(stderr, "train_step: %s\n", e.what());
+  return 1;
 }
