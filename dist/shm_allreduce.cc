@@ -50,6 +50,9 @@ namespace {
 // the others almost nothing (each yield hands the core to whoever can run).
 constexpr int kSpins = 20000;
 constexpr size_t kChunk = 1 << 20;  // staging bytes per rank per half (chosen by bench/allreduce)
+// How much longer than its deadline a rank waits for one that is inside the same call
+// (barrier() says why).
+constexpr auto kLeaderGrace = std::chrono::seconds(2);
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, timeout, nullptr, 0);
@@ -269,6 +272,11 @@ void ShmAllReduce::barrier(Deadline deadline) {
         for (int r = 0; r < size_; ++r)
           if (control(r)->posted < posted_)
             behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(ranks_[size_t(r)]);
+        // Every rank here is inside this call: the one not back is busy in it, as a
+        // hierarchical all-reduce's leader exchanging with the other machines is, under the
+        // same deadline. Its own timeout names whom it waits for there (and aborts this
+        // group with that reason), so give it a moment to be the one reported.
+        if (behind.empty() && Clock::now() < deadline + kLeaderGrace) continue;
         throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
                     " on rank " + std::to_string(ranks_[size_t(rank_)]) + ", waiting for " +
                     (behind.empty() ? "the other ranks" : behind) +

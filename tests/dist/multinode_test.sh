@@ -159,6 +159,10 @@ awk -v s="$seconds" -v t=$cut_timeout 'BEGIN { exit !(s < t + 10) }' ||
   fail "the machines took $seconds s to stop after the cut (the timeout is $cut_timeout s)"
 for k in 0 1; do
   other=$((1 - k))
+  for r in $((k * 2)) $((k * 2 + 1)); do  # the machine's other rank too: it reports its leader's reason
+    grep -qE "^\[rank $r\] .*waiting for rank $((other * 2)) on another machine" "$out.cut.$k" ||
+      fail "rank $r should say whom machine $k waited for across the network"
+  done
   grep -qE "waiting for rank $((other * 2)) on another machine \(10\.77\.$NODES_ID\.$((other + 1))\): .*, or the network between the machines is down" \
     "$out.cut.$k" || fail "machine $k should name rank $((other * 2)) on machine $other, its address and the network"
 done
