@@ -198,7 +198,11 @@ void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::mill
     if (other.world != mine.world)
       fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who +
            ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who + ") has " +
-           std::to_string(mine.world) + "; start every rank with the same WORLD_SIZE");
+           std::to_string(mine.world) +
+           (other.launch_id.empty() || mine.launch_id.empty()
+                ? "; start every rank with the same WORLD_SIZE"
+                : "; both were started by launchers, which set WORLD_SIZE to --nnodes x --nproc_per_node: give every "
+                  "machine's launcher the same --nnodes and --nproc_per_node"));
     // Two launchers on one node are two jobs: same token and port, but not one job.
     if (other.group_rank == mine.group_rank && other.group_rank >= 0 && !other.launch_id.empty() &&
         !mine.launch_id.empty() && other.launch_id != mine.launch_id)

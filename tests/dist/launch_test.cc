@@ -91,6 +91,19 @@ TEST_CASE("node ranks and multi-node arguments") {
   REQUIRE_THAT(missing.output, Catch::Contains("cannot run /nonexistent/program"));
 }
 
+TEST_CASE("machines whose launchers differ in --nproc_per_node are told to give every launcher the same") {
+  // Two launchers on this host as machines 0 and 1: 2 + 2 processes expect a world of 4,
+  // machine 1's 3 processes a world of 6.
+  const std::string common = "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nnodes=2 --master_port=29797 --job_token=t";
+  const Run r = run("sh -c '" + common + " --node_rank=1 --nproc_per_node=3 " + kProbe + " & " + common +
+                    " --node_rank=0 --nproc_per_node=2 " + kProbe + "; wait'");
+  INFO(r.output);
+  REQUIRE(r.seconds < 30);  // the timeout is 60 s
+  REQUIRE_THAT(r.output, Catch::Contains("ranks disagree on WORLD_SIZE") && Catch::Contains("has 4") &&
+                             Catch::Contains("has 6") &&
+                             Catch::Contains("give every machine's launcher the same --nnodes and --nproc_per_node"));
+}
+
 TEST_CASE("--help and -h describe every flag and start nothing; torchrun's short -r and -t are flags") {
   for (const char* h : {" --help", " -h", " --nproc_per_node=2 --help /bin/false"}) {
     const Run r = run(kLaunch + h);
