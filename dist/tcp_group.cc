@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "dist/start_thread.h"
 #include "tensor/check.h"
@@ -85,12 +86,40 @@ std::string requested_algorithm(const TCPGroupOptions& o) {
 }
 }  // namespace
 
+// Every rank must choose the same algorithm, so every rank must be asked for the same one:
+// a setting that differs between machines (one launcher's environment has ENGINE_ALLREDUCE,
+// the other's not) would have them run different collectives and wait out the timeout.
+// Every rank reads every setting and names the first that differs from rank 0's, so all of
+// them report the same pair; rank 0, which serves the store, waits (briefly) until the
+// others have read theirs, rather than leaving them to report only the store's closing.
+void ProcessGroupTCP::agree_on_setting(const std::string& mine) {
+  store_->set(key("topo/setting/") + std::to_string(rank_), mine);
+  const std::string first = rank_ == 0 ? mine : store_->get(key("topo/setting/0"));
+  std::string differs;
+  for (int r = 1; r < size_ && differs.empty(); ++r) {
+    const std::string theirs = r == rank_ ? mine : store_->get(key("topo/setting/") + std::to_string(r));
+    if (theirs != first)
+      differs = "[init_process_group] ranks disagree on the all-reduce: rank 0 has " + first + ", " + peer_name(r) +
+                " has " + theirs +
+                "; give every rank the same ENGINE_ALLREDUCE and ENGINE_SHM (a launcher passes its environment to "
+                "its ranks: set them alike on every machine)";
+  }
+  if (differs.empty()) return;
+  const std::string read = key("topo/setting_disagreement_read");
+  store_->add(read, 1);
+  const Deadline d = deadline_in(std::chrono::seconds(2));
+  while (rank_ == 0 && store_->add(read, 0) < size_ && Clock::now() < d)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  throw Error(differs);
+}
+
 void ProcessGroupTCP::choose_algorithm() {
   const std::string want = requested_algorithm(options_);
   const char* shm_env = std::getenv("ENGINE_SHM");  // 0 turns shared memory off; 1 (or unset) leaves it on
   const bool shm_off =
       shm_env && *shm_env && parse_choice(shm_env, "[init_process_group] ENGINE_SHM", {"0", "1"}) == "0";
   const bool shm_allowed = options_.shared_memory && !shm_off;
+  agree_on_setting("ENGINE_ALLREDUCE=" + want + (shm_allowed ? "" : " with shared memory off (ENGINE_SHM=0)"));
   const bool one_machine = leaders_.size() == 1, shared_somewhere = size_t(size_) > leaders_.size();
   ENGINE_REQUIRE(want != "shm" || one_machine, "[init_process_group] ENGINE_ALLREDUCE=shm needs every rank on one ",
                  "machine, but the ranks are on ", leaders_.size(), " machines");

@@ -169,6 +169,7 @@ class ProcessGroupTCP : public ProcessGroup {
   // shared memory among the local ranks where it uses it. Every rank reaches the same choice.
   void discover_topology();
   void choose_algorithm();
+  void agree_on_setting(const std::string& mine);  // throws, naming two ranks, unless all have `mine`
 
   // The ring (allreduce_ring.cc) over the ranks `ring` (this rank is ring[pos]); `bounds`
   // has ring.size()+1 entries: segment k is elements [bounds[k], bounds[k+1]). `shift`

@@ -271,6 +271,33 @@ TEST_CASE("ranks that disagree on WORLD_SIZE fail within seconds, naming both si
   }
 }
 
+TEST_CASE("ranks asked for different all-reduces fail within seconds, every one naming the same two") {
+  // Rank 2 alone was given ENGINE_ALLREDUCE=ring (a machine whose launcher's environment
+  // had it), then ENGINE_SHM=0: before, its first collective met the others' shared memory,
+  // and all waited out the timeout.
+  for (const char* setting : {"ENGINE_ALLREDUCE=ring", "ENGINE_SHM=0"}) {
+    const int port = free_port();
+    auto res = run_misconfigured(3, [port, setting](int child) {
+      setenv("RANK", std::to_string(child).c_str(), 1);
+      setenv("WORLD_SIZE", "3", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      const std::string s = setting;
+      if (child == 2) setenv(s.substr(0, s.find('=')).c_str(), s.substr(s.find('=') + 1).c_str(), 1);
+    });
+    const std::string theirs = std::string(setting) == "ENGINE_SHM=0"
+                                   ? "rank 2 has ENGINE_ALLREDUCE=auto with shared memory off (ENGINE_SHM=0)"
+                                   : "rank 2 has ENGINE_ALLREDUCE=ring";
+    for (auto& r : res) {
+      INFO(setting << ": " << r.output);
+      REQUIRE(r.exit_code == 1);
+      REQUIRE_THAT(r.output, Catch::Contains("ranks disagree on the all-reduce: rank 0 has ENGINE_ALLREDUCE=auto, " +
+                                             theirs + "; give every rank the same ENGINE_ALLREDUCE and ENGINE_SHM"));
+      REQUIRE(r.seconds < 10);  // the timeout is 60 s
+    }
+  }
+}
+
 TEST_CASE("two processes with the same RANK: the second claimant is refused within seconds, naming both") {
   const int port = free_port();
   auto res = run_misconfigured(
