@@ -13,7 +13,8 @@
 #   6. torchrun's c10d form: the same command on both machines, no --node_rank; the
 #      launchers get their node ranks at the endpoint on machine 0;
 #   7. the network between the machines cut mid-run: every rank stops within the timeout,
-#      and the ranks that waited across it name the rank, its address and the network.
+#      and the ranks that waited across it name the rank, its address and the network;
+#   8. a network blip shorter than the timeout: the run goes on, to the weights of 5.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -167,6 +168,30 @@ for k in 0 1; do
     "$out.cut.$k" || fail "machine $k should name rank $((other * 2)) on machine $other, its address and the network"
 done
 echo "ok: the network cut mid-run: both machines stopped $seconds s after it, naming the rank across it and its address"
+
+# 8. A network blip shorter than the timeout: TCP resends what was lost, and the run goes on
+# to the very weights of the uninterrupted run of section 5.
+ip -n "en${NODES_ID}n1" link set eth0 up
+blip_state="$TEST_TMPDIR/blip_state.safetensors"
+for k in 1 0; do
+  LESSON_OUT="$TEST_TMPDIR/blip$k" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" $k "$launch" \
+    --nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port=29680 --job_token="$token" --node_rank=$k \
+    "$recap" "${resumable[@]}" --state "$blip_state" --checkpoint "$TEST_TMPDIR/blip$k.safetensors" >"$out.blip.$k" 2>&1 &
+  pids[$k]=$!
+done
+for _ in $(seq 1 3000); do [[ -s "$blip_state" ]] && break; sleep 0.01; done
+[[ -s "$blip_state" ]] || fail "the run for the blip saved no training state"
+ip -n "en${NODES_ID}n1" link set eth0 down
+[[ ! -e "$TEST_TMPDIR/blip0.safetensors" ]] || fail "the run had ended before the network went down"
+sleep 2
+ip -n "en${NODES_ID}n1" link set eth0 up
+wait "${pids[0]}" && rc0=0 || rc0=$?
+wait "${pids[1]}" && rc1=0 || rc1=$?
+cat "$out.blip.0" "$out.blip.1"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "a 2 s blip should not end the run (the timeout is 20 s): exit $rc0, $rc1"
+"$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/blip0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
+  fail "the run through the blip should end with the weights of the uninterrupted one, bit for bit"
+echo "ok: a 2 s network blip mid-run: the run went on and ended bit-identical to the uninterrupted one"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
