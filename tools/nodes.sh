@@ -7,6 +7,7 @@
 #
 #   eval "$(bash tools/nodes.sh up 2 [RATE])"   # e.g. RATE=1gbit; sets NODES_ID and NODE0_ADDR, NODE1_ADDR, ...
 #   bash tools/nodes.sh run "$NODES_ID" 1 CMD... # CMD on node 1 (its network, hostname, /dev/shm)
+#   bash tools/nodes.sh link "$NODES_ID" 1 down  # cuts node 1 off the network (up: back again)
 #   bash tools/nodes.sh down "$NODES_ID"         # kills what runs there, removes namespaces, links, bridge
 #   bash tools/nodes.sh check                    # exit 0 if nodes can be made here, else prints why
 #
@@ -100,6 +101,13 @@ cmd_run() {
     sh -c 'hostname "node$1-$2" && mount -t tmpfs -o size=2g tmpfs /dev/shm && shift 2 && exec "$@"' sh "$id" "$k" "$@"
 }
 
+cmd_link() {
+  local id="$1" k="$2" state="${3:-}"
+  [[ "$state" == up || "$state" == down ]] || die "link: the state must be up or down, got '$state'"
+  ip netns list | grep -qw "$(ns "$id" "$k")" || die "link: node $k of set $id does not exist"
+  ip -n "$(ns "$id" "$k")" link set eth0 "$state"
+}
+
 cmd_down() {
   local id="$1"
   for name in $(ip netns list | awk '{print $1}' | grep -E "^en${id}n[0-9]+$" || true); do
@@ -119,6 +127,7 @@ case "${1:-}" in
   check) cmd_check ;;
   up) shift; cmd_up "$@" ;;
   run) shift; cmd_run "$@" ;;
+  link) shift; cmd_link "${1:?link: which NODES_ID}" "${2:?link: which node}" "${3:-}" ;;
   down) shift; cmd_down "${1:?down: which NODES_ID}" ;;
-  *) die "usage: nodes.sh check | up N [RATE] | run ID K CMD... | down ID" ;;
+  *) die "usage: nodes.sh check | up N [RATE] | run ID K CMD... | link ID K up|down | down ID" ;;
 esac

@@ -149,7 +149,7 @@ for k in 1 0; do
 done
 for _ in $(seq 1 3000); do grep -q "epoch  1" "$out.cut.0" && break; sleep 0.01; done
 grep -q "epoch  1" "$out.cut.0" || { cat "$out.cut.0" "$out.cut.1"; fail "the run across machines did not finish its first epoch"; }
-ip -n "en${NODES_ID}n1" link set eth0 down
+bash "$nodes" link "$NODES_ID" 1 down
 cut_at=$(date +%s.%N)
 wait "${pids[0]}" && rc0=0 || rc0=$?
 wait "${pids[1]}" && rc1=0 || rc1=$?
@@ -171,7 +171,7 @@ echo "ok: the network cut mid-run: both machines stopped $seconds s after it, na
 
 # 8. A network blip shorter than the timeout: TCP resends what was lost, and the run goes on
 # to the very weights of the uninterrupted run of section 5.
-ip -n "en${NODES_ID}n1" link set eth0 up
+bash "$nodes" link "$NODES_ID" 1 up
 blip_state="$TEST_TMPDIR/blip_state.safetensors"
 for k in 1 0; do
   LESSON_OUT="$TEST_TMPDIR/blip$k" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" $k "$launch" \
@@ -181,10 +181,10 @@ for k in 1 0; do
 done
 for _ in $(seq 1 3000); do [[ -s "$blip_state" ]] && break; sleep 0.01; done
 [[ -s "$blip_state" ]] || fail "the run for the blip saved no training state"
-ip -n "en${NODES_ID}n1" link set eth0 down
+bash "$nodes" link "$NODES_ID" 1 down
 [[ ! -e "$TEST_TMPDIR/blip0.safetensors" ]] || fail "the run had ended before the network went down"
 sleep 2
-ip -n "en${NODES_ID}n1" link set eth0 up
+bash "$nodes" link "$NODES_ID" 1 up
 wait "${pids[0]}" && rc0=0 || rc0=$?
 wait "${pids[1]}" && rc1=0 || rc1=$?
 cat "$out.blip.0" "$out.blip.1"

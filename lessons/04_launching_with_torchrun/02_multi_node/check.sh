@@ -16,6 +16,18 @@ if grep -q "two emulated machines" "$OUTPUT"; then
     fail "each node should have its own hostname: ${hosts[*]}"
   [[ "$(results algorithm | sort -u)" == hierarchical ]] || fail "the all-reduce should be hierarchical: $(results algorithm | xargs)"
   echo "ok: two machines (${hosts[0]}, ${hosts[2]}), the all-reduce hierarchical"
+  # Part 2: a 2 s blip after round 2 holds up round 3 (by 2 s or more) and the job goes on;
+  # a cut for good ends both nodes within the 5 s timeout, each naming the rank across.
+  for k in 0 1; do
+    expect "\[blip: node $k\] \[rank $((2 * k))\] round 8: all_reduce of ranks = 6" "node $k should finish every round through the blip"
+    held=$(grep -oE "^\[blip: node $k\] \[rank $((2 * k))\] round 3: all_reduce of ranks = 6 in [0-9.]+" "$OUTPUT" | awk '{print $NF}')
+    awk -v s="${held:-0}" 'BEGIN { exit !(s >= 2) }' || fail "round 3 on node $k should take the 2 s blip or more, took ${held:-?} s"
+    expect "\[cut: node $k\] \[rank $((2 * k))\] 02_multi_node: \[dist\] timed out after 5 s in all_reduce.*waiting for rank $((2 - 2 * k)) on another machine \(10\.77\.[0-9]+\.$((2 - k))\): .*or the network between the machines is down" \
+      "node $k should name the rank across the cut, its address and the network"
+    expect "\[cut: node $k\] launch: rank .* exited with status 1" "node $k's launcher should end the job"
+  done
+  expect_none "\\[cut: node [01]\\] \\[rank [02]\\] round 3:" "no round should pass the cut"
+  echo "ok: a 2 s blip held up one round and the job went on; a cut ended it in 5 s, naming the machine across"
 else
   [[ "$(results algorithm | sort -u)" == shm ]] || fail "on one machine the all-reduce should use shared memory"
   echo "ok: one machine, so the all-reduce used shared memory (no machines could be emulated here)"

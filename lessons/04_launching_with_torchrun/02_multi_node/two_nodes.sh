@@ -40,3 +40,40 @@ alone_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1"
 echo "the same program without a launcher (no GROUP_RANK), one process:"
 LESSON_RESULTS= RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$alone_port \
   "$program" | sed 's/^/[alone] /'
+
+# Part 2, on emulated machines only: the network between them fails. Both nodes all-reduce
+# every 0.3 s; after round 2, node 1's link goes down, for 2 s and then for good.
+[[ -n "${NODES_ID:-}" ]] || exit 0
+echo
+echo "part 2: the network between the machines fails (ENGINE_DIST_TIMEOUT=5: a collective waits"
+echo "at most 5 s; 300 s by default, and PyTorch's default timeout is 30 minutes)"
+# cut NAME PORT SECONDS: node 1's link down for SECONDS after round 2 (0: for good).
+cut() {
+  local name=$1 cut_port=$2 down_for=$3 out
+  out=$(mktemp -d)
+  local job=(--nnodes=2 --nproc_per_node=2 --master_addr=$master --master_port=$cut_port --job_token=$token)
+  for k in 1 0; do
+    LESSON_RESULTS= ENGINE_DIST_TIMEOUT=5 on_node $k "$root/dist/launch" "${job[@]}" --node_rank=$k "$program" \
+      --rounds 8 >"$out/$k" 2>&1 &
+    pids[$k]=$!
+  done
+  for _ in $(seq 1 2000); do grep -q "round 2:" "$out/0" && break; sleep 0.01; done
+  bash "$nodes" link "$NODES_ID" 1 down
+  if [[ "$down_for" != 0 ]]; then
+    sleep "$down_for"
+    bash "$nodes" link "$NODES_ID" 1 up
+    echo "$name: after round 2, node 1's network went down for $down_for s, then came back"
+  else
+    echo "$name: after round 2, node 1's network went down for good"
+  fi
+  wait "${pids[0]}" || true
+  wait "${pids[1]}" || true
+  sed "s/^/[$name: node 0] /" "$out/0" | grep -v "local rank\|runs on host"
+  sed "s/^/[$name: node 1] /" "$out/1" | grep -v "local rank\|runs on host"
+  rm -rf "$out"
+}
+cut blip $((port + 1)) 2
+echo "TCP resent what the link dropped: the round the blip held up took longer, and the job went on."
+cut cut $((port + 2)) 0
+echo "A link that goes down sends no reset: each rank waiting across it learns only from its"
+echo "timeout, and names the rank it waited for, that rank's machine and the network."
