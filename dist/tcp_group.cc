@@ -51,8 +51,7 @@ const char* algorithm_name(AllReduceAlgorithm a) {
 // memory. The lowest rank on each machine is its leader.
 
 void ProcessGroupTCP::discover_topology() {
-  const std::string me = options_.host_id.empty() ? machine_id() : options_.host_id;
-  store_->set(key("topo/host/") + std::to_string(rank_), me);
+  const std::string& me = machine_;  // published by connect_mesh(), before its address
   std::vector<std::string> hosts(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
     hosts[size_t(r)] = r == rank_ ? me : store_->get(key("topo/host/") + std::to_string(r));

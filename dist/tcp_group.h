@@ -168,6 +168,7 @@ class ProcessGroupTCP : public ProcessGroup {
   // Setup: which ranks share a machine (local_ranks_, leaders_), then the algorithm, with
   // shared memory among the local ranks where it uses it. Every rank reaches the same choice.
   void discover_topology();
+  [[noreturn]] void mesh_failed(const std::string& why);  // tells the ranks waiting for this one, then throws
   void choose_algorithm();
   void agree_on_setting(const std::string& mine);  // throws, naming two ranks, unless all have `mine`
 
@@ -219,6 +220,7 @@ class ProcessGroupTCP : public ProcessGroup {
   std::vector<int> machine_of_;                    // machine_of_[r]: index in leaders_ of rank r's machine
   std::vector<int> block_at_, machine_start_;      // machine order (above); machine_start_ has one entry more
   std::string address_;                            // "host:port" where this rank listens
+  std::string machine_;                            // the machine this rank is on (options_.host_id or machine_id())
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
   int groups_made_ = 0;  // by new_group: numbers each subgroup's keys

@@ -2,11 +2,13 @@
 // opened with a hello that names the rank and proves the job's token.
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"
@@ -103,6 +105,18 @@ bool read_arriving(Arriving& a, Hello* hello, std::string* tok) {
 }  // namespace
 
 namespace {
+// The network this process is in: its boot id and network namespace. Different machines
+// differ in the first; containers that share a host's network (hostNetwork pods) are equal
+// in both, and reach each other's loopback. "" where either cannot be read.
+std::string network_id() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  char ns[64] = {};
+  if (id.empty() || readlink("/proc/self/ns/net", ns, sizeof ns - 1) <= 0) return "";
+  return id + "/" + ns;
+}
+
 // Where this rank listens: the address of ENGINE_SOCKET_IFNAME when set (as gloo's
 // GLOO_SOCKET_IFNAME), else of the interface this rank reaches the store through.
 std::string listen_host(const TCPStore& store) {
@@ -128,7 +142,20 @@ Listener listen_on(const std::string& host) {
 }
 }  // namespace
 
+// A rank that cannot join the mesh says why to the ranks waiting for its connection (the
+// first reason is kept), which would otherwise wait out the whole timeout knowing nothing.
+void ProcessGroupTCP::mesh_failed(const std::string& why) {
+  store_->compare_set(key("tcp/error"), "", why);
+  throw Error(why);
+}
+
 void ProcessGroupTCP::connect_mesh() {
+  // Published before the address: the network this rank is in, for the loopback check
+  // below, and the machine the topology sees it on (discover_topology()).
+  const std::string network = network_id();
+  machine_ = options_.host_id.empty() ? machine_id() : options_.host_id;
+  store_->set(key("tcp/network/") + std::to_string(rank_), network);
+  store_->set(key("topo/host/") + std::to_string(rank_), machine_);
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
   const std::string host = listen_host(*store_);
@@ -144,11 +171,21 @@ void ProcessGroupTCP::connect_mesh() {
                   " to publish its address: " + e.what());
     }
     const size_t colon = addr.rfind(':');
+    const std::string peer_host = addr.substr(0, colon);
+    // A loopback address reaches only the machine it is dialled from: published by a rank
+    // on another machine, it can never be reached (ENGINE_SOCKET_IFNAME=lo there).
+    if (peer_host.rfind("127.", 0) == 0 && !network.empty() &&
+        store_->get(key("tcp/network/") + std::to_string(r)) != network)
+      mesh_failed("[init_process_group] " + peer_name(r) + " listens at " + addr +
+                  ", a loopback address, but runs on another machine than rank " + std::to_string(rank_) + " (at " +
+                  address_ +
+                  "), which cannot reach it there: set ENGINE_SOCKET_IFNAME on that machine to the interface the "
+                  "machines share (not lo)");
     Socket s;
     try {
-      s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)), d, peer_name(r));
+      s = Socket::connect(peer_host, std::stoi(addr.substr(colon + 1)), d, peer_name(r));
     } catch (const Error& e) {
-      throw Error("[init_process_group] rank " + std::to_string(rank_) + " (at " + address_ + ") cannot reach " +
+      mesh_failed("[init_process_group] rank " + std::to_string(rank_) + " (at " + address_ + ") cannot reach " +
                   peer_name(r) + " at " + addr + ": " + e.what() +
                   ". Each rank listens on the address it published; set ENGINE_SOCKET_IFNAME to the interface "
                   "the machines share, and open the ports (ENGINE_PORT_RANGE) between them");
@@ -168,8 +205,14 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
   constexpr size_t kMaxArriving = 256;
   constexpr auto kHelloTime = std::chrono::seconds(5);
   std::vector<Arriving> arriving;
+  Deadline look_at_store = Clock::now();
   for (int accepted = 0; accepted < size_ - 1 - rank_;) {
     const Deadline now = Clock::now();
+    std::string failed;  // a rank that could not connect says why (mesh_failed); looked at 10 times a second
+    if (now >= look_at_store) {
+      if (store_->try_get(key("tcp/error"), &failed)) throw Error(failed);
+      look_at_store = now + std::chrono::milliseconds(100);
+    }
     if (now >= d) {
       std::string missing;
       for (int r = rank_ + 1; r < size_; ++r)
@@ -177,7 +220,7 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
       throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for rank(s) " + missing +
                   " to connect: they have not started, failed, or were refused");
     }
-    Deadline wake = d;
+    Deadline wake = std::min(d, look_at_store);
     std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
     for (const Arriving& a : arriving) fds.push_back({a.socket.fd(), POLLIN, 0}), wake = std::min(wake, a.until);
     ::poll(fds.data(), nfds_t(fds.size()), std::max(1, ms_until(wake)));

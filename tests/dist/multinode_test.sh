@@ -14,7 +14,8 @@
 #      launchers get their node ranks at the endpoint on machine 0;
 #   7. the network between the machines cut mid-run: every rank stops within the timeout,
 #      and the ranks that waited across it name the rank, its address and the network;
-#   8. a network blip shorter than the timeout: the run goes on, to the weights of 5.
+#   8. a network blip shorter than the timeout: the run goes on, to the weights of 5;
+#   9. ENGINE_SOCKET_IFNAME=lo on one machine: every rank names the loopback address at once.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -192,6 +193,26 @@ cat "$out.blip.0" "$out.blip.1"
 "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/blip0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
   fail "the run through the blip should end with the weights of the uninterrupted one, bit for bit"
 echo "ok: a 2 s network blip mid-run: the run went on and ended bit-identical to the uninterrupted one"
+
+# 9. ENGINE_SOCKET_IFNAME=lo on machine 0 only: its ranks listen on a loopback address the
+# other machine cannot dial. Every rank says so at once, not after the timeout (20 s).
+lo_job=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port=29690 --job_token="$token")
+start=$(date +%s.%N)
+ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${lo_job[@]}" --node_rank=1 "$probe" \
+  >"$out.lo.1" 2>&1 &
+other=$!
+ENGINE_SOCKET_IFNAME=lo ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" 0 "$launch" "${lo_job[@]}" \
+  --node_rank=0 "$probe" >"$out.lo.0" 2>&1 && rc0=0 || rc0=$?
+wait $other && rc1=0 || rc1=$?
+seconds=$(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN { printf "%.2f", e - s }')
+cat "$out.lo.0" "$out.lo.1"
+[[ $rc0 -ne 0 && $rc1 -ne 0 ]] || fail "a rank listening on lo cannot be reached from the other machine (exit $rc0, $rc1)"
+awk -v s="$seconds" 'BEGIN { exit !(s < 10) }' || fail "the job took $seconds s to fail (the timeout is 20 s)"
+for r in 0 1 2 3; do
+  grep -qE "^\[rank $r\] .*rank 0 listens at 127\.0\.0\.1:[0-9]+, a loopback address, but runs on another machine .*set ENGINE_SOCKET_IFNAME on that machine to the interface the machines share \(not lo\)" \
+    "$out.lo.$((r / 2))" || fail "rank $r should say that rank 0 listens on a loopback address"
+done
+echo "ok: ENGINE_SOCKET_IFNAME=lo on machine 0: every rank named the loopback address within $seconds s"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
