@@ -141,39 +141,14 @@ Claim decode(const std::string& s) {
   return c;
 }
 
-// Rank 0 serves the store: leaving at once would cut the others off before they read
-// why, and they would report a lost connection instead. So it waits, 5 seconds at most,
-// until every other rank it expects has read the error: also the ones that have not
-// connected yet (a rank that starts late, on a busy machine, would otherwise find the
-// store gone and could only say that).
-void linger_until_read(TCPStore& store, int rank, int world) {
-  if (rank != 0) return;
-  const Deadline d = deadline_in(std::chrono::seconds(5));
-  while (Clock::now() < d) {
-    if (store.add("rdzv/error_read", 0) >= world - 1) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-[[noreturn]] void rendezvous_failed(TCPStore& store, int rank, int world, const std::string& why) {
-  if (rank != 0) store.add("rdzv/error_read", 1);
-  linger_until_read(store, rank, world);
-  throw Error(why);
-}
-
-[[noreturn]] void fail_rendezvous(TCPStore& store, int rank, int world, const std::string& why) {
-  store.compare_set("rdzv/error", "", why);  // the first problem found is what every rank reports
-  rendezvous_failed(store, rank, world, why);
-}
-
 void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::milliseconds timeout) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   Claim mine{info.world_size, env_int("GROUP_RANK", -1), env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
              "pid " + std::to_string(getpid()) + " on " + host};
   const std::string me = "rank " + std::to_string(info.rank);
-  auto fail = [&](const std::string& why) { fail_rendezvous(store, info.rank, info.world_size, why); };
-  auto give_up = [&](const std::string& why) { rendezvous_failed(store, info.rank, info.world_size, why); };
+  // A problem found here (or by another rank: rdzv/error) ends every rank with its reason.
+  auto fail = [&](const std::string& why) { fail_together(store, "rdzv/", info.rank, info.world_size, why); };
   const std::string held = store.compare_set("rdzv/rank/" + std::to_string(info.rank), "", encode(mine));
   if (held != encode(mine))
     fail("[init_process_group] two processes claim RANK=" + std::to_string(info.rank) + ": " + decode(held).who +
@@ -183,7 +158,7 @@ void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::mill
   for (int r = 0; r < info.world_size; ++r) {
     std::string value;
     while (!store.try_get("rdzv/rank/" + std::to_string(r), &value)) {
-      if (store.try_get("rdzv/error", &error)) give_up(error);
+      if (store.try_get("rdzv/error", &error)) fail(error);
       if (Clock::now() > d) {
         for (int k = r, named = 0; k < info.world_size && named < 16; ++k)  // the first few are enough
           if (!store.try_get("rdzv/rank/" + std::to_string(k), &value))
@@ -214,7 +189,7 @@ void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::mill
            "); give each job its own --master_port (or let the launcher "
            "pick one)");
   }
-  if (store.try_get("rdzv/error", &error)) give_up(error);
+  if (store.try_get("rdzv/error", &error)) fail(error);
 }
 
 DefaultGroup& current(const char* op) {

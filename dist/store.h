@@ -82,4 +82,12 @@ class TCPStore {
   std::mutex mu_;  // one request at a time on the client socket
 };
 
+// Fails every rank of a group with one reason, for a problem each of them finds while
+// starting (a rendezvous, a setting): keeps the first reason given under <prefix>error,
+// counts the ranks that have it under <prefix>error_read, and has rank 0, which serves the
+// store, wait (5 s at most) until every other rank has, so that they report the reason
+// rather than the store's closing. Then throws `why`.
+[[noreturn]] void fail_together(TCPStore& store, const std::string& prefix, int rank, int world,
+                                const std::string& why);
+
 }  // namespace engine::dist

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "dist/start_thread.h"
 #include "tensor/check.h"
@@ -89,8 +88,7 @@ std::string requested_algorithm(const TCPGroupOptions& o) {
 // a setting that differs between machines (one launcher's environment has ENGINE_ALLREDUCE,
 // the other's not) would have them run different collectives and wait out the timeout.
 // Every rank reads every setting and names the first that differs from rank 0's, so all of
-// them report the same pair; rank 0, which serves the store, waits (briefly) until the
-// others have read theirs, rather than leaving them to report only the store's closing.
+// them report the same pair (fail_together keeps the store up until they have).
 void ProcessGroupTCP::agree_on_setting(const std::string& mine) {
   store_->set(key("topo/setting/") + std::to_string(rank_), mine);
   const std::string first = rank_ == 0 ? mine : store_->get(key("topo/setting/0"));
@@ -103,13 +101,7 @@ void ProcessGroupTCP::agree_on_setting(const std::string& mine) {
                 "; give every rank the same ENGINE_ALLREDUCE and ENGINE_SHM (a launcher passes its environment to "
                 "its ranks: set them alike on every machine)";
   }
-  if (differs.empty()) return;
-  const std::string read = key("topo/setting_disagreement_read");
-  store_->add(read, 1);
-  const Deadline d = deadline_in(std::chrono::seconds(2));
-  while (rank_ == 0 && store_->add(read, 0) < size_ && Clock::now() < d)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  throw Error(differs);
+  if (!differs.empty()) fail_together(*store_, key("topo/setting/"), rank_, size_, differs);
 }
 
 void ProcessGroupTCP::choose_algorithm() {

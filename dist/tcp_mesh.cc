@@ -142,12 +142,9 @@ Listener listen_on(const std::string& host) {
 }
 }  // namespace
 
-// A rank that cannot join the mesh says why to the ranks waiting for its connection (the
-// first reason is kept), which would otherwise wait out the whole timeout knowing nothing.
-void ProcessGroupTCP::mesh_failed(const std::string& why) {
-  store_->compare_set(key("tcp/error"), "", why);
-  throw Error(why);
-}
+// A rank that cannot join the mesh says why to the ranks waiting for its connection, which
+// would otherwise wait out the whole timeout knowing nothing (accept_peers reads it).
+void ProcessGroupTCP::mesh_failed(const std::string& why) { fail_together(*store_, key("tcp/"), rank_, size_, why); }
 
 void ProcessGroupTCP::connect_mesh() {
   // Published before the address: the network this rank is in, for the loopback check
@@ -210,7 +207,7 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
     const Deadline now = Clock::now();
     std::string failed;  // a rank that could not connect says why (mesh_failed); looked at 10 times a second
     if (now >= look_at_store) {
-      if (store_->try_get(key("tcp/error"), &failed)) throw Error(failed);
+      if (store_->try_get(key("tcp/error"), &failed)) mesh_failed(failed);
       look_at_store = now + std::chrono::milliseconds(100);
     }
     if (now >= d) {
