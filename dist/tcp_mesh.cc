@@ -188,11 +188,24 @@ void ProcessGroupTCP::connect_mesh() {
                   "the machines share, and open the ports (ENGINE_PORT_RANGE) between them");
     }
     send_hello(s, rank_, options_.token, d, peer_name(r));
+    await_answer(s, d);
     const int got = recv_hello(s, options_.token, size_, d, peer_name(r));
     ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");
     peers_[r] = std::move(s);
   }
   accept_peers(listener, d);
+}
+
+// Waits until a lower rank answers this rank's hello. That rank may instead be failing for a
+// reason another rank left in the store (mesh_failed): read 10 times a second, so this rank
+// reports the same reason rather than the connection it then closes.
+void ProcessGroupTCP::await_answer(const Socket& s, Deadline d) {
+  for (;;) {
+    std::string failed;
+    if (store_->try_get(key("tcp/error"), &failed)) mesh_failed(failed);
+    pollfd p{s.fd(), POLLIN, 0};
+    if (Clock::now() >= d || ::poll(&p, 1, std::min(100, ms_until(d))) != 0) return;  // recv_hello reads or fails
+  }
 }
 
 // Accepts each higher rank. Connections are introduced side by side (poll), each with a few
