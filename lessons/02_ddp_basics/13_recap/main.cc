@@ -186,7 +186,7 @@ int main(int argc, char** argv) try {
   std::vector<double> save_ms;
   auto save_state = [&](const std::string& when) {
     stop_if_diverged(when);
-    const std::vector<double> sums = recap::gather_loss_sums(state.loss_sum);
+    const std::vector<double> sums = recap::gather_loss_sums(state.loss_sum, device);
     if (rank != 0) return;
     const auto t0 = std::chrono::steady_clock::now();
     recap::save_training_state(state_path, state, sums, ddp.module().state_dict(), opt.state_dict(), settings);

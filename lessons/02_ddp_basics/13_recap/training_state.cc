@@ -47,14 +47,14 @@ std::vector<::lessons::EpochPoint> decode_curves(const std::string& s, const std
 
 }  // namespace
 
-std::vector<double> gather_loss_sums(double mine) {
+std::vector<double> gather_loss_sums(double mine, engine::Device device) {
   int64_t bits;  // the double's own bits: the tensors hold float32 or int64
   std::memcpy(&bits, &mine, sizeof bits);
-  std::vector<engine::Tensor> gathered;
-  engine::dist::all_gather(gathered, engine::from_vector(std::vector<int64_t>{bits}));
+  std::vector<engine::Tensor> gathered;  // on the group's device, as nccl needs (torch.tensor(..., device=device))
+  engine::dist::all_gather(gathered, engine::from_vector(std::vector<int64_t>{bits}).to(device));
   std::vector<double> sums(gathered.size());
   for (size_t r = 0; r < sums.size(); ++r) {
-    const int64_t b = gathered[r].to_vector<int64_t>()[0];
+    const int64_t b = gathered[r].to(engine::Device::cpu()).to_vector<int64_t>()[0];
     std::memcpy(&sums[r], &b, sizeof b);
   }
   return sums;

@@ -59,7 +59,8 @@ void save_training_state(const std::string& path, const TrainingState& s, const 
                          const Settings& settings);
 
 // Collective: every rank's loss sum, in rank order, bit for bit (each rank saw its own data).
-std::vector<double> gather_loss_sums(double mine);
+// `device` is the group's: the CPU for gloo, this rank's GPU for nccl.
+std::vector<double> gather_loss_sums(double mine, engine::Device device);
 
 // Reads a state saved by save_training_state, checking it against this run: another model,
 // batch, data or schedule is refused naming both values; another world size is refused in
