@@ -36,11 +36,18 @@ __attribute__((target("avx512f,avx512bf16"))) int64_t float_to_bf16_avx512(const
 
 __attribute__((target("avx512f"))) int64_t float_to_fp16_avx512(const float* in, float16* out, int64_t n) {
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(in + i);
     // The masked forms (all 16 lanes) give GCC's intrinsics a defined source to merge with.
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm512_mask_cvtps_ph(_mm256_setzero_si256(), 0xffff, _mm512_loadu_ps(in + i),
-                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out + i),
+        _mm512_mask_cvtps_ph(_mm256_setzero_si256(), 0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // VCVTPS2PH keeps a NaN's top payload bits; the scalar rule (and PyTorch, and the GPU)
+    // gives every NaN the one quiet pattern with its sign. NaNs are rare: fix them one by one.
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    for (int k = 0; nan && k < 16; ++k)
+      if (nan >> k & 1) out[i + k] = float16(in[i + k]);
+  }
   return i;
 }
 
