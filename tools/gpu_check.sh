@@ -12,7 +12,8 @@
 # the library path, else from where a PyTorch installation bundles them (nvidia/*/lib in
 # its site-packages). The run exits non-zero if any test fails or is skipped.
 # Options (environment): GPU_CHECK_SANITIZER=1 also runs the CUDA tests under
-# compute-sanitizer memcheck and racecheck; GPU_CHECK_TORCH_LIBS=1 takes cuBLAS and NCCL
+# compute-sanitizer memcheck and racecheck (GPU_CHECK_SANITIZER_TIMEOUT seconds each, 240 by
+# default); GPU_CHECK_TORCH_LIBS=1 takes cuBLAS and NCCL
 # from PyTorch's bundle even when the library path has them (libraries.txt says which).
 set -euo pipefail
 
@@ -99,25 +100,12 @@ run() {
   for t in "${TESTS[@]}"; do
     local name=${t##*/} status=pass
     echo "== $name" | tee -a "$out/tests.log"
-    if ! timeout 300 "$here/bin/$name" --durations yes >"$out/one.log" 2>&1; then status=FAIL; failed=1; fi
+    if ! timeout 150 "$here/bin/$name" --durations yes >"$out/one.log" 2>&1; then status=FAIL; failed=1; fi
     if grep -q "SKIPPED" "$out/one.log"; then status="$status (SKIPPED seen)"; failed=1; fi
     cat "$out/one.log" >>"$out/tests.log" && rm "$out/one.log"
     tail -3 "$out/tests.log"
     echo "$name: $status" | tee -a "$out/summary.txt"
   done
-  # Optional: the CUDA tests again under compute-sanitizer (out-of-bounds accesses, races).
-  local sanitizer
-  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
-  if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ] && [ -n "$sanitizer" ]; then
-    for tool in memcheck racecheck; do
-      for name in cuda_ops_test cuda_nn_test; do
-        echo "== $tool $name" | tee -a "$out/tests.log"
-        timeout 240 "$sanitizer" --tool "$tool" --error-exitcode 9 "$here/bin/$name" >>"$out/tests.log" 2>&1 ||
-          { echo "$tool $name: FAIL"; failed=1; }
-        echo "$tool $name: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/tests.log" | tail -1)" | tee -a "$out/summary.txt"
-      done
-    done
-  fi
   # The main demo, lesson 2's recap, on this GPU over nccl (one process: one GPU here).
   if LESSON_OUT=$(mktemp -d) FASHION_MNIST_DIR="$here/data" timeout 300 "$here/bin/launch" --nproc_per_node=1 \
       "$here/bin/13_recap_main" --backend nccl >"$out/demo.log" 2>&1 &&
@@ -134,6 +122,20 @@ run() {
     echo "PyTorch with CUDA not found: engine figures only" | tee "$out/bench_pytorch.jsonl"
   fi
   python3 "$here/gpu_report.py" "$out" | tee "$out/report.md" || true
+  # Optional, last (it is the slowest part, and the report above is written by then): the
+  # CUDA tests again under compute-sanitizer (out-of-bounds accesses, races).
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+  if [ "${GPU_CHECK_SANITIZER:-0}" = 1 ] && [ -n "$sanitizer" ]; then
+    for tool in memcheck racecheck; do
+      for name in cuda_ops_test cuda_nn_test; do
+        echo "== $tool $name" | tee -a "$out/tests.log"
+        timeout "${GPU_CHECK_SANITIZER_TIMEOUT:-240}" "$sanitizer" --tool "$tool" --error-exitcode 9 "$here/bin/$name" >>"$out/tests.log" 2>&1 ||
+          { echo "$tool $name: FAIL"; failed=1; }
+        echo "$tool $name: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/tests.log" | tail -1)" | tee -a "$out/summary.txt"
+      done
+    done
+  fi
   return $failed
 }
 
