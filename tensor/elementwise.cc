@@ -299,10 +299,11 @@ Tensor relu(const Tensor& a) {
 Tensor relu_backward(const Tensor& grad, const Tensor& x) {
   require_same_dtype("relu_backward", grad, x);
   if (is_half(x.dtype())) return relu_backward(f32(grad), f32(x)).to(x.dtype());
+  if (cuda_ops::on_cuda(grad, x)) return cuda_ops::binary("relu_backward", cuda::BinaryOp::ReluBackward, grad, x);
   const bool dense = !cuda_ops::on_cuda(grad, x) && grad.dtype() == DType::Float32 && x.dtype() == DType::Float32 &&
                      grad.shape() == x.shape() && grad.is_contiguous() && x.is_contiguous();
   // The gradient passes where !(x <= 0): at x > 0 and at NaN (PyTorch's threshold_backward).
-  if (!dense) return mul(grad, 1.0 - le(x, zeros({}, x.dtype())));  // views, broadcasts, GPUs: the two-op form
+  if (!dense) return mul(grad, 1.0 - le(x, zeros({}, x.dtype())));  // views, broadcasts: the two-op form
   Tensor out = empty(x.shape());
   // Read g unconditionally, so the select vectorises without branches.
   auto pass = [](float gi, float xi) { return !(xi <= 0) ? gi : 0.0f; };

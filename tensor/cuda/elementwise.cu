@@ -52,6 +52,7 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T x, T y, T alpha) {
     case BinaryOp::Maximum: return (x > y || x != x) ? x : y;  // NaN wins, as on the CPU
     case BinaryOp::Minimum: return (x < y || x != x) ? x : y;
     case BinaryOp::AddScaled: return x + alpha * y;
+    case BinaryOp::ReluBackward: return !(y <= T(0)) ? x : T(0);  // PyTorch's threshold_backward
     default: return T(0);
   }
 }

@@ -38,7 +38,8 @@ struct Operand {
 };
 
 // ---- elementwise (elementwise.cu)
-enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, AddScaled };
+// ReluBackward: a where b > 0 or b is NaN, else 0 (a the gradient, b relu's input; one pass).
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, AddScaled, ReluBackward };
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
 // out = op(a, b); a, b of `dtype`; out of `dtype`, or float32 for comparisons.
 // AddScaled is a + alpha * b (the in-place add_ runs it with out aliasing a).
