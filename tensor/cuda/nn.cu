@@ -3,7 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <cfloat>
+#include <cstdint>
 
+#include "tensor/check.h"
 #include "tensor/cuda/check.cuh"
 #include "tensor/cuda/kernels.h"
 
@@ -72,68 +74,70 @@ __global__ void cross_entropy_backward_kernel(int64_t n, int64_t c, const float*
   }
 }
 
-// Where entry (n, c, i, j, oy, ox) of the columns lives: (n, (c,i,j), (oy,ox)) per image,
-// or ((c,i,j), (n,oy,ox)) with the batch side by side.
-__device__ __forceinline__ int64_t col_index(bool batch_in_columns, int64_t N, int64_t C, int64_t kh, int64_t kw,
-                                             int64_t OH, int64_t OW, int64_t n, int64_t ch, int64_t i, int64_t j,
-                                             int64_t oy, int64_t ox) {
-  const int64_t row = (ch * kh + i) * kw + j, pos = oy * OW + ox;
-  return batch_in_columns ? row * (N * OH * OW) + n * OH * OW + pos : (n * C * kh * kw + row) * OH * OW + pos;
+// Both column layouts are made of planes, one per (row (c, i, j), image n), each holding
+// that row's OH*OW window positions contiguously: plane row * N + n with the batch side by
+// side, n * rows + row per image.
+__device__ __forceinline__ int64_t plane_of(bool batch_in_columns, int64_t rows, int64_t N, int64_t row, int64_t n) {
+  return batch_in_columns ? row * N + n : n * rows + row;
 }
 
-// One thread per entry of cols, walked in its memory order; padding reads as 0.
-__global__ void im2col_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s, int64_t p,
-                              int64_t OH, int64_t OW, const float* x, float* cols, bool batch_in_columns) {
-  const int64_t total = N * C * kh * kw * OH * OW;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
-    int64_t r = k;
-    const int64_t ox = r % OW;
-    r /= OW;
-    const int64_t oy = r % OH;
-    r /= OH;
-    int64_t n, ch, i, j;
-    if (batch_in_columns) {  // k = ((c,i,j), n, oy, ox)
-      n = r % N;
-      r /= N;
-      j = r % kw;
-      r /= kw;
-      i = r % kh;
-      ch = r / kh;
-    } else {  // k = (n, (c,i,j), oy, ox)
-      j = r % kw;
-      r /= kw;
-      i = r % kh;
-      r /= kh;
-      ch = r % C, n = r / C;
+// im2col and col2im give a block one image channel (n, ch) at a time and a thread one
+// position of it, and the thread handles every tap (i, j) of the window there. The taps'
+// loads are independent, so with the window size known when compiled (KH, KW > 0; 0: read
+// kh, kw at run time) they are all in flight at once. One thread per column entry, with one
+// load each and six 64-bit divisions to find it, ran 8x slower than writing the columns:
+// each thread waited out a whole memory latency for a single element.
+template <int KH, int KW>
+__global__ void im2col_kernel(int64_t N, int64_t C, int H, int W, int kh_, int kw_, int s, int p, int OH, int OW,
+                              const float* x, float* cols, bool batch_in_columns) {
+  const int kh = KH ? KH : kh_, kw = KW ? KW : kw_;
+  const int64_t rows = C * kh * kw, L = int64_t(OH) * OW;
+  for (int64_t b = blockIdx.x; b < N * C; b += gridDim.x) {
+    const int64_t n = b / C, ch = b % C;
+    const float* image = x + b * H * W;
+    for (int pos = threadIdx.x; pos < OH * OW; pos += blockDim.x) {
+      const int oy = pos / OW, ox = pos - oy * OW;
+#pragma unroll
+      for (int i = 0; i < kh; ++i) {
+        const int y = oy * s + i - p;
+#pragma unroll
+        for (int j = 0; j < kw; ++j) {
+          const int xx = ox * s + j - p;
+          const float v = (y >= 0 && y < H && xx >= 0 && xx < W) ? image[y * W + xx] : 0.f;  // padding reads as 0
+          cols[plane_of(batch_in_columns, rows, N, (ch * kh + i) * kw + j, n) * L + pos] = v;
+        }
+      }
     }
-    const int64_t y = oy * s + i - p, xx = ox * s + j - p;
-    cols[k] = (y >= 0 && y < H && xx >= 0 && xx < W) ? x[((n * C + ch) * H + y) * W + xx] : 0.f;
   }
 }
 
-// One thread per image pixel, gathering every cols entry im2col copied it to: no two
-// threads write the same pixel, so no atomics and the sum order is fixed.
-__global__ void col2im_kernel(int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t s, int64_t p,
-                              int64_t OH, int64_t OW, const float* cols, float* x, bool batch_in_columns) {
-  const int64_t total = N * C * H * W;
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(blockDim.x) * gridDim.x) {
-    int64_t r = k;
-    const int64_t xx = r % W;
-    r /= W;
-    const int64_t y = r % H;
-    r /= H;
-    const int64_t ch = r % C, n = r / C;
-    float acc = 0;
-    for (int64_t i = 0; i < kh; ++i) {
-      const int64_t ty = y + p - i;  // = oy * s
-      if (ty < 0 || ty % s != 0 || ty / s >= OH) continue;
-      for (int64_t j = 0; j < kw; ++j) {
-        const int64_t tx = xx + p - j;
-        if (tx < 0 || tx % s != 0 || tx / s >= OW) continue;
-        acc += cols[col_index(batch_in_columns, N, C, kh, kw, OH, OW, n, ch, i, j, ty / s, tx / s)];
+// One thread per pixel gathers every cols entry im2col copied it to, in (i, j) order: no two
+// threads write the same pixel, so no atomics, and the sum order is fixed. With the stride
+// known when compiled (S > 0) the window arithmetic needs no division.
+template <int KH, int KW, int S>
+__global__ void col2im_kernel(int64_t N, int64_t C, int H, int W, int kh_, int kw_, int s_, int p, int OH, int OW,
+                              const float* cols, float* x, bool batch_in_columns) {
+  const int kh = KH ? KH : kh_, kw = KW ? KW : kw_, s = S ? S : s_;
+  const int64_t rows = C * kh * kw, L = int64_t(OH) * OW;
+  for (int64_t b = blockIdx.x; b < N * C; b += gridDim.x) {
+    const int64_t n = b / C, ch = b % C;
+    float* out = x + b * H * W;
+    for (int pix = threadIdx.x; pix < H * W; pix += blockDim.x) {
+      const int y = pix / W, xx = pix - y * W;
+      float acc = 0;
+#pragma unroll
+      for (int i = 0; i < kh; ++i) {
+        const int ty = y + p - i;  // = oy * s
+#pragma unroll
+        for (int j = 0; j < kw; ++j) {
+          const int tx = xx + p - j;
+          const bool hit = ty >= 0 && ty % s == 0 && ty / s < OH && tx >= 0 && tx % s == 0 && tx / s < OW;
+          if (hit)
+            acc += cols[plane_of(batch_in_columns, rows, N, (ch * kh + i) * kw + j, n) * L + (ty / s) * OW + tx / s];
+        }
       }
+      out[pix] = acc;
     }
-    x[k] = acc;
   }
 }
 
@@ -188,23 +192,34 @@ void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs
   check_launch("cross_entropy_backward_kernel");
 }
 
+// Threads per block for `n` positions of an image channel: whole warps, at most kThreads.
+int channel_threads(int64_t n) { return int(std::min<int64_t>(kThreads, (n + 31) / 32 * 32)); }
+// Blocks for `channels` image channels: one each, up to 64 per multiprocessor (then they loop).
+unsigned channel_blocks(int64_t channels, int device) {
+  return unsigned(std::min<int64_t>(channels, int64_t(multiprocessor_count(device)) * 64));
+}
+
 void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
             int64_t padding, const float* x, float* cols, bool batch_in_columns) {
   const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
-  const int64_t total = N * C * kh * kw * OH * OW;
-  if (total == 0) return;
-  im2col_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(
-      N, C, H, W, kh, kw, stride, padding, OH, OW, x, cols, batch_in_columns);
+  if (N * C * kh * kw * OH * OW == 0) return;
+  ENGINE_REQUIRE(H * W < INT32_MAX && OH * OW < INT32_MAX, "[im2col] an image of ", H, " x ", W,
+                 " is too large for the GPU kernel");
+  auto kernel = kh == 3 && kw == 3 ? im2col_kernel<3, 3> : im2col_kernel<0, 0>;  // 3 x 3: the common case
+  kernel<<<channel_blocks(N * C, device), channel_threads(OH * OW), 0, stream_of(device)>>>(
+      N, C, int(H), int(W), int(kh), int(kw), int(stride), int(padding), int(OH), int(OW), x, cols, batch_in_columns);
   check_launch("im2col_kernel");
 }
 
 void col2im(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
             int64_t padding, const float* cols, float* x, bool batch_in_columns) {
   const int64_t OH = (H + 2 * padding - kh) / stride + 1, OW = (W + 2 * padding - kw) / stride + 1;
-  const int64_t total = N * C * H * W;
-  if (total == 0) return;
-  col2im_kernel<<<blocks_for(total, kThreads, device), kThreads, 0, stream_of(device)>>>(
-      N, C, H, W, kh, kw, stride, padding, OH, OW, cols, x, batch_in_columns);
+  if (N * C * H * W == 0) return;
+  ENGINE_REQUIRE(H * W < INT32_MAX && OH * OW < INT32_MAX, "[col2im] an image of ", H, " x ", W,
+                 " is too large for the GPU kernel");
+  auto kernel = kh == 3 && kw == 3 && stride == 1 ? col2im_kernel<3, 3, 1> : col2im_kernel<0, 0, 0>;
+  kernel<<<channel_blocks(N * C, device), channel_threads(H * W), 0, stream_of(device)>>>(
+      N, C, int(H), int(W), int(kh), int(kw), int(stride), int(padding), int(OH), int(OW), cols, x, batch_in_columns);
   check_launch("col2im_kernel");
 }
 

@@ -7,8 +7,8 @@
 // memory. A few very long rows (a sum over everything) would leave most of the GPU idle, so
 // those rows are cut into chunks reduced by separate blocks, and a second launch of the
 // same kernel combines the chunks' partial results.
-// inner > 1 (reducing leading dims, e.g. a bias gradient): one thread per output, walking
-// down its column; neighbouring threads read neighbouring addresses.
+// inner > 1 (reducing leading dims, e.g. a bias gradient): a warp per 32 neighbouring
+// outputs and run of rows, walking down the columns; the runs are then combined in order.
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -159,16 +159,33 @@ __global__ void reduce_rows_kernel(const In* in, Out* out, int64_t n, int64_t ch
   }
 }
 
+// A block takes 32 neighbouring outputs (threadIdx.x: neighbouring addresses) and splits
+// their rows into kGroups consecutive runs, one warp each (threadIdx.y); the runs' results
+// are combined in row order, so ArgMax still keeps the first maximum and the order of a
+// sum is fixed. One thread walking a whole column left a bias gradient (10 outputs, 256
+// rows) to 10 threads, each waiting on 256 loads in turn.
+constexpr int kGroups = 8;
 template <class R, class T, class Out>
 __global__ void reduce_columns_kernel(const T* in, Out* out, int64_t outer, int64_t reduced, int64_t inner,
                                       double scale) {
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < outer * inner;
-       k += int64_t(blockDim.x) * gridDim.x) {
-    const int64_t o = k / inner, j = k % inner;
-    const T* x = in + o * reduced * inner + j;
-    typename R::A acc = R::identity();
-    for (int64_t r = 0; r < reduced; ++r) acc = R::combine(acc, R::element(x[r * inner], r));
-    out[k] = R::result(acc, scale);
+  using A = typename R::A;
+  __shared__ unsigned char raw[kGroups * 32 * sizeof(A)];
+  A* part = reinterpret_cast<A*>(raw);  // part[group * 32 + lane]
+  const int64_t len = (reduced + kGroups - 1) / kGroups, r0 = threadIdx.y * len, r1 = min(reduced, r0 + len);
+  for (int64_t base = blockIdx.x * int64_t(32); base < outer * inner; base += int64_t(32) * gridDim.x) {
+    const int64_t k = base + threadIdx.x;
+    A acc = R::identity();
+    if (k < outer * inner) {
+      const T* x = in + (k / inner) * reduced * inner + k % inner;
+      for (int64_t r = r0; r < r1; ++r) acc = R::combine(acc, R::element(x[r * inner], r));
+    }
+    part[threadIdx.y * 32 + threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && k < outer * inner) {
+      for (int g = 1; g < kGroups; ++g) acc = R::combine(acc, part[g * 32 + threadIdx.x]);
+      out[k] = R::result(acc, scale);
+    }
+    __syncthreads();  // part is written again by the next 32 outputs
   }
 }
 
@@ -184,7 +201,7 @@ void run(int device, int64_t outer, int64_t reduced, int64_t inner, const T* in,
   cudaStream_t s = stream_of(device);
   if (inner > 1) {
     reduce_columns_kernel<R, T, Out>
-        <<<blocks_for(outer * inner, kThreads, device), kThreads, 0, s>>>(in, out, outer, reduced, inner, scale);
+        <<<blocks_for(outer * inner, 32, device), dim3(32, kGroups), 0, s>>>(in, out, outer, reduced, inner, scale);
     check_launch("reduce_columns_kernel");
     return;
   }

@@ -4,6 +4,7 @@
 // operations (copies, max, int64), 1e-7 to 1e-6 for one rounding or the GPU's libm,
 // 1e-6 for sums (another order), 1e-5 for variance and for matmul (FP32 cuBLAS).
 // Without a GPU each case says it was skipped and why.
+#include <array>
 #include <climits>
 #include <cmath>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "tensor/cuda/runtime.h"
 #include "tensor/gemm.h"
 #include "tensor/half.h"
+#include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 #include "tests/testing/gpu.h"
 
@@ -125,6 +127,13 @@ TEST_CASE("unary ops, where, copies and fill on the GPU match the CPU") {
   mul_(hv, -2.0), mul_(hcv, -2.0);
   CHECK(rel_error(h, hc) <= 1e-6);
   CHECK(x.to(kGpu).at({5, 6}) == x.at({5, 6}));
+  // relu's gradient, one pass: g where x > 0 or x is NaN, else 0 (PyTorch's threshold_backward).
+  Tensor xr = x.clone();
+  xr.narrow(1, 0, 3).fill_(0.0), xr.narrow(1, 3, 2).fill_(NAN);
+  const Tensor gr = randn({123, 77}, &g);
+  CHECK(rel_error(relu_backward(gr.to(kGpu), xr.to(kGpu)), relu_backward(gr, xr)) == 0);
+  CHECK(rel_error(relu_backward(gr.to(kGpu).transpose(0, 1), xr.to(kGpu).transpose(0, 1)),
+                  relu_backward(gr.transpose(0, 1), xr.transpose(0, 1))) == 0);
 }
 
 TEST_CASE("reductions on the GPU match the CPU") {
@@ -156,6 +165,33 @@ TEST_CASE("reductions on the GPU match the CPU") {
   n.select(0, 2).narrow(0, 4, 1).fill_(NAN);
   CHECK(rel_error(max(n.to(kGpu), {1}), max(n, {1})) == 0);
   CHECK(rel_error(argmax(n.to(kGpu), 1), argmax(n, 1)) == 0);
+  // Leading dims reduced (a bias gradient): each column's rows are split into runs combined
+  // in row order, so a tie or a NaN still picks the first row, as on the CPU.
+  Tensor cols = randn({300, 37}, &g);
+  cols.select(1, 3).fill_(1.0);  // every row ties: row 0
+  cols.select(1, 5).narrow(0, 250, 1).fill_(NAN), cols.select(1, 5).narrow(0, 40, 1).fill_(NAN);  // row 40
+  CHECK(rel_error(argmax(cols.to(kGpu), 0), argmax(cols, 0)) == 0);
+  CHECK(rel_error(sum(cols.to(kGpu).narrow(1, 6, 31), {0}), sum(cols.narrow(1, 6, 31), {0})) <= 1e-6);
+  const Tensor int_cols = randint(-1000, 1000, {513, 70}, &g);
+  CHECK(rel_error(sum(int_cols.to(kGpu), {0}), sum(int_cols, {0})) == 0);
+  CHECK(rel_error(max(int_cols.to(kGpu), {0}), max(int_cols, {0})) == 0);
+}
+
+TEST_CASE("im2col and col2im on the GPU match the CPU in both column layouts") {
+  if (!testing::gpu_or_skip("im2col and col2im on the GPU")) return;
+  Generator g = testing::fresh_generator();
+  const Tensor x = randn({3, 5, 13, 11}, &g);
+  for (auto [k, s, p] : std::vector<std::array<int64_t, 3>>{{3, 1, 1}, {5, 2, 2}, {2, 2, 0}, {3, 3, 0}, {1, 1, 0}})
+    for (ColumnLayout layout : {ColumnLayout::PerImage, ColumnLayout::BatchInColumns}) {
+      INFO("kernel " << k << " stride " << s << " padding " << p << " batch in columns "
+                     << (layout == ColumnLayout::BatchInColumns));
+      const Tensor cols = im2col(x, k, k, s, p, layout);
+      CHECK(rel_error(im2col(x.to(kGpu), k, k, s, p, layout), cols) == 0);  // copies and zeros
+      const Tensor dcols = randn(cols.shape(), &g);
+      CHECK(rel_error(col2im(dcols.to(kGpu), x.shape(), k, k, s, p, layout),
+                      col2im(dcols, x.shape(), k, k, s, p, layout)) <=
+            1e-6);  // at most k*k terms per pixel, perhaps in another order
+    }
 }
 
 TEST_CASE("matmul on the GPU (cuBLAS) matches the CPU GEMM: transposes, batches, broadcasts") {
