@@ -21,11 +21,13 @@
 #include "dist/dist.h"
 #include "nn/autocast.h"
 #include "nn/conv.h"
+#include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/nn_ops.h"
 #include "tensor/ops.h"
 #include "tools/flags/flags.h"
 
@@ -195,6 +197,94 @@ void conv_layer(int64_t batch, int64_t in, int64_t out, int64_t size) {
       "\"forward_ms\": %.4f, \"forward_backward_ms\": %.4f}\n",
       (long long)in, (long long)out, (long long)size, (long long)batch, fwd, both);
 }
+
+// Where the CNN step's time goes (bench "cnn_part"): each layer of the benchmark CNN alone,
+// forward and forward + backward (given the output's gradient, as backward() inside the
+// step gets it), on inputs of the sizes the step gives it; then the second convolution's
+// backward piece by piece, as nn/functional.cc runs it on a GPU.
+void cnn_parts(int64_t batch) {
+  Generator g(5);
+  auto part = [&](const std::string& name, const std::function<void()>& f) {
+    std::printf("{\"impl\": \"engine\", \"bench\": \"cnn_part\", \"batch\": %lld, \"part\": \"%s\", \"ms\": %.4f}\n",
+                (long long)batch, name.c_str(), time_ms(f, 20));
+  };
+  // One layer: its forward alone, then forward + backward with the input's gradient when
+  // `dx` (every layer but the first needs it).
+  auto layer = [&](const std::string& name, const std::function<Variable(const Variable&)>& f, const Tensor& x,
+                   bool dx) {
+    const Tensor gy = randn(f(Variable(x)).shape(), &g, kGpu);
+    part(name + " fwd", [&] { (void)f(Variable(x)); });
+    part(name + " fwd+bwd", [&] { f(Variable(x, dx)).backward(gy); });
+  };
+  Conv2d c1(1, 32, 3, 1, 1), c2(32, 64, 3, 1, 1);
+  Linear f1(64 * 7 * 7, 128), f2(128, 10);
+  for (Module* m : std::initializer_list<Module*>{&c1, &c2, &f1, &f2}) m->to(kGpu);
+  const Tensor x0 = randn({batch, 1, 28, 28}, &g, kGpu), a1 = randn({batch, 32, 28, 28}, &g, kGpu),
+               p1 = randn({batch, 32, 14, 14}, &g, kGpu), a2 = randn({batch, 64, 14, 14}, &g, kGpu),
+               p2 = randn({batch, 64 * 7 * 7}, &g, kGpu), h = randn({batch, 128}, &g, kGpu),
+               z = randn({batch, 10}, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
+  layer(
+      "conv1", [&](const Variable& v) { return c1(v); }, x0, false);
+  layer(
+      "relu1", [](const Variable& v) { return autograd::relu(v); }, a1, true);
+  layer(
+      "pool1", [](const Variable& v) { return max_pool2d(v, 2, 2); }, a1, true);
+  layer(
+      "conv2", [&](const Variable& v) { return c2(v); }, p1, true);
+  layer(
+      "relu2", [](const Variable& v) { return autograd::relu(v); }, a2, true);
+  layer(
+      "pool2", [](const Variable& v) { return max_pool2d(v, 2, 2); }, a2, true);
+  layer(
+      "fc1", [&](const Variable& v) { return f1(v); }, p2, true);
+  layer(
+      "fc2", [&](const Variable& v) { return f2(v); }, h, true);
+  part("cross_entropy fwd+bwd", [&] { cross_entropy(Variable(z, true), y).backward(); });
+  std::vector<Variable> all;  // every layer's parameters, one optimizer, as in the step
+  for (Module* m : std::initializer_list<Module*>{&c1, &c2, &f1, &f2})
+    for (const Variable& p : m->parameters()) all.push_back(p);
+  SGD opt(all, {.lr = 0.01, .momentum = 0.9});
+  for (Variable& p : all) p.set_grad(randn(p.shape(), &g, kGpu));
+  part("sgd step (all parameters)", [&] { opt.step(); });
+  // conv2's backward, piece by piece (O = 64 outputs, C*kh*kw = 288 rows, L = N*14*14).
+  const int64_t L = batch * 14 * 14;
+  const Tensor gy = randn({batch, 64, 14, 14}, &g, kGpu), w2 = randn({64, 288}, &g, kGpu);
+  const Tensor g2 = gy.permute({1, 0, 2, 3}).contiguous().reshape({64, L});
+  const Tensor cols = im2col(p1, 3, 3, 1, 1, ColumnLayout::BatchInColumns);
+  const Tensor dcols = matmul(w2.transpose(0, 1), g2);
+  part("conv2 bwd: permute g", [&] { (void)gy.permute({1, 0, 2, 3}).contiguous(); });
+  part("conv2 bwd: dcols = W^T g (288 x 64 x L)", [&] { (void)matmul(w2.transpose(0, 1), g2); });
+  part("conv2 bwd: col2im", [&] { (void)col2im(dcols, p1.shape(), 3, 3, 1, 1, ColumnLayout::BatchInColumns); });
+  part("conv2 bwd: im2col", [&] { (void)im2col(p1, 3, 3, 1, 1, ColumnLayout::BatchInColumns); });
+  part("conv2 bwd: dW = g cols^T (64 x L x 288)", [&] { (void)matmul(g2, cols.transpose(0, 1)); });
+  part("conv2 bwd: db = sum g", [&] { (void)sum(g2, {1}); });
+  // dW as one product per image, summed (the inner dimension L cut into N pieces): cuBLAS's
+  // choice for an output this small over so long an inner dimension is what is timed above.
+  part("conv2 bwd: dW as N products, then their sum", [&] {
+    (void)sum(
+        matmul(g2.reshape({64, batch, 196}).permute({1, 0, 2}), cols.reshape({288, batch, 196}).permute({1, 2, 0})),
+        {0});
+  });
+  // conv1's backward (no dx: the images need no gradient): the columns, then dW.
+  const Tensor g1 = randn({32, batch * 784}, &g, kGpu), cols1 = im2col(x0, 3, 3, 1, 1, ColumnLayout::BatchInColumns);
+  part("conv1 bwd: im2col", [&] { (void)im2col(x0, 3, 3, 1, 1, ColumnLayout::BatchInColumns); });
+  part("conv1 bwd: dW = g cols^T (32 x L x 9)", [&] { (void)matmul(g1, cols1.transpose(0, 1)); });
+  part("conv1 bwd: dW as N products, then their sum", [&] {
+    (void)sum(
+        matmul(g1.reshape({32, batch, 784}).permute({1, 0, 2}), cols1.reshape({9, batch, 784}).permute({1, 2, 0})),
+        {0});
+  });
+  // fc2's backward: dx = g W, dW = g^T h, db = the sum of g's rows (a reduction down columns).
+  const Tensor gz = randn({batch, 10}, &g, kGpu), w = randn({10, 128}, &g, kGpu);
+  part("fc2 bwd: dx = g W", [&] { (void)matmul(gz, w); });
+  part("fc2 bwd: dW = g^T h", [&] { (void)matmul(gz.transpose(0, 1), h); });
+  part("fc2 bwd: db = sum of g's rows", [&] { (void)sum(gz, {0}); });
+  part("fc2 bwd: dW = (h^T g)^T", [&] { (void)matmul(h.transpose(0, 1), gz).transpose(0, 1).contiguous(); });
+  part("fc2 bwd: dW with g^T copied first", [&] { (void)matmul(gz.transpose(0, 1).contiguous(), h); });
+  const Tensor gh = randn({batch, 128}, &g, kGpu);
+  part("fc1 bwd: dW = g^T x (128 x B x 3136)", [&] { (void)matmul(gh.transpose(0, 1), p2); });
+  part("fc1 bwd: dW = (x^T g)^T", [&] { (void)matmul(p2.transpose(0, 1), gh).transpose(0, 1).contiguous(); });
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +302,7 @@ int main(int argc, char** argv) {
   gemm(quick ? 256 : 4096);
   conv_layer(256, 1, 32, 28);
   conv_layer(256, 32, 64, 14);
+  cnn_parts(256);
   for (const char* model : {"mlp", "cnn", "mlp-ddp"})
     for (int64_t batch : {64, 256}) train_step(model, batch, quick ? 5 : 50);
   for (const char* model : {"mlp", "cnn"})

@@ -67,6 +67,12 @@ def main():
         ratio = f"{p['step_ms'] / r['step_ms']:.2f}x" if p else "-"
         out.append(f"| {r['model']} | {ac} | {r['batch']} | {r['step_ms']:.3f} | {p['step_ms'] if p else '-'} | "
                    f"{ratio} | {r['mallocs_in_timed_steps']} |")
+    parts = [r for r in eng if r.get("bench") == "cnn_part"]
+    if parts:
+        out.append(f"\nWhere the CNN step's time goes (batch {parts[0]['batch']}, each part alone):\n")
+        out.append("| part | engine ms |")
+        out.append("|---|---|")
+        out += [f"| {r['part']} | {r['ms']:.4f} |" for r in parts]
     for r in [r for r in eng if r.get("bench") == "train_step_graph_error"]:
         out.append(f"\nCUDA graph of the {r['model']} step failed: {r['error']}")
     print("\n".join(out))
