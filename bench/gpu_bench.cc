@@ -210,8 +210,8 @@ void cnn_parts(int64_t batch) {
   };
   // One layer: its forward alone, then forward + backward with the input's gradient when
   // `dx` (every layer but the first needs it).
-  auto layer = [&](const std::string& name, const std::function<Variable(const Variable&)>& f, const Tensor& x,
-                   bool dx) {
+  auto layer = [&](const std::string& name, const Tensor& x, bool dx,
+                   const std::function<Variable(const Variable&)>& f) {
     const Tensor gy = randn(f(Variable(x)).shape(), &g, kGpu);
     part(name + " fwd", [&] { (void)f(Variable(x)); });
     part(name + " fwd+bwd", [&] { f(Variable(x, dx)).backward(gy); });
@@ -223,22 +223,14 @@ void cnn_parts(int64_t batch) {
                p1 = randn({batch, 32, 14, 14}, &g, kGpu), a2 = randn({batch, 64, 14, 14}, &g, kGpu),
                p2 = randn({batch, 64 * 7 * 7}, &g, kGpu), h = randn({batch, 128}, &g, kGpu),
                z = randn({batch, 10}, &g, kGpu), y = randint(0, 10, {batch}, &g).to(kGpu);
-  layer(
-      "conv1", [&](const Variable& v) { return c1(v); }, x0, false);
-  layer(
-      "relu1", [](const Variable& v) { return autograd::relu(v); }, a1, true);
-  layer(
-      "pool1", [](const Variable& v) { return max_pool2d(v, 2, 2); }, a1, true);
-  layer(
-      "conv2", [&](const Variable& v) { return c2(v); }, p1, true);
-  layer(
-      "relu2", [](const Variable& v) { return autograd::relu(v); }, a2, true);
-  layer(
-      "pool2", [](const Variable& v) { return max_pool2d(v, 2, 2); }, a2, true);
-  layer(
-      "fc1", [&](const Variable& v) { return f1(v); }, p2, true);
-  layer(
-      "fc2", [&](const Variable& v) { return f2(v); }, h, true);
+  layer("conv1", x0, false, [&](const Variable& v) { return c1(v); });
+  layer("relu1", a1, true, [](const Variable& v) { return autograd::relu(v); });
+  layer("pool1", a1, true, [](const Variable& v) { return max_pool2d(v, 2, 2); });
+  layer("conv2", p1, true, [&](const Variable& v) { return c2(v); });
+  layer("relu2", a2, true, [](const Variable& v) { return autograd::relu(v); });
+  layer("pool2", a2, true, [](const Variable& v) { return max_pool2d(v, 2, 2); });
+  layer("fc1", p2, true, [&](const Variable& v) { return f1(v); });
+  layer("fc2", h, true, [&](const Variable& v) { return f2(v); });
   part("cross_entropy fwd+bwd", [&] { cross_entropy(Variable(z, true), y).backward(); });
   std::vector<Variable> all;  // every layer's parameters, one optimizer, as in the step
   for (Module* m : std::initializer_list<Module*>{&c1, &c2, &f1, &f2})
