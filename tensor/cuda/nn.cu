@@ -192,12 +192,14 @@ void cross_entropy_backward(int device, int64_t n, int64_t c, const float* probs
   check_launch("cross_entropy_backward_kernel");
 }
 
+namespace {
 // Threads per block for `n` positions of an image channel: whole warps, at most kThreads.
 int channel_threads(int64_t n) { return int(std::min<int64_t>(kThreads, (n + 31) / 32 * 32)); }
 // Blocks for `channels` image channels: one each, up to 64 per multiprocessor (then they loop).
 unsigned channel_blocks(int64_t channels, int device) {
   return unsigned(std::min<int64_t>(channels, int64_t(multiprocessor_count(device)) * 64));
 }
+}  // namespace
 
 void im2col(int device, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t stride,
             int64_t padding, const float* x, float* cols, bool batch_in_columns) {

@@ -169,7 +169,7 @@ template <class R, class T, class Out>
 __global__ void reduce_columns_kernel(const T* in, Out* out, int64_t outer, int64_t reduced, int64_t inner,
                                       double scale) {
   using A = typename R::A;
-  __shared__ unsigned char raw[kGroups * 32 * sizeof(A)];
+  __shared__ alignas(A) unsigned char raw[kGroups * 32 * sizeof(A)];
   A* part = reinterpret_cast<A*>(raw);  // part[group * 32 + lane]
   const int64_t len = (reduced + kGroups - 1) / kGroups, r0 = threadIdx.y * len, r1 = min(reduced, r0 + len);
   for (int64_t base = blockIdx.x * int64_t(32); base < outer * inner; base += int64_t(32) * gridDim.x) {
