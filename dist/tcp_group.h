@@ -170,6 +170,7 @@ class ProcessGroupTCP : public ProcessGroup {
   // shared memory among the local ranks where it uses it. Every rank reaches the same choice.
   void discover_topology();
   [[noreturn]] void mesh_failed(const std::string& why);  // tells the ranks waiting for this one, then throws
+  void fail_if_mesh_failed();                             // mesh_failed with another rank's reason, if one is given
   void choose_algorithm();
   void agree_on_setting(const std::string& mine);  // throws, naming two ranks, unless all have `mine`
 

@@ -146,6 +146,12 @@ Listener listen_on(const std::string& host) {
 // would otherwise wait out the whole timeout knowing nothing (accept_peers reads it).
 void ProcessGroupTCP::mesh_failed(const std::string& why) { fail_together(*store_, key("tcp/"), rank_, size_, why); }
 
+// The ranks waiting on the mesh read that reason (10 times a second) and fail with it too.
+void ProcessGroupTCP::fail_if_mesh_failed() {
+  std::string why;
+  if (store_->try_get(key("tcp/error"), &why)) mesh_failed(why);
+}
+
 void ProcessGroupTCP::connect_mesh() {
   // Published before the address: the network this rank is in, for the loopback check
   // below, and the machine the topology sees it on (discover_topology()).
@@ -197,12 +203,11 @@ void ProcessGroupTCP::connect_mesh() {
 }
 
 // Waits until a lower rank answers this rank's hello. That rank may instead be failing for a
-// reason another rank left in the store (mesh_failed): read 10 times a second, so this rank
-// reports the same reason rather than the connection it then closes.
+// reason another rank left in the store, so this rank reports the same reason rather than
+// the connection it then closes.
 void ProcessGroupTCP::await_answer(const Socket& s, Deadline d) {
   for (;;) {
-    std::string failed;
-    if (store_->try_get(key("tcp/error"), &failed)) mesh_failed(failed);
+    fail_if_mesh_failed();
     pollfd p{s.fd(), POLLIN, 0};
     if (Clock::now() >= d || ::poll(&p, 1, std::min(100, ms_until(d))) != 0) return;  // recv_hello reads or fails
   }
@@ -218,9 +223,8 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
   Deadline look_at_store = Clock::now();
   for (int accepted = 0; accepted < size_ - 1 - rank_;) {
     const Deadline now = Clock::now();
-    std::string failed;  // a rank that could not connect says why (mesh_failed); looked at 10 times a second
-    if (now >= look_at_store) {
-      if (store_->try_get(key("tcp/error"), &failed)) mesh_failed(failed);
+    if (now >= look_at_store) {  // a rank that could not connect may have said why
+      fail_if_mesh_failed();
       look_at_store = now + std::chrono::milliseconds(100);
     }
     if (now >= d) {
