@@ -47,11 +47,11 @@ LESSON_RESULTS= RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=
 echo
 echo "part 2: the network between the machines fails (ENGINE_DIST_TIMEOUT=5: a collective waits"
 echo "at most 5 s; 300 s by default, and PyTorch's default timeout is 30 minutes)"
-# cut NAME PORT SECONDS: node 1's link down for SECONDS after round 2 (0: for good).
-cut() {
-  local name=$1 cut_port=$2 down_for=$3 out
+# lose_network NAME PORT SECONDS: node 1's link down for SECONDS after round 2 (0: for good).
+lose_network() {
+  local name=$1 job_port=$2 down_for=$3 out
   out=$(mktemp -d)
-  local job=(--nnodes=2 --nproc_per_node=2 --master_addr=$master --master_port=$cut_port --job_token=$token)
+  local job=(--nnodes=2 --nproc_per_node=2 --master_addr=$master --master_port=$job_port --job_token=$token)
   for k in 1 0; do
     LESSON_RESULTS= ENGINE_DIST_TIMEOUT=5 on_node $k "$root/dist/launch" "${job[@]}" --node_rank=$k "$program" \
       --rounds 8 >"$out/$k" 2>&1 &
@@ -72,8 +72,8 @@ cut() {
   sed "s/^/[$name: node 1] /" "$out/1" | grep -v "local rank\|runs on host"
   rm -rf "$out"
 }
-cut blip $((port + 1)) 2
+lose_network blip $((port + 1)) 2
 echo "TCP resent what the link dropped: the round the blip held up took longer, and the job went on."
-cut cut $((port + 2)) 0
+lose_network cut $((port + 2)) 0
 echo "A link that goes down sends no reset: each rank waiting across it learns only from its"
 echo "timeout, and names the rank it waited for, that rank's machine and the network."
