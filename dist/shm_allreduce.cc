@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -31,7 +32,7 @@ struct ShmAllReduce::Header {
   std::atomic<uint32_t> arrived;     // ranks at the current barrier
   std::atomic<uint32_t> generation;  // bumped by the last rank to arrive; waiters futex-wait on it
   std::atomic<uint32_t> aborted;     // a failing rank sets 1, writes abort_text, then sets 2
-  uint32_t pad;
+  std::atomic<uint32_t> sleepers;    // ranks asleep (or about to sleep) on the futex
   char abort_text[1024];
 };
 
@@ -39,7 +40,9 @@ struct ShmAllReduce::Control {
   pid_t pid;
   uint32_t pad;
   uint64_t posted;  // calls posted so far: a rank behind the others has a smaller number
-  CallDescriptor call;
+  // Call `posted` is in call[posted % 2]: while a slow rank still compares the calls of one
+  // collective, a fast one may already post its next call, into the other slot.
+  CallDescriptor call[2];
   char padding[64];
 };
 
@@ -49,6 +52,10 @@ namespace {
 // a futex takes long enough to cost DDP ~0.5 ms a step, while yielding in a loop costs
 // the others almost nothing (each yield hands the core to whoever can run).
 constexpr int kSpins = 20000;
+// When every rank has a core of its own, a waiting rank first spins on its core (PAUSE's
+// length varies between CPUs, so the spin is bounded in time): the others are usually
+// microseconds away, and a yield, a system call, notices them later.
+constexpr auto kPauseSpin = std::chrono::microseconds(20);
 constexpr size_t kChunk = 1 << 20;  // staging bytes per rank per half (chosen by bench/allreduce)
 // How much longer than its deadline a rank waits for one that is inside the same call
 // (barrier() says why).
@@ -215,7 +222,11 @@ std::unique_ptr<ShmAllReduce> ShmAllReduce::create(TCPStore& store, const std::s
 
 ShmAllReduce::ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t chunk,
                            std::chrono::milliseconds timeout)
-    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_(chunk), timeout_(timeout) {}
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), chunk_(chunk), timeout_(timeout) {
+  // More ranks than cores: a spinning rank would hold the core the one it waits for needs.
+  cpu_set_t cpus;
+  spin_ = sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= size;
+}
 
 ShmAllReduce::~ShmAllReduce() {
   if (base_) munmap(base_, bytes_);
@@ -257,14 +268,24 @@ void ShmAllReduce::barrier(Deadline deadline) {
   const uint32_t gen = h->generation.load(std::memory_order_acquire);
   if (h->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == uint32_t(size_)) {
     h->arrived.store(0, std::memory_order_relaxed);
-    h->generation.fetch_add(1, std::memory_order_release);
-    futex(&h->generation, FUTEX_WAKE, INT32_MAX, nullptr);
+    // Both sequentially consistent, as the sleeper's two steps below: either this load sees
+    // its count, or its futex call sees the new generation and does not sleep. A wake is a
+    // system call, paid only when someone sleeps.
+    h->generation.fetch_add(1, std::memory_order_seq_cst);
+    if (h->sleepers.load(std::memory_order_seq_cst) > 0) futex(&h->generation, FUTEX_WAKE, INT32_MAX, nullptr);
   } else {
+    // First a short spin on this core (the others are usually microseconds away), then
+    // yields, then sleep.
+    for (const auto until = Clock::now() + (spin_ ? kPauseSpin : Clock::duration(0));
+         h->generation.load(std::memory_order_acquire) == gen && Clock::now() < until;)
+      for (int i = 0; i < 16; ++i) _mm_pause();
     for (int spin = 0; spin < kSpins && h->generation.load(std::memory_order_acquire) == gen; ++spin)
       std::this_thread::yield();
     while (h->generation.load(std::memory_order_acquire) == gen) {
       const timespec ten_ms{0, 10 * 1000 * 1000};
+      h->sleepers.fetch_add(1, std::memory_order_seq_cst);
       futex(&h->generation, FUTEX_WAIT, gen, &ten_ms);
+      h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       if (h->generation.load(std::memory_order_acquire) != gen) break;
       check_peers_alive();
       if (Clock::now() > deadline) {
@@ -290,11 +311,12 @@ void ShmAllReduce::barrier(Deadline deadline) {
 void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline,
                          std::string (*describe)(const CallDescriptor&)) {
   current_call_ = describe(mine);
-  control(rank_)->call = mine;
-  control(rank_)->posted = ++posted_;
+  const int slot = int(++posted_ % 2);
+  control(rank_)->call[slot] = mine;
+  control(rank_)->posted = posted_;
   barrier(deadline);
   for (int r = 0; r < size_; ++r) {
-    const CallDescriptor& c = control(r)->call;
+    const CallDescriptor& c = control(r)->call[slot];
     if (c.seq != mine.seq || c.coll != mine.coll || c.op != mine.op || c.dtype != mine.dtype || c.count != mine.count ||
         c.root != mine.root)
       throw Error("[dist] mismatched collectives: rank " + std::to_string(ranks_[size_t(rank_)]) + " called " +
@@ -302,8 +324,9 @@ void ShmAllReduce::agree(const CallDescriptor& mine, Deadline deadline,
                   "; every rank must make the same collective calls in the same order with the same op, dtype and "
                   "element count");
   }
-  // A second barrier: nobody may post its next call before everyone has compared this one.
-  barrier(deadline);
+  // No second barrier: a rank's next call goes into the other slot, and the one after it
+  // (back into this slot) only after the next call's barrier, which every rank reaches
+  // only when it has compared this one.
 }
 
 Tensor ShmAllReduce::shared_buffer(TCPStore& store, int64_t numel) {

@@ -103,6 +103,7 @@ class ShmAllReduce {
   size_t chunk_;  // bytes per rank per half-buffer
   std::chrono::milliseconds timeout_;
   uint32_t half_ = 0;
+  bool spin_ = false;         // waits spin before yielding: there are at least as many cores as ranks
   uint64_t posted_ = 0;       // how many calls this rank has posted
   std::string current_call_;  // the call in progress, in words, for error messages
   std::string job_tag_;

@@ -228,6 +228,29 @@ TEST_CASE("async work runs in call order and overlaps the caller") {
   });
 }
 
+// In shared memory each call is compared across ranks after one barrier. A rank through it
+// first posts its next call while another is still comparing this one: the posts must not
+// meet. Barriers (whose whole body is that comparison) back to back with other calls, so a
+// fast rank is often a call ahead.
+TEST_CASE("back-to-back collectives of different kinds: a rank a call ahead is not a mismatch") {
+  for (int world : {2, 3}) {
+    run_threads(world, [](ProcessGroupTCP& g) {
+      RANK_REQUIRE(g.uses_shared_memory());
+      Tensor one = zeros({1}), two = zeros({2});
+      for (int i = 0; i < 3000; ++i) {
+        g.barrier().wait();
+        one.fill_(double(g.rank()));
+        g.all_reduce(one, ReduceOp::Max).wait();
+        RANK_REQUIRE(one.item() == g.size() - 1);
+        g.barrier().wait();
+        two.fill_(double(g.rank() + i));
+        g.broadcast(two, i % g.size()).wait();
+        RANK_REQUIRE(two.at({1}) == i % g.size() + i);
+      }
+    });
+  }
+}
+
 TEST_CASE("bad arguments are refused before any communication") {
   run_threads(2, [](ProcessGroupTCP& g) {
     Tensor t = zeros({4});
