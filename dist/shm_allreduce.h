@@ -1,4 +1,9 @@
-// The shared-memory path: all_reduce between processes on one machine without sockets.
+// The shared-memory path: all_reduce (and all_gather, reduce_scatter and broadcast) between
+// processes on one machine without sockets.
+//
+//   auto shm = ShmAllReduce::create(store, "shm/", {0, 1}, rank, timeout, job_tag);  // null: none
+//   shm->agree(call, deadline, describe);     // every collective starts here
+//   shm->all_reduce(data, n, DType::Float32, ReduceOp::Sum, deadline);
 //
 // When every rank runs on the same host, TCP's copies (user to kernel to user) are pure
 // overhead: ranks can read each other's data directly. Rank 0 creates one shared segment
@@ -11,9 +16,9 @@
 //   3. every rank copies each segment k != r from rank k's buffer out
 //
 // Each element is reduced once by one rank, in a fixed order, so all ranks get the same
-// bits; each rank copies (size-1)/size of the data in and out, never its own segment. Buffers alternate between two
-// halves so that step 1 of the next chunk never overwrites data another rank is still copying out (the barrier in
-// between orders them).
+// bits; each rank copies (size-1)/size of the data in and out, never its own segment.
+// Buffers alternate between two halves so that step 1 of the next chunk never overwrites
+// data another rank is still copying out (the barrier in between orders them).
 //
 // agree() is the shared start of every collective: each rank posts its call (collective,
 // op, dtype, count, sequence number) and all compare after a barrier, so a mismatched call
@@ -63,6 +68,16 @@ class ShmAllReduce {
   void agree(const CallDescriptor& mine, Deadline deadline, std::string (*describe)(const CallDescriptor&));
   // Sums (etc.) `count` elements at `data` across the members, in place.
   void all_reduce(char* data, int64_t count, DType dtype, ReduceOp op, Deadline deadline);
+  // The other collectives, staged through the buffers (shm_collectives.cc), for a group
+  // whose ranks are all members, member r being rank r.
+  // Every rank's `bytes` at `mine` into `out`, rank r's at out + r * bytes (`mine` may be
+  // that block of `out`).
+  void all_gather(char* out, const char* mine, size_t bytes, Deadline deadline);
+  // `out` (m elements) = the reduction over the ranks of block `rank` of `in` (size x m
+  // elements; `out` may be that block of `in`), in rank order.
+  void reduce_scatter(char* out, const char* in, int64_t m, DType dtype, ReduceOp op, Deadline deadline);
+  // `root`'s `bytes` at `data` into every rank's `data`.
+  void broadcast(char* data, size_t bytes, int root, Deadline deadline);
   // Returns once every member has called it (bounded by `deadline`; a dead member is named).
   void barrier(Deadline deadline);
   // Tells every waiting rank that this one failed, with why.
@@ -96,6 +111,7 @@ class ShmAllReduce {
   Header* header() const;
   Control* control(int r) const;
   char* buffer(int r, int half) const;
+  int next_half();  // the half of the staging buffers the next chunk uses
 
   void* base_;
   size_t bytes_;

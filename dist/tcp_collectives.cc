@@ -34,6 +34,8 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
                  [this, t, root](const MessageHeader& desc, Deadline d) {
                    if (algorithm_ == AllReduceAlgorithm::Hierarchical)
                      return hierarchical_broadcast(t.bytes(), t.numel(), t.dtype(), root, desc, d);
+                   if (algorithm_ == AllReduceAlgorithm::SharedMemory)
+                     return shm_->broadcast(t.bytes(), t.nbytes(), root, d);
                    // The root sends its tensor to every other rank directly (fine for the world sizes of
                    // one machine; a ring or tree would spread the root's sending over all ranks).
                    // Without shared memory (whose agree() has compared every rank's call already), each
@@ -73,6 +75,8 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
     const char* mine = static_cast<const char*>(input.storage()->data()) + size_t(input.offset()) * es;
     if (algorithm_ == AllReduceAlgorithm::Hierarchical) {
       hierarchical_all_gather(buf, mine, m, input.dtype(), desc, d);
+    } else if (algorithm_ == AllReduceAlgorithm::SharedMemory) {
+      shm_->all_gather(buf, mine, size_t(m) * es, d);
     } else {
       std::memcpy(buf + size_t(rank_) * size_t(m) * es, mine, size_t(m) * es);
       std::vector<int64_t> bounds(size_t(size_) + 1);
@@ -96,6 +100,7 @@ Work ProcessGroupTCP::all_gather_into_tensor(Tensor output, Tensor input) {
     char* buf = output.bytes();
     if (algorithm_ == AllReduceAlgorithm::Hierarchical)
       return hierarchical_all_gather(buf, input.bytes(), m, input.dtype(), desc, d);
+    if (algorithm_ == AllReduceAlgorithm::SharedMemory) return shm_->all_gather(buf, input.bytes(), size_t(m) * es, d);
     std::memmove(buf + size_t(rank_) * size_t(m) * es, input.bytes(), size_t(m) * es);
     std::vector<int64_t> bounds(size_t(size_) + 1);
     for (int k = 0; k <= size_; ++k) bounds[size_t(k)] = int64_t(k) * m;
@@ -114,11 +119,15 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   return enqueue(make_desc(kReduceScatter, &input, op),
                  [this, output, input, op](const MessageHeader& desc, Deadline d) {
                    const int64_t m = output.numel();
-                   if (algorithm_ == AllReduceAlgorithm::Hierarchical) {
-                     // Contiguous copies in and out: the ring works on raw blocks.
+                   if (algorithm_ != AllReduceAlgorithm::Ring) {
+                     // Contiguous copies in and out: both work on raw blocks. The result goes to
+                     // a block of its own first, since the output may be part of the input.
                      const Tensor in = input.contiguous();
                      Tensor mine = empty({m}, output.dtype());
-                     hierarchical_reduce_scatter(mine.bytes(), in.bytes(), m, input.dtype(), op, desc, d);
+                     if (algorithm_ == AllReduceAlgorithm::SharedMemory)
+                       shm_->reduce_scatter(mine.bytes(), in.bytes(), m, input.dtype(), op, d);
+                     else
+                       hierarchical_reduce_scatter(mine.bytes(), in.bytes(), m, input.dtype(), op, desc, d);
                      Tensor(output).copy_(mine.view(output.shape()));
                      return;
                    }

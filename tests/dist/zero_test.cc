@@ -49,67 +49,72 @@ TEST_CASE("ZeRO-1 equals DDP with an unsharded optimizer; state is split N ways"
   // paired: PyTorch's usage, ZeRO over a DDP model (DDP averages, ZeRO cuts its shard).
   for (bool paired : {false, true})
     for (ZeroOptimizer kind : {ZeroOptimizer::SGD, ZeroOptimizer::Adam}) {
-      for (int world : {2, 3}) {
-        INFO("optimizer " << (kind == ZeroOptimizer::SGD ? "SGD" : "Adam") << " world " << world
-                          << (paired ? ", over DDP" : ", reduce-scatter"));
-        run_threads(world, [&](ProcessGroupTCP& g) {
-          // Reference: DDP + the ordinary optimizer.
-          auto ref_model = small_mlp();
-          DistributedDataParallel ddp(ref_model, {.group = &g});
-          auto ref_opt = unsharded(kind, ddp.parameters());
-          // Sharded: plain model, the optimizer reduces and gathers.
-          auto model = small_mlp();
-          ZeroOptions zo;
-          zo.sgd = {.lr = 0.1, .momentum = 0.9};
-          zo.adam = {.lr = 0.01};
-          zo.group = &g;
-          zo.ddp_averages_gradients = paired;
-          std::unique_ptr<DistributedDataParallel> wrapped;
-          if (paired) wrapped = std::make_unique<DistributedDataParallel>(model, DDPOptions{.group = &g});
-          Module& trained = paired ? static_cast<Module&>(*wrapped) : *model;
-          ZeroRedundancyOptimizer zero(trained.parameters(), kind, zo);
-          for (int step = 0; step < 4; ++step) {
-            // A schedule: the learning rate halves every step, on both optimizers.
-            if (step > 0) ref_opt->set_lr(ref_opt->lr() / 2), zero.set_lr(zero.lr() / 2);
-            ref_opt->zero_grad();
-            loss_on(ddp, g.rank(), step).backward();
-            ref_opt->step();
-            zero.zero_grad();
-            loss_on(trained, g.rank(), step).backward();
-            const uint64_t before = g.bytes_sent();
-            zero.step();
-            // On the wire, the step's own collectives (ring): an all-gather of the shards, and
-            // unless DDP averaged already, a reduce-scatter too; each (n-1) shards of floats.
-            const uint64_t sent = g.bytes_sent() - before, shard_bytes = (73 + world - 1) / world * 4;
-            const uint64_t messages = (paired ? 1 : 2) * uint64_t(world - 1), expected = messages * shard_bytes;
-            RANK_REQUIRE(sent >= expected);
-            RANK_REQUIRE(sent <= expected + messages * 48);  // + a 48-byte header per message
-          }
-          const auto a = flat(*ref_model), b = flat(*model);
-          for (size_t i = 0; i < a.size(); ++i) RANK_REQUIRE(b[i] == Approx(a[i]).epsilon(1e-6).margin(1e-7));
-          // Optimizer state bytes: this rank holds its shard only.
-          size_t full = 0;
-          for (auto& [key, t] : ref_opt->state_dict())
-            if (key.rfind("state.", 0) == 0 && t.dim() > 0) full += size_t(t.numel()) * 4;
-          const size_t shard = zero.state_bytes(), per_rank = (full + world - 1) / world;
-          RANK_REQUIRE(shard <= per_rank + 8 * 4 + 8);  // + padding of the last shard, + Adam's step counter
-          RANK_REQUIRE(shard + 8 * 4 >= per_rank);
-          // Consolidate on rank 0: the unsharded optimizer's state, key for key.
-          const StateDict full_state = zero.consolidate_state_dict(0);
-          if (g.rank() == 0) {
-            const StateDict ref_state = ref_opt->state_dict();
-            RANK_REQUIRE(full_state.size() == ref_state.size());
-            for (auto& [key, t] : ref_state) {
-              INFO(key);
-              RANK_REQUIRE(full_state.count(key) == 1);
-              RANK_REQUIRE(full_state.at(key).shape() == t.shape());
-              RANK_REQUIRE(max(abs(full_state.at(key).to(DType::Float32) - t.to(DType::Float32))).item() < 1e-5);
-            }
-          } else {
-            RANK_REQUIRE(full_state.empty());
-          }
-        });
-      }
+      for (int world : {2, 3})
+        for (bool shm : {true, false}) {
+          INFO("optimizer " << (kind == ZeroOptimizer::SGD ? "SGD" : "Adam") << " world " << world
+                            << (paired ? ", over DDP" : ", reduce-scatter") << (shm ? ", shared memory" : ", ring"));
+          run_threads(
+              world,
+              [&](ProcessGroupTCP& g) {
+                // Reference: DDP + the ordinary optimizer.
+                auto ref_model = small_mlp();
+                DistributedDataParallel ddp(ref_model, {.group = &g});
+                auto ref_opt = unsharded(kind, ddp.parameters());
+                // Sharded: plain model, the optimizer reduces and gathers.
+                auto model = small_mlp();
+                ZeroOptions zo;
+                zo.sgd = {.lr = 0.1, .momentum = 0.9};
+                zo.adam = {.lr = 0.01};
+                zo.group = &g;
+                zo.ddp_averages_gradients = paired;
+                std::unique_ptr<DistributedDataParallel> wrapped;
+                if (paired) wrapped = std::make_unique<DistributedDataParallel>(model, DDPOptions{.group = &g});
+                Module& trained = paired ? static_cast<Module&>(*wrapped) : *model;
+                ZeroRedundancyOptimizer zero(trained.parameters(), kind, zo);
+                for (int step = 0; step < 4; ++step) {
+                  // A schedule: the learning rate halves every step, on both optimizers.
+                  if (step > 0) ref_opt->set_lr(ref_opt->lr() / 2), zero.set_lr(zero.lr() / 2);
+                  ref_opt->zero_grad();
+                  loss_on(ddp, g.rank(), step).backward();
+                  ref_opt->step();
+                  zero.zero_grad();
+                  loss_on(trained, g.rank(), step).backward();
+                  const uint64_t before = g.bytes_sent();
+                  zero.step();
+                  // On the wire, the step's own collectives (ring): an all-gather of the shards, and
+                  // unless DDP averaged already, a reduce-scatter too; each (n-1) shards of floats.
+                  // In shared memory (every rank on this machine), nothing goes on a socket.
+                  const uint64_t sent = g.bytes_sent() - before, shard_bytes = (73 + world - 1) / world * 4;
+                  const uint64_t messages = (paired ? 1 : 2) * uint64_t(world - 1), expected = messages * shard_bytes;
+                  RANK_REQUIRE(sent >= (shm ? 0 : expected));
+                  RANK_REQUIRE(sent <= (shm ? 0 : expected + messages * 48));  // + a 48-byte header per message
+                }
+                const auto a = flat(*ref_model), b = flat(*model);
+                for (size_t i = 0; i < a.size(); ++i) RANK_REQUIRE(b[i] == Approx(a[i]).epsilon(1e-6).margin(1e-7));
+                // Optimizer state bytes: this rank holds its shard only.
+                size_t full = 0;
+                for (auto& [key, t] : ref_opt->state_dict())
+                  if (key.rfind("state.", 0) == 0 && t.dim() > 0) full += size_t(t.numel()) * 4;
+                const size_t shard = zero.state_bytes(), per_rank = (full + world - 1) / world;
+                RANK_REQUIRE(shard <= per_rank + 8 * 4 + 8);  // + padding of the last shard, + Adam's step counter
+                RANK_REQUIRE(shard + 8 * 4 >= per_rank);
+                // Consolidate on rank 0: the unsharded optimizer's state, key for key.
+                const StateDict full_state = zero.consolidate_state_dict(0);
+                if (g.rank() == 0) {
+                  const StateDict ref_state = ref_opt->state_dict();
+                  RANK_REQUIRE(full_state.size() == ref_state.size());
+                  for (auto& [key, t] : ref_state) {
+                    INFO(key);
+                    RANK_REQUIRE(full_state.count(key) == 1);
+                    RANK_REQUIRE(full_state.at(key).shape() == t.shape());
+                    RANK_REQUIRE(max(abs(full_state.at(key).to(DType::Float32) - t.to(DType::Float32))).item() < 1e-5);
+                  }
+                } else {
+                  RANK_REQUIRE(full_state.empty());
+                }
+              },
+              std::chrono::seconds(20), shm);
+        }
     }
 }
 

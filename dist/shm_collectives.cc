@@ -1,0 +1,67 @@
+// all_gather, reduce_scatter and broadcast among the ranks of one machine, through the
+// staging buffers of the shared segment (shm_allreduce.h): no sockets, no kernel copies.
+//
+// Each goes a chunk at a time: the ranks that hold data copy it into their buffer, one
+// barrier, and each rank takes what it needs straight from the others' buffers. Chunks
+// alternate between the buffers' two halves, so a rank writes a half again only after the
+// next chunk's barrier, which every rank reaches only when it has read the half: one
+// barrier per chunk.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "dist/reduce_ranks.h"
+#include "dist/shm_allreduce.h"
+
+namespace engine::dist {
+
+int ShmAllReduce::next_half() {
+  const int h = int(half_);
+  half_ ^= 1u;
+  return h;
+}
+
+void ShmAllReduce::all_gather(char* out, const char* mine, size_t bytes, Deadline deadline) {
+  char* own = out + size_t(rank_) * bytes;
+  if (bytes > 0 && own != mine) std::memmove(own, mine, bytes);  // mine may be that block already
+  for (size_t start = 0; start < bytes; start += chunk_) {
+    const size_t n = std::min(chunk_, bytes - start);
+    const int h = next_half();
+    std::memcpy(buffer(rank_, h), own + start, n);
+    barrier(deadline);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) std::memcpy(out + size_t(r) * bytes + start, buffer(r, h), n);
+  }
+}
+
+void ShmAllReduce::reduce_scatter(char* out, const char* in, int64_t m, DType dtype, ReduceOp op, Deadline deadline) {
+  // A chunk takes the same stretch [start, start + n) of every block: a rank stages the
+  // stretches of the blocks the others own (slot k of its buffer for block k), and reduces
+  // its own block's stretch from its input and the others' slots, in rank order.
+  const size_t es = dtype_size(dtype);
+  const int64_t slot = int64_t(chunk_ / es) / size_;
+  for (int64_t start = 0; start < m; start += slot) {
+    const int64_t n = std::min(slot, m - start);
+    const int h = next_half();
+    for (int k = 0; k < size_; ++k)
+      if (k != rank_)
+        std::memcpy(buffer(rank_, h) + size_t(k * slot) * es, in + size_t(k * m + start) * es, size_t(n) * es);
+    barrier(deadline);
+    std::vector<const char*> from;
+    for (int r = 0; r < size_; ++r)
+      from.push_back(r == rank_ ? in + size_t(rank_ * m + start) * es : buffer(r, h) + size_t(rank_ * slot) * es);
+    reduce_ranks(dtype, from, {out + size_t(start) * es}, n, op);
+  }
+}
+
+void ShmAllReduce::broadcast(char* data, size_t bytes, int root, Deadline deadline) {
+  for (size_t start = 0; start < bytes; start += chunk_) {
+    const size_t n = std::min(chunk_, bytes - start);
+    const int h = next_half();
+    if (rank_ == root) std::memcpy(buffer(root, h), data + start, n);
+    barrier(deadline);
+    if (rank_ != root) std::memcpy(data + start, buffer(root, h), n);
+  }
+}
+
+}  // namespace engine::dist
