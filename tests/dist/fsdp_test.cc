@@ -383,7 +383,7 @@ TEST_CASE("ShardedGradScaler: an Inf in one rank's shard skips the step on every
   // scale on that rank only: every later gradient then averaged differently scaled losses.
   std::vector<int> stepped(2);
   std::vector<double> scales(2);
-  std::vector<bool> unchanged(2);
+  std::vector<int> unchanged(2);  // not vector<bool>: its bits share a word, and two ranks write
   run_threads(2, [&](ProcessGroupTCP& g) {
     FullyShardedDataParallel fsdp(small_mlp(), {.group = &g});
     SGD opt(fsdp.parameters(), {.lr = 0.1});
@@ -403,5 +403,5 @@ TEST_CASE("ShardedGradScaler: an Inf in one rank's shard skips the step on every
   });
   REQUIRE(stepped == std::vector<int>{0, 0});
   REQUIRE(scales == std::vector<double>{512, 512});
-  REQUIRE(unchanged == std::vector<bool>{true, true});
+  REQUIRE(unchanged == std::vector<int>{1, 1});
 }
