@@ -123,8 +123,9 @@ class ShmAllReduce {
   uint64_t posted_ = 0;       // how many calls this rank has posted
   std::string current_call_;  // the call in progress, in words, for error messages
   std::string job_tag_;
-  std::vector<int> ranks_;  // the members' ranks in the process group
-  std::string scope_;       // the members' store keys start with it
+  void* sanitizer_key_ = nullptr;  // ThreadSanitizer builds only: the barrier's stand-in (shm_allreduce.cc)
+  std::vector<int> ranks_;         // the members' ranks in the process group
+  std::string scope_;              // the members' store keys start with it
 };
 
 // This machine, as "hostname/boot id/pid namespace/shm:dev:inode": processes with equal
