@@ -17,13 +17,10 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <type_traits>
 
 #include "dist/reduce_ranks.h"
 #include "dist/shm_segment.h"
 #include "tensor/check.h"
-#include "tensor/cpu_features.h"
-#include "tensor/half_convert.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 
