@@ -36,11 +36,10 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
                      return hierarchical_broadcast(t.bytes(), t.numel(), t.dtype(), root, desc, d);
                    if (algorithm_ == AllReduceAlgorithm::SharedMemory)
                      return shm_->broadcast(t.bytes(), t.nbytes(), root, d);
-                   // The root sends its tensor to every other rank directly (fine for the world sizes of
-                   // one machine; a ring or tree would spread the root's sending over all ranks).
-                   // Without shared memory (whose agree() has compared every rank's call already), each
-                   // receiver then acknowledges with its own description of the call: without that, a
-                   // root would return normally whatever the others had called.
+                   // The ring's form: the root sends its tensor to every other rank directly (a tree
+                   // would spread the root's sending over all ranks). Each receiver then acknowledges
+                   // with its own description of the call (no agree() compared the calls here):
+                   // without that, a root would return normally whatever the others had called.
                    MessageHeader h = desc, ack = desc;
                    const size_t nbytes = t.nbytes();
                    h.bytes = nbytes;
@@ -49,11 +48,11 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
                    if (rank_ == root) {
                      for (int r = 0; r < size_; ++r)
                        if (r != root) send_message(r, h, data, d);
-                     for (int r = 0; r < size_ && algorithm_ != AllReduceAlgorithm::SharedMemory; ++r)
+                     for (int r = 0; r < size_; ++r)
                        if (r != root) recv_message(r, ack, nullptr, d);
                    } else {
                      recv_message(root, h, data, d);
-                     if (algorithm_ != AllReduceAlgorithm::SharedMemory) send_message(root, ack, nullptr, d);
+                     send_message(root, ack, nullptr, d);
                    }
                  });
 }
