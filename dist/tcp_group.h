@@ -130,8 +130,9 @@ class ProcessGroupTCP : public ProcessGroup {
   void worker_loop();
   void run_task(Task& task);
   void connect_mesh();
-  void accept_peers(const Listener& listener, Deadline d);  // connect_mesh's accepting half
-  void await_answer(const Socket& s, Deadline d);           // connect_mesh's wait for a lower rank's hello
+  void accept_peers(const Listener& listener, Deadline d);         // connect_mesh's accepting half
+  void await_answer(const Socket& s, Deadline d);                  // connect_mesh's wait for a lower rank's hello
+  void or_reason_in_store(const std::function<void()>& exchange);  // a lost peer's reason, if it left one
 
   // Messages: a header, then header.bytes of payload. recv_message checks the header it gets
   // against `expect` before reading any payload (a mismatched call is named with both

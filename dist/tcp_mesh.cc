@@ -193,13 +193,28 @@ void ProcessGroupTCP::connect_mesh() {
                   ". Each rank listens on the address it published; set ENGINE_SOCKET_IFNAME to the interface "
                   "the machines share, and open the ports (ENGINE_PORT_RANGE) between them");
     }
-    send_hello(s, rank_, options_.token, d, peer_name(r));
-    await_answer(s, d);
-    const int got = recv_hello(s, options_.token, size_, d, peer_name(r));
+    int got = -1;
+    or_reason_in_store([&] {
+      send_hello(s, rank_, options_.token, d, peer_name(r));
+      await_answer(s, d);
+      got = recv_hello(s, options_.token, size_, d, peer_name(r));
+    });
     ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");
     peers_[r] = std::move(s);
   }
   accept_peers(listener, d);
+}
+
+// Runs a hello exchange. A peer that hangs up mid-exchange may be failing for a reason
+// another rank left in the store (it reads the store too): this rank then reports that
+// reason, as every other rank does, rather than the connection it lost.
+void ProcessGroupTCP::or_reason_in_store(const std::function<void()>& exchange) {
+  try {
+    exchange();
+  } catch (const Error&) {
+    fail_if_mesh_failed();
+    throw;
+  }
 }
 
 // Waits until a lower rank answers this rank's hello. That rank may instead be failing for a
@@ -253,7 +268,7 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
       if (r >= 0) {
         ENGINE_REQUIRE(r > rank_ && !peers_[r].valid(), "[init_process_group] two processes claim rank ", r,
                        ": check that every process has a different RANK");
-        send_hello(a.socket, rank_, options_.token, d, peer_name(r));
+        or_reason_in_store([&] { send_hello(a.socket, rank_, options_.token, d, peer_name(r)); });
         peers_[r] = std::move(a.socket);
         ++accepted;
       }

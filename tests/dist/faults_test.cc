@@ -1,6 +1,9 @@
 // Failures that explain themselves: mismatched collectives, a rank killed mid all-reduce,
 // a rank that stops answering, a stranger on the port. Every survivor must raise an error
 // naming the problem, within a bounded time, and never hang.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -300,6 +303,42 @@ TEST_CASE("idle, slow and garbage connections to a rank's listener during the re
   REQUIRE(seconds < 5);  // the timeout is 10 s
 }
 
+TEST_CASE("a rank that hangs up after its hello, failing for a reason in the store: rank 0 reports that reason") {
+  // Rank 1 sent its hello, then read another rank's failure from the store and exited
+  // before rank 0 answered. Rank 0's answer then meets a closed connection; it must report
+  // the reason every other rank reports, not the connection it happened to lose.
+  int port = 0;
+  auto server = serve_store(&port, 10s);
+  TCPGroupOptions go;
+  go.timeout = 10s;
+  go.token = "job-A";  // a hello in two writes: the second meets the reset
+  std::string error;
+  std::thread rank0([&] {
+    try {
+      ProcessGroupTCP g(server, 0, 2, go);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  StoreOptions so;
+  so.timeout = 10s;
+  TCPStore client("127.0.0.1", port, false, so);
+  const std::string addr = client.get("tcp/addr/0");
+  const std::string why = "[init_process_group] rank 3 listens at 127.0.0.1:1, a loopback address";
+  client.set("tcp/error", why);
+  client.add("tcp/error_read", 1);
+  {
+    Socket s = Socket::connect(addr.substr(0, addr.rfind(':')), std::stoi(addr.substr(addr.rfind(':') + 1)),
+                               deadline_in(2s), "rank 0");
+    const int on = 1;  // hello and hang-up leave together: rank 0 cannot answer in between
+    setsockopt(s.fd(), IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+    const uint32_t hello[3] = {wire::kMagic, 1, uint32_t(go.token.size())};
+    s.send_all(hello, sizeof hello, deadline_in(1s), "rank 0");
+    s.send_all(go.token.data(), go.token.size(), deadline_in(1s), "rank 0");
+  }  // hung up before rank 0 answers
+  rank0.join();
+  REQUIRE(error == why);
+}
 namespace {
 // A token no other process uses: shared-memory names start with the job's tag, and the
 // pid in them is not enough to tell whose a name is, since sandboxed tests (each in its
