@@ -368,9 +368,21 @@ void ShmAllReduce::all_reduce(char* data, int64_t count, DType dtype, ReduceOp o
     barrier(deadline);
     return;
   }
-  // Staged, chunk by chunk. Rank r reduces segment r of the chunk, so the others need only
-  // r's copy of segment r: each rank stages every segment but its own, reduces its own
-  // straight from `data`, and fetches the other segments' results from their owners.
+  reduce_staged(data, count, dtype, op, /*root=*/-1, deadline);
+}
+
+void ShmAllReduce::reduce(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline) {
+  reduce_staged(data, count, dtype, op, root, deadline);
+}
+
+// Staged, chunk by chunk. Rank r reduces segment r of the chunk, so the others need only
+// r's copy of segment r: each rank stages every segment but its own, reduces its own
+// straight from `data`, and fetches the other segments' results from their owners. With a
+// root (reduce), only the root takes results: the others' data stay as they were, and the
+// root's bits are those all_reduce would give.
+void ShmAllReduce::reduce_staged(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline) {
+  const size_t es = dtype_size(dtype);
+  const bool takes = root < 0 || root == rank_;
   const int64_t per_chunk = int64_t(chunk_ / es);
   for (int64_t start = 0; start < count; start += per_chunk) {
     const int64_t n = std::min(per_chunk, count - start);
@@ -388,9 +400,11 @@ void ShmAllReduce::all_reduce(char* data, int64_t count, DType dtype, ReduceOp o
     const auto [lo, hi] = segment(rank_);  // 2. reduce mine into `data` and my staging
     std::vector<const char*> in;
     for (int r = 0; r < size_; ++r) in.push_back((r == rank_ ? mine : buffer(r, h)) + size_t(lo) * es);
-    reduce_ranks(dtype, in, {mine + size_t(lo) * es, buffer(rank_, h) + size_t(lo) * es}, hi - lo, op);
+    std::vector<char*> out{buffer(rank_, h) + size_t(lo) * es};
+    if (takes) out.push_back(mine + size_t(lo) * es);
+    reduce_ranks(dtype, in, out, hi - lo, op);
     barrier(deadline);
-    for (int r = 0; r < size_; ++r) {  // 3. fetch the others' results
+    for (int r = 0; r < size_ && takes; ++r) {  // 3. fetch the others' results
       if (r == rank_) continue;
       const auto [a, b] = segment(r);
       std::memcpy(mine + size_t(a) * es, buffer(r, h) + size_t(a) * es, size_t(b - a) * es);

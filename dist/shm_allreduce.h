@@ -1,5 +1,5 @@
-// The shared-memory path: all_reduce (and all_gather, reduce_scatter and broadcast) between
-// processes on one machine without sockets.
+// The shared-memory path: all_reduce and every other collective between processes on one
+// machine without sockets.
 //
 //   auto shm = ShmAllReduce::create(store, "shm/", {0, 1}, rank, timeout, job_tag);  // null: none
 //   shm->agree(call, deadline, describe);     // every collective starts here
@@ -78,6 +78,19 @@ class ShmAllReduce {
   void reduce_scatter(char* out, const char* in, int64_t m, DType dtype, ReduceOp op, Deadline deadline);
   // `root`'s `bytes` at `data` into every rank's `data`.
   void broadcast(char* data, size_t bytes, int root, Deadline deadline);
+  // `root`'s data = all_reduce's result (the same bits); the others' data are unchanged.
+  void reduce(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline);
+  // `root` gets every rank's `bytes` at `mine`, rank r's at outs[r] (outs: root only;
+  // outs[root] may be `mine`).
+  void gather(const std::vector<char*>& outs, const char* mine, size_t bytes, int root, Deadline deadline);
+  // Rank r gets `root`'s ins[r] (ins: root only), `bytes` of it, at `out`.
+  void scatter(char* out, const std::vector<const char*>& ins, size_t bytes, int root, Deadline deadline);
+  // Rank r sends bytes [in_at[k], in_at[k+1]) of `in` to rank k, and receives rank k's
+  // piece for it at [out_at[k], out_at[k+1]) of `out` (size + 1 offsets each). Pieces may
+  // differ in size between pairs; the caller has checked that both ends of each pair agree,
+  // and gives every rank the same `largest` piece (the number of chunks follows from it).
+  void all_to_all(char* out, const std::vector<size_t>& out_at, const char* in, const std::vector<size_t>& in_at,
+                  size_t largest, Deadline deadline);
   // Returns once every member has called it (bounded by `deadline`; a dead member is named).
   void barrier(Deadline deadline);
   // Tells every waiting rank that this one failed, with why.
@@ -112,6 +125,8 @@ class ShmAllReduce {
   Control* control(int r) const;
   char* buffer(int r, int half) const;
   int next_half();  // the half of the staging buffers the next chunk uses
+  // all_reduce's staged path; with root >= 0, only root takes the results (reduce).
+  void reduce_staged(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline);
 
   void* base_;
   size_t bytes_;

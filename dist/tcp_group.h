@@ -130,7 +130,10 @@ class ProcessGroupTCP : public ProcessGroup {
   void worker_loop();
   void run_task(Task& task);
   void connect_mesh();
-  void accept_peers(const Listener& listener, Deadline d);         // connect_mesh's accepting half
+  void accept_peers(const Listener& listener, Deadline d);  // connect_mesh's accepting half
+  void all_to_all_shm(const MessageHeader& base, char* out, const std::vector<size_t>& out_at, const char* in,
+                      const std::vector<size_t>& in_at, Deadline d);                        // all_to_all's shm path
+  void gather_shm(std::vector<Tensor>* outputs, const Tensor& input, int dst, Deadline d);  // gather's shm path
   void await_answer(const Socket& s, Deadline d);                  // connect_mesh's wait for a lower rank's hello
   void or_reason_in_store(const std::function<void()>& exchange);  // a lost peer's reason, if it left one
 

@@ -1,7 +1,8 @@
 // The CPU backend's rooted collectives (gather, scatter, reduce) and all_to_all
 // (tcp_group.h). Like broadcast, a rooted transfer goes straight between the root
 // and each rank; every message carries the call's description, so a rank that called
-// something else is named.
+// something else is named. With every rank on one machine they go through shared memory
+// instead (shm_collectives.cc), after agree() has compared the calls.
 #include <algorithm>
 #include <cstring>
 
@@ -43,13 +44,13 @@ Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst
   }
   return enqueue(make_desc(kGather, &input, ReduceOp::Sum, dst),
                  [this, outputs, input, dst](const MessageHeader& desc, Deadline d) {
+                   if (algorithm_ == AllReduceAlgorithm::SharedMemory) return gather_shm(outputs, input, dst, d);
                    MessageHeader h = desc, ack = desc;
                    h.bytes = input.nbytes();
                    ack.step = 1;
-                   const bool acks = algorithm_ != AllReduceAlgorithm::SharedMemory;  // agree() compared the calls
                    if (rank_ != dst) {
                      send_message(dst, h, input.bytes(), d);
-                     if (acks) recv_message(dst, ack, nullptr, d);  // so a sender learns of a mismatch too
+                     recv_message(dst, ack, nullptr, d);  // so a sender learns of a mismatch too
                      return;
                    }
                    for (int r = 0; r < size_; ++r) {
@@ -64,9 +65,23 @@ Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst
                        out.copy_(whole);
                      }
                    }
-                   for (int r = 0; r < size_ && acks; ++r)
+                   for (int r = 0; r < size_; ++r)
                      if (r != rank_) send_message(r, ack, nullptr, d);
                  });
+}
+
+// gather through shared memory: straight into the outputs where they are contiguous.
+void ProcessGroupTCP::gather_shm(std::vector<Tensor>* outputs, const Tensor& input, int dst, Deadline d) {
+  std::vector<Tensor> into;
+  std::vector<char*> at;
+  for (size_t r = 0; rank_ == dst && r < outputs->size(); ++r) {
+    const Tensor& out = (*outputs)[r];
+    into.push_back(out.is_contiguous() ? out : empty(input.shape(), input.dtype()));
+    at.push_back(into.back().bytes());
+  }
+  shm_->gather(at, input.bytes(), input.nbytes(), dst, d);
+  for (size_t r = 0; r < into.size(); ++r)
+    if (!(*outputs)[r].is_contiguous()) (*outputs)[r].copy_(into[r]);
 }
 
 Work ProcessGroupTCP::scatter(Tensor output, const std::vector<Tensor>& inputs, int src) {
@@ -87,19 +102,23 @@ Work ProcessGroupTCP::scatter(Tensor output, const std::vector<Tensor>& inputs, 
   }
   return enqueue(make_desc(kScatter, &output, ReduceOp::Sum, src),
                  [this, output, pieces, src](const MessageHeader& desc, Deadline d) {
+                   if (algorithm_ == AllReduceAlgorithm::SharedMemory) {
+                     std::vector<const char*> ins;
+                     for (const Tensor& p : pieces) ins.push_back(p.bytes());
+                     return shm_->scatter(output.bytes(), ins, output.nbytes(), src, d);
+                   }
                    MessageHeader h = desc, ack = desc;
                    h.bytes = output.nbytes();
                    ack.step = 1;
-                   const bool acks = algorithm_ != AllReduceAlgorithm::SharedMemory;
                    if (rank_ != src) {
                      recv_message(src, h, output.bytes(), d);
-                     if (acks) send_message(src, ack, nullptr, d);
+                     send_message(src, ack, nullptr, d);
                      return;
                    }
                    for (int r = 0; r < size_; ++r)
                      if (r != rank_) send_message(r, h, pieces[size_t(r)].bytes(), d);
                    Tensor(output).copy_(pieces[size_t(rank_)]);
-                   for (int r = 0; r < size_ && acks; ++r)
+                   for (int r = 0; r < size_; ++r)
                      if (r != rank_) recv_message(r, ack, nullptr, d);
                  });
 }
@@ -110,6 +129,8 @@ Work ProcessGroupTCP::reduce(Tensor t, int dst, ReduceOp op) {
   ENGINE_REQUIRE(op != ReduceOp::Avg || is_floating(t.dtype()), "[reduce] AVG needs a floating-point tensor, got ",
                  dtype_name(t.dtype()));
   return enqueue(make_desc(kReduce, &t, op, dst), [this, t, dst, op](const MessageHeader& desc, Deadline d) {
+    if (algorithm_ == AllReduceAlgorithm::SharedMemory)
+      return shm_->reduce(t.bytes(), t.numel(), t.dtype(), op, dst, d);
     // A ring reduce-scatter (every rank sends (n-1)/n of the tensor), then each rank sends
     // the segment it finished to dst: dst receives (n-1)/n of it, not (n-1) whole copies.
     const int64_t n = t.numel();
@@ -158,6 +179,7 @@ Work ProcessGroupTCP::all_to_all(Tensor output, Tensor input, std::vector<int64_
   return enqueue(desc, [this, output, input, in_at, out_at](const MessageHeader& base, Deadline d) {
     char* in = input.bytes();
     char* out = output.bytes();
+    if (algorithm_ == AllReduceAlgorithm::SharedMemory) return all_to_all_shm(base, out, out_at, in, in_at, d);
     std::memcpy(out + out_at[size_t(rank_)], in + in_at[size_t(rank_)],
                 in_at[size_t(rank_) + 1] - in_at[size_t(rank_)]);
     // Step k: send to rank + k, receive from rank - k, both at once; every pair meets once.
@@ -170,6 +192,32 @@ Work ProcessGroupTCP::all_to_all(Tensor output, Tensor input, std::vector<int64_
       send_recv({to, h_out, in + in_at[size_t(to)]}, {from, h_in, out + out_at[size_t(from)]}, d);
     }
   });
+}
+
+// all_to_all through shared memory. The pieces' sizes differ between pairs and agree()
+// compared only the world size, so the ranks first gather every rank's piece sizes: each
+// checks both ends of every pair (all fail alike, naming the first pair that disagrees,
+// as the socket path names it) and finds the largest piece, which sets the chunk count.
+void ProcessGroupTCP::all_to_all_shm(const MessageHeader& base, char* out, const std::vector<size_t>& out_at,
+                                     const char* in, const std::vector<size_t>& in_at, Deadline d) {
+  const size_t n = size_t(size_);
+  std::vector<uint64_t> mine(2 * n), all(2 * n * n);  // rank r: [sends to k..., receives from k...]
+  for (size_t k = 0; k < n; ++k) mine[k] = in_at[k + 1] - in_at[k], mine[n + k] = out_at[k + 1] - out_at[k];
+  shm_->all_gather(reinterpret_cast<char*>(all.data()), reinterpret_cast<const char*>(mine.data()),
+                   mine.size() * sizeof(uint64_t), d);
+  size_t largest = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t sends = all[i * 2 * n + k], expects = all[k * 2 * n + n + i];
+      largest = std::max(largest, size_t(sends));
+      if (sends == expects) continue;
+      MessageHeader got = base, expect = base;
+      got.bytes = sends, expect.bytes = expects;
+      throw Error("[dist] mismatched collectives: rank " + std::to_string(k) + " called " + describe(expect) +
+                  " but rank " + std::to_string(i) + " called " + describe(got) +
+                  "; the two ends of each pair must agree on its size (output_splits and input_splits)");
+    }
+  shm_->all_to_all(out, out_at, in, in_at, largest, d);
 }
 
 }  // namespace engine::dist

@@ -1,5 +1,6 @@
 // gather, scatter, reduce and all_to_all against their closed forms, for world 1-4, every
 // root, every op, equal and unequal pieces; bad arguments and mismatched calls named.
+#include <functional>
 #include <mutex>
 
 #include "catch2/catch.hpp"
@@ -11,10 +12,18 @@
 
 using namespace engine;
 using namespace engine::dist;
-using engine::testing::run_threads;
 namespace cf = engine::testing::closed_forms;
 
 namespace {
+// Every test runs twice (GENERATE): with ranks sharing memory, the path on one machine
+// (these threads are one), and over sockets, the path between machines.
+bool through_shared_memory = true;
+
+void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& fn,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  engine::testing::run_threads(world, fn, timeout, through_shared_memory);
+}
+
 // Rank r's values r * 100 + i: every element says where it came from.
 Tensor labelled(int rank, int64_t n, int64_t first = 0) {
   std::vector<float> v;
@@ -24,6 +33,8 @@ Tensor labelled(int rank, int64_t n, int64_t first = 0) {
 }  // namespace
 
 TEST_CASE("gather: dst holds every rank's input, in rank order") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   for (int world : {1, 2, 3, 4})
     for (int dst = 0; dst < world; ++dst) {
       INFO("world " << world << " dst " << dst);
@@ -56,6 +67,8 @@ TEST_CASE("gather: dst holds every rank's input, in rank order") {
 }
 
 TEST_CASE("scatter: rank r gets src's inputs[r]") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   for (int world : {1, 2, 3, 4})
     for (int src = 0; src < world; ++src) {
       INFO("world " << world << " src " << src);
@@ -73,6 +86,8 @@ TEST_CASE("scatter: rank r gets src's inputs[r]") {
 }
 
 TEST_CASE("reduce: dst holds op over every rank; the others keep their tensor") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   for (int world : {1, 2, 3, 4})
     for (int64_t n : {int64_t(1), int64_t(3), int64_t(1000)})
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max, ReduceOp::Product}) {
@@ -93,6 +108,8 @@ TEST_CASE("reduce: dst holds op over every rank; the others keep their tensor") 
 }
 
 TEST_CASE("reduce of bfloat16 and float16, AVG included; AVG of int64 is refused by name") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   for (DType h : {DType::BFloat16, DType::Float16})
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
       INFO(dtype_name(h) << " " << reduce_op_name(op));
@@ -115,7 +132,8 @@ TEST_CASE("reduce of bfloat16 and float16, AVG included; AVG of int64 is refused
   });
 }
 
-TEST_CASE("reduce sends (n-1)/n of the tensor from each rank, not n-1 copies into dst") {
+TEST_CASE("reduce over sockets sends (n-1)/n of the tensor from each rank, not n-1 copies into dst") {
+  through_shared_memory = false;  // through shared memory it sends nothing (shm_collectives_test)
   std::vector<uint64_t> sent(4);
   run_threads(4, [&](ProcessGroupTCP& g) {
     Tensor t = cf::input(g.rank(), 4000);
@@ -133,6 +151,8 @@ TEST_CASE("reduce sends (n-1)/n of the tensor from each rank, not n-1 copies int
 }
 
 TEST_CASE("all_to_all: piece j of rank i lands as piece i of rank j") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   for (int world : {1, 2, 3, 4}) {
     INFO("world " << world);
     std::vector<std::vector<float>> got(static_cast<size_t>(world));
@@ -153,6 +173,8 @@ TEST_CASE("all_to_all: piece j of rank i lands as piece i of rank j") {
 }
 
 TEST_CASE("all_to_all with unequal pieces (splits), empty ones included") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   const int world = 3;
   // Rank i sends (i + j) % 3 rows to rank j; rank j receives (i + j) % 3 rows from rank i.
   auto rows = [](int i, int j) { return int64_t((i + j) % 3); };
@@ -181,6 +203,8 @@ TEST_CASE("all_to_all with unequal pieces (splits), empty ones included") {
 }
 
 TEST_CASE("bad arguments are named; a split the sender and receiver disagree on is a mismatch") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   run_threads(1, [](ProcessGroupTCP& g) {
     std::vector<Tensor> out;
     RANK_REQUIRE_THROWS_WITH(g.gather(&out, zeros({2}), 3), Catch::Contains("[gather] root 3 is outside 0..0"));

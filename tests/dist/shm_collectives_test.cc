@@ -1,4 +1,4 @@
-// all_gather, reduce_scatter and broadcast through shared memory (dist/shm_collectives.cc),
+// The collectives other than all_reduce through shared memory (dist/shm_collectives.cc),
 // with ranks as threads: closed-form results at sizes that span several chunks of the
 // staging buffers, every op and dtype, outputs that are part of the inputs, and nothing
 // sent on a socket.
@@ -107,4 +107,69 @@ TEST_CASE("shared memory reduce_scatter and all_gather of every dtype; outputs i
         RANK_REQUIRE(v[size_t(i)] == float(closed_form(ReduceOp::Max, world, r * m + i)));
     });
   }
+}
+
+TEST_CASE("shared memory gather, scatter, reduce, all_to_all: closed forms over several chunks, no socket") {
+  for (int world : {2, 3, 5})
+    for (int64_t m : {int64_t(0), int64_t(7), int64_t(600001)}) {
+      INFO("world " << world << " m " << m);
+      run_threads(world, [world, m](ProcessGroupTCP& g) {
+        const int r = g.rank(), root = world - 1;
+        const uint64_t before = g.bytes_sent();
+        // gather into contiguous outputs and into strided views (every other element).
+        std::vector<Tensor> outs;
+        for (int k = 0; k < world && r == root; ++k) outs.push_back(k % 2 ? zeros({m, 2}).select(1, 0) : zeros({m}));
+        g.gather(&outs, input(r, m), root).wait();
+        for (int k = 0; k < world && r == root; ++k)
+          RANK_REQUIRE(outs[size_t(k)].to_vector<float>() == input(k, m).to_vector<float>());
+        // scatter: rank k gets input(k, m) from the root.
+        std::vector<Tensor> ins;
+        for (int k = 0; k < world && r == 0; ++k) ins.push_back(input(k, m));
+        Tensor got = full({m}, -1.0);
+        g.scatter(got, ins, 0).wait();
+        RANK_REQUIRE(got.to_vector<float>() == input(r, m).to_vector<float>());
+        // reduce: the root gets the closed form, the others keep their input.
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max}) {
+          Tensor t = input(r, m);
+          g.reduce(t, root, op).wait();
+          const std::vector<float> v = t.to_vector<float>();
+          for (int64_t i = 0; i < m; ++i)
+            RANK_REQUIRE(v[size_t(i)] == (r == root ? float(closed_form(op, world, i)) : given(r, i)));
+        }
+        // all_to_all, pieces of (i + k) % world + 1 blocks of m / 4 elements from rank i to
+        // rank k: unequal, and at 600001 several chunks' slots each. Element j of the piece
+        // from i to k is i * 1000 + k * 10 + j % 7, exact in float32.
+        const int64_t unit = std::max<int64_t>(m / 4, 1);
+        auto rows = [&](int i, int k) { return ((i + k) % world + 1) * unit; };
+        std::vector<int64_t> in_splits, out_splits;
+        std::vector<float> in;
+        for (int k = 0; k < world; ++k) {
+          in_splits.push_back(rows(r, k)), out_splits.push_back(rows(k, r));
+          for (int64_t j = 0; j < rows(r, k); ++j) in.push_back(float(r * 1000 + k * 10 + j % 7));
+        }
+        int64_t total = 0;
+        for (int64_t s : out_splits) total += s;
+        Tensor out = full({total}, -1.0);
+        g.all_to_all(out, from_vector(in, {int64_t(in.size())}), out_splits, in_splits).wait();
+        const std::vector<float> v = out.to_vector<float>();
+        size_t at = 0;
+        for (int i = 0; i < world; ++i)
+          for (int64_t j = 0; j < rows(i, r); ++j, ++at) RANK_REQUIRE(v[at] == float(i * 1000 + r * 10 + j % 7));
+        RANK_REQUIRE(g.bytes_sent() == before);  // all of it through shared memory
+      });
+    }
+}
+
+TEST_CASE("shared memory reduce gives the root all_reduce's bits") {
+  // Values whose float32 sums round: the order of the adds shows in the bits.
+  const int world = 3;
+  const int64_t n = 400009;
+  run_threads(world, [n](ProcessGroupTCP& g) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = 1.0f / float(i % 97 + 1) + float(g.rank()) * 1e-3f * float(i % 13);
+    Tensor reduced = from_vector(v, {n}), all = from_vector(v, {n});
+    g.reduce(reduced, 1, ReduceOp::Avg).wait();
+    g.all_reduce(all, ReduceOp::Avg).wait();
+    if (g.rank() == 1) RANK_REQUIRE(reduced.to_vector<float>() == all.to_vector<float>());
+  });
 }
