@@ -10,6 +10,8 @@
 //                  machine, the ring between one leader per machine, the result shared back
 //                  within each machine (allreduce_hierarchical.cc)
 // ENGINE_ALLREDUCE=ring|shm|hierarchical forces one (shm needs every rank on one machine).
+// With "shm" every other collective goes through shared memory too (shm_collectives.cc);
+// otherwise they go over TCP, rooted ones straight between the root and each rank.
 //
 //   auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, StoreOptions{});
 //   ProcessGroupTCP group(store, rank, world, {});
@@ -46,8 +48,8 @@ struct TCPGroupOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   std::string token;              // the job's secret, checked on every connection
   size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
-  // Whether all_reduce may use shared memory between ranks on one machine (false, or
-  // ENGINE_SHM=0: the TCP ring only).
+  // Whether the collectives may use shared memory between ranks on one machine (false, or
+  // ENGINE_SHM=0: TCP only).
   bool shared_memory = true;
   // "auto" (from the topology), "ring", "shm" or "hierarchical"; ENGINE_ALLREDUCE, when
   // set, overrides "auto".
@@ -93,7 +95,7 @@ class ProcessGroupTCP : public ProcessGroup {
   uint64_t bytes_sent() const { return bytes_sent_; }
   // Which all_reduce runs: "ring", "shm" or "hierarchical" (see above).
   std::string all_reduce_algorithm() const override { return algorithm_name(algorithm_); }
-  // Whether all_reduce runs entirely through shared memory (all ranks on this machine).
+  // Whether the collectives run entirely through shared memory (all ranks on this machine).
   bool uses_shared_memory() const { return algorithm_ == AllReduceAlgorithm::SharedMemory; }
   // The ranks on this rank's machine (itself included, ascending), and how many machines
   // the group spans.
