@@ -93,8 +93,8 @@ void ShmAllReduce::scatter(char* out, const std::vector<const char*>& ins, size_
 void ShmAllReduce::all_to_all(char* out, const std::vector<size_t>& out_at, const char* in,
                               const std::vector<size_t>& in_at, size_t largest, Deadline deadline) {
   std::memcpy(out + out_at[size_t(rank_)], in + in_at[size_t(rank_)], in_at[size_t(rank_) + 1] - in_at[size_t(rank_)]);
-  // Chunk by chunk, as many as the largest piece anywhere needs: rank i writes the stretch of its piece for rank k into
-  // slot i of k's buffer; after the barrier k reads slot i for its piece from i.
+  // Chunk by chunk, as many as the largest piece anywhere needs: rank i writes the stretch
+  // of its piece for rank k into slot i of k's buffer; after the barrier k reads slot i.
   const size_t slot = chunk_ / size_t(size_);
   for (size_t start = 0; start < largest; start += slot) {
     const int h = next_half();
