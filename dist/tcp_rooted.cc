@@ -213,6 +213,7 @@ void ProcessGroupTCP::all_to_all_shm(const MessageHeader& base, char* out, const
       if (sends == expects) continue;
       MessageHeader got = base, expect = base;
       got.bytes = sends, expect.bytes = expects;
+      got.step = expect.step = 1;  // described as a piece (tcp_wire.h)
       throw Error("[dist] mismatched collectives: rank " + std::to_string(k) + " called " + describe(expect) +
                   " but rank " + std::to_string(i) + " called " + describe(got) +
                   "; the two ends of each pair must agree on its size (output_splits and input_splits)");

@@ -73,10 +73,14 @@ inline std::string describe(const MessageHeader& h) {
   if (h.coll == kBroadcast) s += "root " + std::to_string(h.root) + ", ";
   if (h.coll == kScatter) s += "src " + std::to_string(h.root) + ", ";
   if (h.coll == kGather || h.coll == kReduce) s += "dst " + std::to_string(h.root) + ", ";
-  // all_to_all: count is the world size; a message between two ranks carries its piece's size.
-  if (h.coll == kAllToAll && h.bytes > 0 && dtype_size(DType(h.dtype)) > 0)
+  // all_to_all: count is the world size; a message between two ranks (a step from 1 on)
+  // carries its piece's size.
+  if (h.coll == kAllToAll && h.step > 0 && dtype_size(DType(h.dtype)) > 0)
     return s + std::to_string(h.bytes / dtype_size(DType(h.dtype))) + " x " + dtype_name(DType(h.dtype)) +
            " to this rank) #" + std::to_string(h.seq);
+  if (h.coll == kAllToAll)
+    return s + dtype_name(DType(h.dtype)) + " pieces among " + std::to_string(h.count) + " ranks) #" +
+           std::to_string(h.seq);
   s += std::to_string(h.count) + " x " + dtype_name(DType(h.dtype)) + ") #" + std::to_string(h.seq);
   return s;
 }
