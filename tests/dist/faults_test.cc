@@ -188,7 +188,7 @@ TEST_CASE("when several ranks time out waiting for one, every one of them says f
   }
 }
 
-TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor names it within seconds") {
+TEST_CASE("kill -9 of one rank in the middle of collectives: every survivor names it within seconds") {
   const bool shm = GENERATE(true, false);
   INFO("shared memory " << shm);
   const int port = engine::testing::held_port();
@@ -202,10 +202,17 @@ TEST_CASE("kill -9 of one rank in the middle of all-reduces: every survivor name
         go.shared_memory = shm;
         go.timeout = 30s;  // far longer than the bound below: the error must come from detecting the death
         ProcessGroupTCP g(store, rank, 3, go);
-        Tensor t = ones({4 << 20});
+        Tensor t = ones({4 << 20}), piece = ones({1 << 20}), three = ones({3 << 20});
+        std::vector<Tensor> pieces{piece, piece, piece};
         const auto start = std::chrono::steady_clock::now();
         try {
-          for (int i = 0; i < 100000; ++i) g.all_reduce(t).wait();
+          for (int i = 0; i < 100000; ++i) {  // all_reduce most often, and each of the others
+            if (i % 5 == 1) g.scatter(piece, rank == 0 ? pieces : std::vector<Tensor>{}, 0).wait();
+            std::vector<Tensor> got;
+            if (i % 5 == 2) g.gather(rank == 1 ? &got : nullptr, piece, 1).wait();
+            if (i % 5 == 3) g.all_to_all(three, ones({3 << 20})).wait();
+            if (i % 5 != 1 && i % 5 != 2 && i % 5 != 3) g.all_reduce(t).wait();
+          }
         } catch (const Error& e) {
           const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           const std::string m = std::string(e.what()) + " | after " + std::to_string(waited) + " s";
