@@ -193,21 +193,20 @@ void ProcessGroupTCP::connect_mesh() {
                   ". Each rank listens on the address it published; set ENGINE_SOCKET_IFNAME to the interface "
                   "the machines share, and open the ports (ENGINE_PORT_RANGE) between them");
     }
+    or_reason_in_store([&] { send_hello(s, rank_, options_.token, d, peer_name(r)); });
+    await_answer(s, d);  // reads the store itself: not inside or_reason_in_store
     int got = -1;
-    or_reason_in_store([&] {
-      send_hello(s, rank_, options_.token, d, peer_name(r));
-      await_answer(s, d);
-      got = recv_hello(s, options_.token, size_, d, peer_name(r));
-    });
+    or_reason_in_store([&] { got = recv_hello(s, options_.token, size_, d, peer_name(r)); });
     ENGINE_REQUIRE(got == r, "[init_process_group] expected rank ", r, " at ", addr, " but rank ", got, " answered");
     peers_[r] = std::move(s);
   }
   accept_peers(listener, d);
 }
 
-// Runs a hello exchange. A peer that hangs up mid-exchange may be failing for a reason
-// another rank left in the store (it reads the store too): this rank then reports that
-// reason, as every other rank does, rather than the connection it lost.
+// Runs one half of a hello exchange. A peer that hangs up mid-exchange may be failing for a
+// reason another rank left in the store (it reads the store too): this rank then reports
+// that reason, as every other rank does, rather than the connection it lost. Nothing run
+// through here may read the store itself: fail_together counts each rank's reading once.
 void ProcessGroupTCP::or_reason_in_store(const std::function<void()>& exchange) {
   try {
     exchange();
