@@ -101,7 +101,9 @@ for k in 1 0; do
     --checkpoint "$TEST_TMPDIR/resumed$k.safetensors" >"$out.resumed.$k" 2>&1 &
   pids[$k]=$!
 done
-for _ in $(seq 1 1000); do [[ -s "$state" ]] && break; sleep 0.01; done
+# Up to 60 s for the first save (10 steps): a sanitizer build or a busy machine is slow to start.
+for _ in $(seq 1 6000); do [[ -s "$state" ]] && break; sleep 0.01; done
+[[ -s "$state" ]] || fail "no training state was saved within 60 s of the start, so there is nothing to resume"
 sleep 0.05
 victim=""
 for p in $(pgrep -f "13_recap_main.*resumed1.safetensors" || true); do
@@ -148,7 +150,7 @@ for k in 1 0; do
     >"$out.cut.$k" 2>&1 &
   pids[$k]=$!
 done
-for _ in $(seq 1 3000); do grep -q "epoch  1" "$out.cut.0" && break; sleep 0.01; done
+for _ in $(seq 1 6000); do grep -q "epoch  1" "$out.cut.0" && break; sleep 0.01; done
 grep -q "epoch  1" "$out.cut.0" || { cat "$out.cut.0" "$out.cut.1"; fail "the run across machines did not finish its first epoch"; }
 bash "$nodes" link "$NODES_ID" 1 down
 cut_at=$(date +%s.%N)
@@ -180,7 +182,7 @@ for k in 1 0; do
     "$recap" "${resumable[@]}" --state "$blip_state" --checkpoint "$TEST_TMPDIR/blip$k.safetensors" >"$out.blip.$k" 2>&1 &
   pids[$k]=$!
 done
-for _ in $(seq 1 3000); do [[ -s "$blip_state" ]] && break; sleep 0.01; done
+for _ in $(seq 1 6000); do [[ -s "$blip_state" ]] && break; sleep 0.01; done
 [[ -s "$blip_state" ]] || fail "the run for the blip saved no training state"
 bash "$nodes" link "$NODES_ID" 1 down
 [[ ! -e "$TEST_TMPDIR/blip0.safetensors" ]] || fail "the run had ended before the network went down"
