@@ -16,12 +16,16 @@ if grep -q "two emulated machines" "$OUTPUT"; then
     fail "each node should have its own hostname: ${hosts[*]}"
   [[ "$(results algorithm | sort -u)" == hierarchical ]] || fail "the all-reduce should be hierarchical: $(results algorithm | xargs)"
   echo "ok: two machines (${hosts[0]}, ${hosts[2]}), the all-reduce hierarchical"
-  # Part 2: a 2 s blip after round 2 holds up round 3 (by 2 s or more) and the job goes on;
-  # a cut for good ends both nodes within the 5 s timeout, each naming the rank across.
+  # Part 2: a 2 s blip after round 2 holds up one round and the job goes on; a cut for good
+  # ends both nodes within the 5 s timeout, each naming the rank across. The round caught
+  # waits out the rest of the outage at least: 2 s less the 0.3 s pause before it (round 3;
+  # a later one if taking the link down took longer than that pause).
   for k in 0 1; do
     expect "\[blip: node $k\] \[rank $((2 * k))\] round 8: all_reduce of ranks = 6" "node $k should finish every round through the blip"
-    held=$(grep -oE "^\[blip: node $k\] \[rank $((2 * k))\] round 3: all_reduce of ranks = 6 in [0-9.]+" "$OUTPUT" | awk '{print $NF}')
-    awk -v s="${held:-0}" 'BEGIN { exit !(s >= 2) }' || fail "round 3 on node $k should take the 2 s blip or more, took ${held:-?} s"
+    held=$(grep -oE "^\[blip: node $k\] \[rank $((2 * k))\] round [3-8]: all_reduce of ranks = 6 in [0-9.]+" "$OUTPUT" |
+      awk '{print $NF}' | sort -g | tail -1)
+    awk -v s="${held:-0}" 'BEGIN { exit !(s >= 1.5) }' ||
+      fail "one round on node $k should be held up by the 2 s blip (about 1.7 s or more), the longest took ${held:-?} s"
     expect "\[cut: node $k\] \[rank $((2 * k))\] 02_multi_node: \[dist\] timed out after 5 s in all_reduce.*waiting for rank $((2 - 2 * k)) on another machine \(10\.77\.[0-9]+\.$((2 - k))\): .*or the network between the machines is down" \
       "node $k should name the rank across the cut, its address and the network"
     expect "\[cut: node $k\] launch: rank .* exited with status 1" "node $k's launcher should end the job"
