@@ -368,19 +368,15 @@ void ShmAllReduce::all_reduce(char* data, int64_t count, DType dtype, ReduceOp o
     barrier(deadline);
     return;
   }
-  reduce_staged(data, count, dtype, op, /*root=*/-1, deadline);
-}
-
-void ShmAllReduce::reduce(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline) {
-  reduce_staged(data, count, dtype, op, root, deadline);
+  reduce(data, count, dtype, op, /*root=*/-1, deadline);
 }
 
 // Staged, chunk by chunk. Rank r reduces segment r of the chunk, so the others need only
 // r's copy of segment r: each rank stages every segment but its own, reduces its own
 // straight from `data`, and fetches the other segments' results from their owners. With a
-// root (reduce), only the root takes results: the others' data stay as they were, and the
+// root (reduce; root >= 0), only the root takes results: the others' data stay as they were, and the
 // root's bits are those all_reduce would give.
-void ShmAllReduce::reduce_staged(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline) {
+void ShmAllReduce::reduce(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline) {
   const size_t es = dtype_size(dtype);
   const bool takes = root < 0 || root == rank_;
   const int64_t per_chunk = int64_t(chunk_ / es);

@@ -79,6 +79,7 @@ class ShmAllReduce {
   // `root`'s `bytes` at `data` into every rank's `data`.
   void broadcast(char* data, size_t bytes, int root, Deadline deadline);
   // `root`'s data = all_reduce's result (the same bits); the others' data are unchanged.
+  // root < 0: every rank's (all_reduce's staged path).
   void reduce(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline);
   // `root` gets every rank's `bytes` at `mine`, rank r's at outs[r] (outs: root only;
   // outs[root] may be `mine`).
@@ -125,8 +126,6 @@ class ShmAllReduce {
   Control* control(int r) const;
   char* buffer(int r, int half) const;
   int next_half();  // the half of the staging buffers the next chunk uses
-  // all_reduce's staged path; with root >= 0, only root takes the results (reduce).
-  void reduce_staged(char* data, int64_t count, DType dtype, ReduceOp op, int root, Deadline deadline);
 
   void* base_;
   size_t bytes_;

@@ -118,15 +118,21 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
   return enqueue(make_desc(kReduceScatter, &input, op),
                  [this, output, input, op](const MessageHeader& desc, Deadline d) {
                    const int64_t m = output.numel();
+                   const size_t es = dtype_size(input.dtype());
+                   // Shared memory writes straight into the output, which may be apart from the
+                   // input or this rank's own block of it (FSDP's flat gradient).
+                   const bool apart_or_own =
+                       output.storage() != input.storage() || output.bytes() == input.bytes() + size_t(rank_ * m) * es;
+                   if (algorithm_ == AllReduceAlgorithm::SharedMemory && apart_or_own)
+                     return shm_->reduce_scatter(output.bytes(), input.bytes(), m, input.dtype(), op, d);
                    if (algorithm_ != AllReduceAlgorithm::Ring) {
-                     // Contiguous copies in and out: both work on raw blocks. The result goes to
-                     // a block of its own first, since the output may be part of the input.
-                     const Tensor in = input.contiguous();
+                     // The result goes to a block of its own first, since the output may overlap
+                     // the input elsewhere.
                      Tensor mine = empty({m}, output.dtype());
                      if (algorithm_ == AllReduceAlgorithm::SharedMemory)
-                       shm_->reduce_scatter(mine.bytes(), in.bytes(), m, input.dtype(), op, d);
+                       shm_->reduce_scatter(mine.bytes(), input.bytes(), m, input.dtype(), op, d);
                      else
-                       hierarchical_reduce_scatter(mine.bytes(), in.bytes(), m, input.dtype(), op, desc, d);
+                       hierarchical_reduce_scatter(mine.bytes(), input.bytes(), m, input.dtype(), op, desc, d);
                      Tensor(output).copy_(mine.view(output.shape()));
                      return;
                    }
