@@ -8,14 +8,15 @@ ranks each: time and the bytes rank 0 (a machine's leader) sends per call.
 per round, as chosen at setup (hierarchical: shared memory within a machine, the leaders'
 ring between machines) and with ENGINE_ALLREDUCE=ring (every rank in one TCP ring, as the
 job would run without topology), the order alternating between rounds. Sizes are what each
-rank holds: all_gather's input, reduce_scatter's output, the broadcast and all_reduce
-tensor. The link's bound for each: the bytes that must cross a machine's link at its rate.
+rank holds: all_gather's input, reduce_scatter's output, the broadcast, reduce (to rank 0)
+and all_reduce tensor. The link's bound for each: the bytes that must cross a machine's
+link at its rate.
 """
 import argparse, os, statistics, subprocess, sys
 
 from allreduce_nodes import NODES, ROOT, rate_bytes_per_s, run_job
 
-OPS = ["all_gather", "reduce_scatter", "broadcast"]
+OPS = ["all_gather", "reduce_scatter", "broadcast", "reduce"]
 
 
 def main():
@@ -63,8 +64,9 @@ def main():
             h, f = per[(op, b, "auto")], per[(op, b, "ring")]
             th, tf = med([x["time_us"] for x in h]), med([x["time_us"] for x in f])
             ratio = med([y["time_us"] / x["time_us"] for x, y in zip(h, f)])
-            # What must cross machine 0's link one way: all_gather/reduce_scatter/broadcast
-            # the other machine's share of the result (2 ranks x b), all_reduce the ring's
+            # What must cross machine 0's link one way: all_gather/reduce_scatter the other
+            # machine's share of the result (2 ranks x b); broadcast one copy; reduce the other
+            # machine's partial result, one copy into machine 0; all_reduce the ring's
             # 2(m-1)/m over m = 2 leaders of b.
             must = 2 * b if op in ("all_gather", "reduce_scatter") else b
             bound_us = must / link * 1e6

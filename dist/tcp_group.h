@@ -10,8 +10,10 @@
 //                  machine, the ring between one leader per machine, the result shared back
 //                  within each machine (allreduce_hierarchical.cc)
 // ENGINE_ALLREDUCE=ring|shm|hierarchical forces one (shm needs every rank on one machine).
-// With "shm" every other collective goes through shared memory too (shm_collectives.cc);
-// otherwise they go over TCP, rooted ones straight between the root and each rank.
+// With "shm" every other collective goes through shared memory too (shm_collectives.cc).
+// With "hierarchical" so do broadcast, all_gather, reduce_scatter (hierarchical_collectives.cc)
+// and reduce (the all-reduce, kept by the root only); gather, scatter and all_to_all, whose
+// bytes must cross the links whichever way they go, go over TCP, straight between the ranks.
 //
 //   auto store = std::make_shared<TCPStore>("127.0.0.1", port, rank == 0, StoreOptions{});
 //   ProcessGroupTCP group(store, rank, world, {});

@@ -238,6 +238,65 @@ TEST_CASE("hierarchical all_gather, reduce_scatter and broadcast: only leaders c
   }
 }
 
+TEST_CASE(
+    "hierarchical reduce: dst gets every op's closed form on every layout, root and dtype; the others keep theirs") {
+  for (const std::string machines : {"AABB", "AAAB", "ABAB", "AABBB", "BAAB"})
+    for (DType dtype : {DType::Float32, DType::Int64, DType::BFloat16})
+      for (int64_t n : {int64_t(0), int64_t(1), int64_t(7), int64_t((1 << 14) + 3)}) {
+        INFO(machines << " " << dtype_name(dtype) << " n " << n);
+        on_machines(machines, [&](ProcessGroupTCP& g) {
+          RANK_REQUIRE(g.all_reduce_algorithm() == "hierarchical");
+          const int w = g.size();
+          for (int dst = 0; dst < w; ++dst)
+            for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max}) {
+              if (op == ReduceOp::Avg && dtype == DType::Int64) continue;
+              const Tensor before = input(g.rank(), n, dtype);
+              Tensor t = before.clone();
+              g.reduce(t, dst, op).wait();
+              const std::vector<float> got = t.to(DType::Float32).to_vector<float>();
+              if (g.rank() != dst) {
+                RANK_REQUIRE(got == before.to(DType::Float32).to_vector<float>());
+                continue;
+              }
+              const double tolerance = dtype == DType::BFloat16 ? 0x1p-7 * w : 1e-6;
+              for (int64_t i = 0; i < n; ++i) {
+                const double want = closed_form(op, w, i);
+                RANK_REQUIRE(std::fabs(got[size_t(i)] - want) <= tolerance * std::fabs(want));
+              }
+            }
+        });
+      }
+}
+
+TEST_CASE("hierarchical reduce: only leaders cross machines, fewer bytes into dst's machine than a flat ring") {
+  const int64_t n = 1 << 16;  // floats
+  const double total = double(n) * 4;
+  for (const std::string algorithm : {"hierarchical", "ring"}) {
+    std::vector<uint64_t> sent(4);
+    on_machines(
+        "AABB",
+        [&](ProcessGroupTCP& g) {
+          const uint64_t before = g.bytes_sent();
+          Tensor t = input(g.rank(), n);
+          g.reduce(t, 1).wait();
+          sent[size_t(g.rank())] = g.bytes_sent() - before;
+        },
+        algorithm);
+    INFO(algorithm << ": sent " << sent[0] << " " << sent[1] << " " << sent[2] << " " << sent[3]);
+    if (algorithm == "hierarchical") {
+      // The leaders' ring (2 machines): each leader sends (2-1)/2 of the tensor twice.
+      for (int r : {0, 2}) {
+        CHECK(double(sent[size_t(r)]) >= total);
+        CHECK(double(sent[size_t(r)]) < total * 1.01);
+      }
+      CHECK(sent[1] + sent[3] == 0);
+    } else {
+      // Machine B's ranks: 3/4 in the ring's reduce-scatter, then their finished quarter to dst.
+      for (int r : {2, 3}) CHECK(double(sent[size_t(r)]) >= total * (3.0 / 4 + 1.0 / 4));
+    }
+  }
+}
+
 TEST_CASE("forcing an algorithm: ring anywhere, hierarchical on one machine, shm across machines refused") {
   std::vector<std::string> got(4);
   on_machines(
