@@ -69,7 +69,7 @@ TEST_CASE("subgroups of 4 ranks: every op over the members only, the default gro
   }
 }
 
-TEST_CASE("a subgroup spanning two machines runs the hierarchical or ring all-reduce, and is right") {
+TEST_CASE("a subgroup spanning two machines runs the hierarchical all-reduce, and it and reduce are right") {
   std::vector<std::string> problems(4), algorithms(4);
   run_threads_with(
       4, [](int rank, TCPGroupOptions& o) { o.host_id = rank < 2 ? "machine-a" : "machine-b"; },
@@ -77,8 +77,22 @@ TEST_CASE("a subgroup spanning two machines runs the hierarchical or ring all-re
         auto sub = g.new_group({0, 1, 2});  // two ranks on a, one on b
         if (!sub) return;
         std::vector<float> sum;
-        problems[size_t(g.rank())] = cf::check_every_op(*sub, 300, &sum);
+        std::string& p = problems[size_t(g.rank())];
+        p = cf::check_every_op(*sub, 300, &sum);
         algorithms[size_t(g.rank())] = sub->all_reduce_algorithm();
+        // reduce to each of the subgroup's ranks: its root gets the sum, the others keep theirs.
+        for (int dst = 0; dst < sub->size() && p.empty(); ++dst) {
+          const std::vector<float> mine = cf::input(sub->rank(), 300).to_vector<float>();
+          Tensor t = cf::input(sub->rank(), 300);
+          sub->reduce(t, dst).wait();
+          const std::vector<float> got = t.to_vector<float>();
+          for (int64_t i = 0; i < 300 && p.empty(); ++i) {
+            const double want = sub->rank() == dst ? cf::closed_form(ReduceOp::Sum, 3, i) : mine[size_t(i)];
+            if (got[size_t(i)] != float(want))
+              p = "reduce to " + std::to_string(dst) + ", element " + std::to_string(i) + ": got " +
+                  std::to_string(got[size_t(i)]) + ", want " + std::to_string(want);
+          }
+        }
       });
   for (int r = 0; r < 3; ++r) {
     CHECK(problems[size_t(r)] == "");
