@@ -237,6 +237,7 @@ class ProcessGroupNCCL : public ProcessGroup {
                   std::vector<int64_t> input_splits) override {
     check(input, "all_to_all");
     check(output, "all_to_all");
+    if (share_memory(input, output)) input = input.clone();  // the grouped sends and receives run together
     const std::vector<int64_t> in_at = offsets(input, input_splits, "input"),
                                out_at = offsets(output, output_splits, "output");
     const int64_t row = input.dim() == 0 || input.size(0) == 0 ? 1 : input.numel() / input.size(0);

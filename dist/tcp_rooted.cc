@@ -42,6 +42,9 @@ Work ProcessGroupTCP::gather(std::vector<Tensor>* outputs, Tensor input, int dst
     if (outputs) outputs->clear();
   } else if (!given_outputs("gather", *outputs, input, size_)) {
     for (int r = 0; r < size_; ++r) outputs->push_back(empty(input.shape(), input.dtype()));
+  } else {
+    for (int r = 0; r < size_; ++r)  // an output that is the input: received into only after it is read
+      if (r != dst && share_memory((*outputs)[size_t(r)], input)) input = input.clone();
   }
   return enqueue(make_desc(kGather, &input, ReduceOp::Sum, dst),
                  [this, outputs, input, dst](const MessageHeader& desc, Deadline d) {
@@ -99,6 +102,8 @@ Work ProcessGroupTCP::scatter(Tensor output, const std::vector<Tensor>& inputs, 
                      dtype_name(output.dtype()));
       pieces.push_back(in.device().is_cpu() ? in.contiguous() : in);
       require_cpu_tensor("scatter", pieces.back());
+      if (r != src && share_memory(pieces.back(), output))  // sent after src's own piece is written
+        pieces.back() = pieces.back().clone();
     }
   }
   return enqueue(make_desc(kScatter, &output, ReduceOp::Sum, src),
@@ -172,6 +177,7 @@ Work ProcessGroupTCP::all_to_all(Tensor output, Tensor input, std::vector<int64_
   require_cpu_tensor("all_to_all", output);
   ENGINE_REQUIRE(input.dtype() == output.dtype(), "[all_to_all] input is ", dtype_name(input.dtype()),
                  " but output is ", dtype_name(output.dtype()));
+  if (share_memory(input, output)) input = input.clone();  // pieces are received while others are still to send
   const int64_t in_rows = input.dim() == 0 ? 1 : input.size(0), out_rows = output.dim() == 0 ? 1 : output.size(0);
   const size_t row_bytes = in_rows == 0 ? 0 : input.nbytes() / size_t(in_rows);
   ENGINE_REQUIRE(out_rows == 0 || output.nbytes() / size_t(out_rows) == row_bytes || in_rows == 0,

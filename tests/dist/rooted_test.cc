@@ -202,6 +202,74 @@ TEST_CASE("all_to_all with unequal pieces (splits), empty ones included") {
   }
 }
 
+TEST_CASE("an output that shares memory with the input is written only after the input is read") {
+  through_shared_memory = GENERATE(true, false);
+  INFO((through_shared_memory ? "through shared memory" : "over sockets"));
+  const int world = 3;
+  for (int64_t n : {int64_t(2), int64_t(50000)}) {  // one chunk, and several
+    INFO("rows " << n);
+    // all_to_all in place (output = input): rank i sends rows(i, j) x n values to rank j,
+    // each labelled 1e6 i + 1e5 j + k. (2i + j) % 3 makes the output's pieces start
+    // elsewhere than the input's.
+    for (bool even : {true, false}) {
+      auto rows = [&](int i, int j) { return even ? n : n * ((2 * i + j) % 3 + 1); };
+      std::vector<std::vector<float>> got(size_t(world), std::vector<float>{});
+      run_threads(world, [&](ProcessGroupTCP& g) {
+        const int me = g.rank();
+        std::vector<int64_t> in_splits, out_splits;
+        std::vector<float> v;
+        for (int j = 0; j < world; ++j) {
+          in_splits.push_back(rows(me, j));
+          out_splits.push_back(rows(j, me));
+          for (int64_t k = 0; k < rows(me, j); ++k) v.push_back(float(1e6 * me + 1e5 * j + double(k)));
+        }
+        Tensor t = from_vector(v, {int64_t(v.size())});
+        g.all_to_all(t, t, out_splits, in_splits).wait();
+        got[size_t(me)] = t.to_vector<float>();
+      });
+      for (int j = 0; j < world; ++j) {
+        std::vector<float> want;
+        for (int i = 0; i < world; ++i)
+          for (int64_t k = 0; k < rows(i, j); ++k) want.push_back(float(1e6 * i + 1e5 * j + double(k)));
+        INFO("all_to_all in place, " << (even ? "equal" : "unequal") << " pieces, rank " << j);
+        CHECK(got[size_t(j)] == want);
+      }
+    }
+    // scatter whose root's output is one of its inputs, and gather whose root's input is
+    // one of its outputs, for every root and slot.
+    for (int root = 0; root < world; ++root)
+      for (int slot = 0; slot < world; ++slot) {
+        if (slot == root) continue;
+        INFO("root " << root << ", the input in slot " << slot);
+        std::vector<std::vector<float>> scattered(size_t(world), std::vector<float>{}),
+            gathered(size_t(world), std::vector<float>{});
+        run_threads(world, [&](ProcessGroupTCP& g) {
+          const int me = g.rank();
+          std::vector<Tensor> inputs;
+          for (int r = 0; r < world && me == root; ++r) inputs.push_back(labelled(r, n, 10));
+          Tensor out = me == root ? inputs[size_t(slot)] : zeros({n});
+          g.scatter(out, inputs, root).wait();
+          scattered[size_t(me)] = out.to_vector<float>();
+          Tensor mine = labelled(me, n);
+          std::vector<Tensor> outs;
+          for (int r = 0; r < world && me == root; ++r) outs.push_back(r == slot ? mine : zeros({n}));
+          g.gather(&outs, mine, root).wait();
+          for (const Tensor& o : outs) {
+            const std::vector<float> v = o.to_vector<float>();
+            gathered[size_t(me)].insert(gathered[size_t(me)].end(), v.begin(), v.end());
+          }
+        });
+        std::vector<float> all;
+        for (int r = 0; r < world; ++r) {
+          CHECK(scattered[size_t(r)] == labelled(r, n, 10).to_vector<float>());
+          const std::vector<float> v = labelled(r, n).to_vector<float>();
+          all.insert(all.end(), v.begin(), v.end());
+        }
+        CHECK(gathered[size_t(root)] == all);
+      }
+  }
+}
+
 TEST_CASE("bad arguments are named; a split the sender and receiver disagree on is a mismatch") {
   through_shared_memory = GENERATE(true, false);
   INFO((through_shared_memory ? "through shared memory" : "over sockets"));
