@@ -121,6 +121,9 @@ class ProcessGroupNCCL : public ProcessGroup {
     check(output, "all_gather_into_tensor");
     ENGINE_REQUIRE(output.numel() == input.numel() * size_ && output.dtype() == input.dtype(),
                    "[all_gather_into_tensor] output must hold world size x input");
+    // NCCL works in place only where the input is this rank's block of the output.
+    if (share_memory(input, output) && input.bytes() != output.bytes() + size_t(rank_) * input.nbytes())
+      input = input.clone();
     begin();
     nccl_check(nccl().AllGather(input.bytes(), output.bytes(), size_t(input.numel()), nccl_type(input.dtype()), comm_,
                                 stream_),
@@ -130,11 +133,22 @@ class ProcessGroupNCCL : public ProcessGroup {
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     check(input, "reduce_scatter");
     check(output, "reduce_scatter");
+    ENGINE_REQUIRE(input.numel() == output.numel() * size_ && input.dtype() == output.dtype(),
+                   "[reduce_scatter] input of ", input.numel(), " ", dtype_name(input.dtype()),
+                   " must hold world size (", size_, ") x output (", output.numel(), " ", dtype_name(output.dtype()),
+                   ")");
+    // NCCL works in place only where the output is this rank's block of the input; an output
+    // elsewhere in the input gets its result through a block of its own.
+    Tensor into = output;
+    if (share_memory(input, output) && output.bytes() != input.bytes() + size_t(rank_) * output.nbytes())
+      into = empty(output.shape(), output.dtype(), output.device());
     begin();
-    nccl_check(nccl().ReduceScatter(input.bytes(), output.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
+    nccl_check(nccl().ReduceScatter(input.bytes(), into.bytes(), size_t(output.numel()), nccl_type(input.dtype()),
                                     nccl_op(op), comm_, stream_),
                "ncclReduceScatter");
-    return end(std::string("reduce_scatter(") + op_name(op) + ", " + shape_of(input) + ")");
+    Work w = end(std::string("reduce_scatter(") + op_name(op) + ", " + shape_of(input) + ")");
+    if (into.storage() != output.storage()) output.copy_(into);  // on the compute stream, which waits for it
+    return w;
   }
   Work barrier() override {
     Tensor one = ones({1}, DType::Float32, Device::cuda(device_));

@@ -70,6 +70,20 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
     Tensor on_host = arange(0, 10);  // small CPU tensors travel to the GPU and back
     dist::all_reduce(on_host, dist::ReduceOp::Sum);
     RANK_REQUIRE(on_host.to_vector<float>() == arange(0, 10).to_vector<float>());
+    // Outputs that share memory with their input, as views of one tensor: in place where
+    // NCCL allows it (this rank's block), through a copy elsewhere; a size that does not fit
+    // is named before anything runs.
+    Tensor both = arange(0, 1001).to(Device::cuda(0));
+    dist::reduce_scatter(both.narrow(0, 1, 1000), both.narrow(0, 0, 1000), dist::ReduceOp::Sum);
+    RANK_REQUIRE(both.narrow(0, 1, 1000).to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+    both = arange(0, 1001).to(Device::cuda(0));
+    dist::default_group().all_gather_into_tensor(both.narrow(0, 0, 1000), both.narrow(0, 1, 1000)).wait();
+    RANK_REQUIRE(both.narrow(0, 0, 1000).to(Device::cpu()).to_vector<float>() == arange(1, 1001).to_vector<float>());
+    Tensor shuffled = arange(0, 1000).to(Device::cuda(0));
+    dist::all_to_all(shuffled, shuffled);
+    RANK_REQUIRE(shuffled.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
+    RANK_REQUIRE_THROWS_WITH(dist::reduce_scatter(zeros({10}).to(Device::cuda(0)), dev, dist::ReduceOp::Sum),
+                             Catch::Contains("[reduce_scatter] input of 1000 float32 must hold world size (1)"));
     std::vector<Tensor> strided_out;
     RANK_REQUIRE_THROWS_WITH(dist::all_gather(strided_out, dev.narrow(0, 0, 10).expand({3, 10})),
                              Catch::Contains("contiguous"));
