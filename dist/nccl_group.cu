@@ -92,6 +92,7 @@ class ProcessGroupNCCL : public ProcessGroup {
     });
   }
   Work broadcast(Tensor t, int root) override {
+    ENGINE_REQUIRE(root >= 0 && root < size_, "[broadcast] root ", root, " is outside 0..", size_ - 1);
     return run(t, "broadcast(root " + std::to_string(root) + ", " + shape_of(t) + ")", [&](Tensor& d) {
       nccl_check(nccl().Broadcast(d.bytes(), d.bytes(), size_t(d.numel()), nccl_type(d.dtype()), root, comm_, stream_),
                  "ncclBroadcast");
@@ -160,12 +161,16 @@ class ProcessGroupNCCL : public ProcessGroup {
   }
   Work send(Tensor t, int dst) override {
     check(t, "send");
+    ENGINE_REQUIRE(dst >= 0 && dst < size_ && dst != rank_, "[send] destination ", dst, " must be another rank in 0..",
+                   size_ - 1);
     begin();
     nccl_check(nccl().Send(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), dst, comm_, stream_), "ncclSend");
     return end("send(to " + std::to_string(dst) + ", " + shape_of(t) + ")");
   }
   Work recv(Tensor t, int src) override {
     check(t, "recv");
+    ENGINE_REQUIRE(src >= 0 && src < size_ && src != rank_, "[recv] source ", src, " must be another rank in 0..",
+                   size_ - 1);
     begin();
     nccl_check(nccl().Recv(t.bytes(), size_t(t.numel()), nccl_type(t.dtype()), src, comm_, stream_), "ncclRecv");
     return end("recv(from " + std::to_string(src) + ", " + shape_of(t) + ")");

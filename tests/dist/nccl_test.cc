@@ -84,6 +84,9 @@ TEST_CASE("nccl at world size 1: all_reduce (both algorithms), broadcast, all_ga
     RANK_REQUIRE(shuffled.to(Device::cpu()).to_vector<float>() == host.to_vector<float>());
     RANK_REQUIRE_THROWS_WITH(dist::reduce_scatter(zeros({10}).to(Device::cuda(0)), dev, dist::ReduceOp::Sum),
                              Catch::Contains("[reduce_scatter] input of 1000 float32 must hold world size (1)"));
+    RANK_REQUIRE_THROWS_WITH(dist::broadcast(dev, 1), Catch::Contains("[broadcast] root 1 is outside 0..0"));
+    RANK_REQUIRE_THROWS_WITH(dist::send(dev, 0), Catch::Contains("[send] destination 0 must be another rank"));
+    RANK_REQUIRE_THROWS_WITH(dist::recv(dev, 0), Catch::Contains("[recv] source 0 must be another rank"));
     std::vector<Tensor> strided_out;
     RANK_REQUIRE_THROWS_WITH(dist::all_gather(strided_out, dev.narrow(0, 0, 10).expand({3, 10})),
                              Catch::Contains("contiguous"));
