@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <utility>
 
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -96,26 +95,6 @@ std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> spl
                  "_splits add up to ", std::accumulate(splits.begin(), splits.end(), int64_t(0)), " rows, but ", which,
                  " has ", rows);
   return splits;
-}
-
-namespace {
-// The lowest and highest byte offsets (from the storage's start) that a view reaches.
-std::pair<int64_t, int64_t> byte_reach(const Tensor& t) {
-  int64_t lo = t.offset(), hi = t.offset();
-  for (size_t d = 0; d < t.shape().size(); ++d) {
-    const int64_t span = (t.shape()[d] - 1) * t.strides()[d];
-    (span < 0 ? lo : hi) += span;
-  }
-  const int64_t es = int64_t(dtype_size(t.dtype()));
-  return {lo * es, (hi + 1) * es - 1};
-}
-}  // namespace
-
-bool share_memory(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0 || a.storage() != b.storage()) return false;
-  const auto [a_lo, a_hi] = byte_reach(a);
-  const auto [b_lo, b_hi] = byte_reach(b);
-  return a_lo <= b_hi && b_lo <= a_hi;
 }
 
 bool given_outputs(const char* op, const std::vector<Tensor>& outputs, const Tensor& input, int size) {

@@ -41,12 +41,6 @@ std::vector<int64_t> all_to_all_rows(const char* which, std::vector<int64_t> spl
 // A list of another length, or a tensor that does not fit, is an error naming it.
 bool given_outputs(const char* op, const std::vector<Tensor>& outputs, const Tensor& input, int size);
 
-// Whether two tensors share any byte of memory (one a view of the other, or the same
-// tensor). A collective that sends from its input while it writes its output (all_to_all,
-// scatter's and gather's root) reads such an input whole first, as copy_ does, rather
-// than send bytes it has already overwritten.
-bool share_memory(const Tensor& a, const Tensor& b);
-
 // The handle of a collective in flight.
 class Work {
  public:

@@ -49,6 +49,9 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
                  shape_str(b.shape()), " into shape ", shape_str(a.shape()), " in place");
   require_distinct_elements(a, "add_");
   require_int64_scalar("add_", a, alpha, "alpha");
+  // A source overlapping a elsewhere than element for element (a[1:] += a[:-1]) would be
+  // read partly updated: read it whole first, as copy_ does. (PyTorch refuses it.)
+  if (share_memory(a, b) && !same_view(a, b)) return add_(a, b.clone(), alpha);
   a.storage()->bump_version();
   if (is_half(a.dtype())) {
     Tensor wide = f32(a);

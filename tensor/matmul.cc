@@ -88,6 +88,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& into) {
                        into.device() == a.device(),
                    "[matmul] the output must be a contiguous float32 tensor of shape ", shape_str(plan.out_shape),
                    " on ", a.device().str(), ", got ", shape_str(into.shape()), " ", dtype_name(into.dtype()));
+  if (share_memory(into, a) || share_memory(into, b)) {  // the GEMM would read what it has already written
+    Tensor dst = into;
+    return dst.copy_(matmul(a, b, empty(into.shape(), DType::Float32, into.device())));
+  }
   if (cuda_ops::on_cuda(a, b)) {
     // cuBLAS: float32 sums, rounded to the 16-bit operands' type unless float32 is asked for.
     const DType out_dtype = is_half(a.dtype()) && !into.defined() ? a.dtype() : DType::Float32;

@@ -100,9 +100,10 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // (K,1), and the dim it added is dropped: (M,K) @ (K,) is (M,), (K,) @ (K,) is 0-d.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // The same for 2-D or batched operands, written into `out` (contiguous float32, of the
-// result's shape and on the operands' device; not overlapping them), which it returns. On the CPU the GEMM writes
+// result's shape and on the operands' device), which it returns. On the CPU the GEMM writes
 // there directly; on the GPU the product is computed, then copied in. For bfloat16 or
-// float16 operands `out` gets the float32 sums as they are, not rounded to 16 bits.
+// float16 operands `out` gets the float32 sums as they are, not rounded to 16 bits. An
+// `out` that shares memory with an operand gets the product made apart, then copied in.
 Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
 }  // namespace engine

@@ -101,6 +101,14 @@ std::ostream& operator<<(std::ostream& out, const Tensor& t);
 // view): an in-place write there would keep one value of several. fill_ needs no such check.
 void require_distinct_elements(const Tensor& t, const char* op);
 
+// Whether two tensors share any byte of memory (one a view of the other, or overlapping
+// views of one storage; conservative for interleaved views). An op that writes one while
+// it reads the other reads a source that shares memory whole first (copy_, add_, matmul's
+// `out`, the collectives), unless both are the very same view (a += a reads each element
+// before writing it).
+bool share_memory(const Tensor& a, const Tensor& b);
+bool same_view(const Tensor& a, const Tensor& b);  // same storage, offset, shape, strides and dtype
+
 // ---- creation. `device` defaults to the CPU; random ones draw from `gen` or the default.
 Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());

@@ -87,4 +87,14 @@ TEST_CASE("matmul into a given output: the same bits, in that memory; a wrong ou
   REQUIRE(out.to_vector<float>() == matmul(a, b.transpose(0, 1)).to_vector<float>());
   REQUIRE_THROWS_WITH(matmul(a, b.transpose(0, 1), empty({3, 5})), Catch::Contains("of shape (5,3)"));
   REQUIRE_THROWS_WITH(matmul(a, b.transpose(0, 1), empty({3, 5}).transpose(0, 1)), Catch::Contains("contiguous"));
+  // An output that is an operand (x = x @ w, in place): the product of the old values, for
+  // a size the GEMM packs in several blocks. (PyTorch 1.13's out= gives other numbers here.)
+  for (int64_t n : {int64_t(2), int64_t(300)}) {
+    Tensor x = randn({n, n}), w = randn({n, n});
+    const std::vector<float> want = matmul(x, w).to_vector<float>(),
+                             want_t = matmul(w, x.transpose(0, 1)).to_vector<float>();
+    Tensor y = x.clone();
+    REQUIRE(matmul(x, w, x).to_vector<float>() == want);
+    REQUIRE(matmul(w, y.transpose(0, 1), y).to_vector<float>() == want_t);
+  }
 }

@@ -225,6 +225,36 @@ TEST_CASE("in-place writes: never into an expanded view; a source overlapping it
   Tensor w = arange(0, 4).reshape({2, 2});
   w.copy_(w.transpose(0, 1));  // a transpose in place
   REQUIRE(w.to_vector<float>() == V{0, 2, 1, 3});
+  // add_ the same way: a[1:] += a[:-1] adds the old values (not a running sum), for a short
+  // tensor and one long enough for the vector loops; a row added to every row of its own
+  // tensor; a += a (the same view) doubles.
+  for (int64_t n : {int64_t(6), int64_t(1000)}) {
+    Tensor x = arange(0, double(n));
+    Tensor tail = x.narrow(0, 1, n - 1);
+    add_(tail, x.narrow(0, 0, n - 1));
+    const std::vector<float> v = x.to_vector<float>();
+    for (int64_t i = 1; i < n; ++i) REQUIRE(v[size_t(i)] == float(2 * i - 1));
+  }
+  Tensor m = arange(1, 7).reshape({2, 3});
+  add_(m, m.select(0, 0), 10);
+  REQUIRE(m.to_vector<float>() == V{11, 22, 33, 14, 25, 36});
+  Tensor d = arange(0, 4);
+  add_(d, d);
+  REQUIRE(d.to_vector<float>() == V{0, 2, 4, 6});
+}
+
+TEST_CASE("share_memory: views of one storage whose bytes meet; same_view: the very same view") {
+  Tensor t = arange(0, 12).reshape({3, 4});
+  REQUIRE(share_memory(t, t));
+  REQUIRE(share_memory(t, t.select(0, 1)));
+  REQUIRE(share_memory(t.narrow(1, 0, 2), t.narrow(1, 2, 2)));  // interleaved rows: counted as sharing
+  REQUIRE_FALSE(share_memory(t.select(0, 0), t.select(0, 1)));  // rows apart
+  REQUIRE(share_memory(t.select(0, 0), t.transpose(0, 1).select(1, 0)));
+  REQUIRE_FALSE(share_memory(t, t.clone()));
+  REQUIRE_FALSE(share_memory(t.narrow(0, 0, 0), t));  // empty: no byte
+  REQUIRE(same_view(t, t.view({3, 4})));
+  REQUIRE_FALSE(same_view(t, t.transpose(0, 1).transpose(0, 1).narrow(0, 1, 2)));
+  REQUIRE_FALSE(same_view(t.select(0, 0), t.select(0, 1)));
 }
 
 TEST_CASE("printing shows values, shape, dtype and device, elided when large") {
