@@ -37,8 +37,8 @@ struct ShmAllReduce::Header {
 
 struct ShmAllReduce::Control {
   pid_t pid;
-  uint32_t pad;
-  uint64_t posted;  // calls posted so far: a rank behind the others has a smaller number
+  std::atomic<uint32_t> left;  // 1 once this rank's group is gone (its pid may live on)
+  uint64_t posted;             // calls posted so far: a rank behind the others has a smaller number
   // Call `posted` is in call[posted % 2]: while a slow rank still compares the calls of one
   // collective, a fast one may already post its next call, into the other slot.
   CallDescriptor call[2];
@@ -190,7 +190,12 @@ ShmAllReduce::ShmAllReduce(void* base, size_t bytes, int rank, int size, size_t 
 }
 
 ShmAllReduce::~ShmAllReduce() {
-  if (base_) munmap(base_, bytes_);
+  if (!base_) return;
+  // A rank still waiting at a barrier for this one (a call this rank never made) says so
+  // at its next check, rather than wait out the timeout: a thread's or a living process's
+  // pid says nothing (a program may go on after destroy_process_group()).
+  control(rank_)->left.store(1, std::memory_order_release);
+  munmap(base_, bytes_);
 }
 
 ShmAllReduce::Header* ShmAllReduce::header() const { return static_cast<Header*>(base_); }
@@ -216,10 +221,18 @@ std::string ShmAllReduce::abort_reason() const {
 
 void ShmAllReduce::check_peers_alive() {
   if (header()->aborted.load()) throw Error(abort_reason());
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_ && !alive(control(r)->pid))
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    if (!alive(control(r)->pid))
       throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) + " (pid " + std::to_string(control(r)->pid) +
                   ") died: it exited or was killed while the others waited for it");
+    if (control(r)->left.load(std::memory_order_acquire))
+      throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) +
+                  " left the process group (destroy_process_group(), " +
+                  "or an error that ended its group) while rank " + std::to_string(ranks_[size_t(rank_)]) +
+                  " waited for it in " + current_call_ +
+                  ": it stopped early (its own output says why) or made fewer collective " + "calls than this rank");
+  }
 }
 
 // A sense-free barrier: the last rank to arrive bumps the generation and wakes everyone;

@@ -23,8 +23,8 @@
 // agree() is the shared start of every collective: each rank posts its call (collective,
 // op, dtype, count, sequence number) and all compare after a barrier, so a mismatched call
 // is reported at once on every rank. Waiting ranks check that their peers are alive: a
-// rank that dies is named within milliseconds, and any rank that fails posts an abort
-// that every waiter sees.
+// rank that dies, or whose group is destroyed while it lives on, is named within
+// milliseconds, and any rank that fails posts an abort that every waiter sees.
 #pragma once
 
 #include <sys/types.h>

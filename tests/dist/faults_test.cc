@@ -152,7 +152,7 @@ TEST_CASE("a rank that skips a collective makes the others time out, naming whom
       2,
       [](ProcessGroupTCP& g) {
         if (g.rank() == 1) {
-          std::this_thread::sleep_for(1500ms);  // does not join the collective in time
+          std::this_thread::sleep_for(3000ms);  // does not join the collective in time (nor leave before it)
           return;
         }
         Tensor t = zeros({16});
@@ -164,6 +164,31 @@ TEST_CASE("a rank that skips a collective makes the others time out, naming whom
   RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
+TEST_CASE("a rank that leaves the group while another waits for it is named at once, not at the timeout") {
+  // Rank 1 destroys its group (as destroy_process_group() does, or an error that ends it)
+  // while rank 0 waits in an all_reduce rank 1 never calls. As threads they share a pid, as
+  // a process that goes on after destroy_process_group() keeps its own: neither is "dead".
+  const bool shm = GENERATE(true, false);
+  INFO("shared memory " << shm);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errs = errors_of(
+      2,
+      [](ProcessGroupTCP& g) {
+        if (g.rank() == 1) return;
+        Tensor t = zeros({16});
+        g.all_reduce(t).wait();
+      },
+      20s, shm);
+  INFO(errs[0]);
+  RANK_REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
+  if (shm)
+    RANK_REQUIRE_THAT(errs[0], Catch::Contains("rank 1 left the process group") &&
+                                   Catch::Contains("while rank 0 waited for it in all_reduce(SUM, 16 x float32)"));
+  else
+    RANK_REQUIRE_THAT(errs[0], Catch::Contains("connection to rank 1 closed"));
+  RANK_REQUIRE(errs[1].empty());
+}
+
 TEST_CASE("when several ranks time out waiting for one, every one of them says for whom") {
   // The first to time out aborts the group; the others are woken by that abort and report
   // its text, which is published only once written (a rank that read it between the flag
@@ -173,7 +198,7 @@ TEST_CASE("when several ranks time out waiting for one, every one of them says f
         4,
         [](ProcessGroupTCP& g) {
           if (g.rank() == 3) {
-            std::this_thread::sleep_for(1500ms);
+            std::this_thread::sleep_for(3000ms);  // leaving before the others time out would say that instead
             return;
           }
           Tensor t = zeros({16});
