@@ -24,6 +24,28 @@ void run_threads(int world, const std::function<void(ProcessGroupTCP&)>& fn,
   engine::testing::run_threads(world, fn, timeout, through_shared_memory);
 }
 
+// all_to_all where rank i sends rows(i, j) values to rank j, value k of that piece
+// labelled 1e6 i + 2e5 j + k: distinct for k < 2e5, and exact in float32.
+using Rows = std::function<int64_t(int, int)>;
+float piece_value(int i, int j, int64_t k) { return float(1e6 * i + 2e5 * j + double(k)); }
+std::vector<float> sent_by(int me, int world, const Rows& rows) {  // rank me's input: its pieces in rank order
+  std::vector<float> v;
+  for (int j = 0; j < world; ++j)
+    for (int64_t k = 0; k < rows(me, j); ++k) v.push_back(piece_value(me, j, k));
+  return v;
+}
+std::vector<float> received_by(int me, int world, const Rows& rows) {  // what rank me must end with
+  std::vector<float> v;
+  for (int i = 0; i < world; ++i)
+    for (int64_t k = 0; k < rows(i, me); ++k) v.push_back(piece_value(i, me, k));
+  return v;
+}
+std::vector<int64_t> splits(int me, int world, const Rows& rows, bool input) {
+  std::vector<int64_t> s;
+  for (int k = 0; k < world; ++k) s.push_back(input ? rows(me, k) : rows(k, me));
+  return s;
+}
+
 // Rank r's values r * 100 + i: every element says where it came from.
 Tensor labelled(int rank, int64_t n, int64_t first = 0) {
   std::vector<float> v;
@@ -177,29 +199,18 @@ TEST_CASE("all_to_all with unequal pieces (splits), empty ones included") {
   INFO((through_shared_memory ? "through shared memory" : "over sockets"));
   const int world = 3;
   // Rank i sends (i + j) % 3 rows to rank j; rank j receives (i + j) % 3 rows from rank i.
-  auto rows = [](int i, int j) { return int64_t((i + j) % 3); };
+  const Rows rows = [](int i, int j) { return int64_t((i + j) % 3); };
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
   run_threads(world, [&](ProcessGroupTCP& g) {
     const int me = g.rank();
-    std::vector<int64_t> in_splits, out_splits;
-    std::vector<float> v;
-    for (int j = 0; j < world; ++j) {
-      in_splits.push_back(rows(me, j));
-      out_splits.push_back(rows(j, me));
-      for (int64_t k = 0; k < rows(me, j); ++k) v.push_back(float(me * 100 + j * 10 + k));  // from me, for j
-    }
+    const std::vector<int64_t> out_splits = splits(me, world, rows, false);
     int64_t total = 0;
     for (auto s : out_splits) total += s;
-    Tensor in = from_vector(v, {int64_t(v.size())}), out = zeros({total});
-    g.all_to_all(out, in, out_splits, in_splits).wait();
+    Tensor in = from_vector(sent_by(me, world, rows)), out = zeros({total});
+    g.all_to_all(out, in, out_splits, splits(me, world, rows, true)).wait();
     got[size_t(me)] = out.to_vector<float>();
   });
-  for (int j = 0; j < world; ++j) {
-    std::vector<float> want;
-    for (int i = 0; i < world; ++i)
-      for (int64_t k = 0; k < rows(i, j); ++k) want.push_back(float(i * 100 + j * 10 + k));
-    CHECK(got[size_t(j)] == want);
-  }
+  for (int j = 0; j < world; ++j) CHECK(got[size_t(j)] == received_by(j, world, rows));
 }
 
 TEST_CASE("an output that shares memory with the input is written only after the input is read") {
@@ -208,31 +219,20 @@ TEST_CASE("an output that shares memory with the input is written only after the
   const int world = 3;
   for (int64_t n : {int64_t(2), int64_t(50000)}) {  // one chunk, and several
     INFO("rows " << n);
-    // all_to_all in place (output = input): rank i sends rows(i, j) x n values to rank j,
-    // each labelled 1e6 i + 1e5 j + k. (2i + j) % 3 makes the output's pieces start
+    // all_to_all in place (output = input). (2i + j) % 3 makes the output's pieces start
     // elsewhere than the input's.
     for (bool even : {true, false}) {
-      auto rows = [&](int i, int j) { return even ? n : n * ((2 * i + j) % 3 + 1); };
+      const Rows rows = [&](int i, int j) { return even ? n : n * ((2 * i + j) % 3 + 1); };
       std::vector<std::vector<float>> got(size_t(world), std::vector<float>{});
       run_threads(world, [&](ProcessGroupTCP& g) {
         const int me = g.rank();
-        std::vector<int64_t> in_splits, out_splits;
-        std::vector<float> v;
-        for (int j = 0; j < world; ++j) {
-          in_splits.push_back(rows(me, j));
-          out_splits.push_back(rows(j, me));
-          for (int64_t k = 0; k < rows(me, j); ++k) v.push_back(float(1e6 * me + 1e5 * j + double(k)));
-        }
-        Tensor t = from_vector(v, {int64_t(v.size())});
-        g.all_to_all(t, t, out_splits, in_splits).wait();
+        Tensor t = from_vector(sent_by(me, world, rows));
+        g.all_to_all(t, t, splits(me, world, rows, false), splits(me, world, rows, true)).wait();
         got[size_t(me)] = t.to_vector<float>();
       });
       for (int j = 0; j < world; ++j) {
-        std::vector<float> want;
-        for (int i = 0; i < world; ++i)
-          for (int64_t k = 0; k < rows(i, j); ++k) want.push_back(float(1e6 * i + 1e5 * j + double(k)));
         INFO("all_to_all in place, " << (even ? "equal" : "unequal") << " pieces, rank " << j);
-        CHECK(got[size_t(j)] == want);
+        CHECK(got[size_t(j)] == received_by(j, world, rows));
       }
     }
     // scatter whose root's output is one of its inputs, and gather whose root's input is
