@@ -408,8 +408,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(bs == shape_, "[copy_] source of shape ", shape_str(src.shape()),
                  " does not broadcast to destination shape ", shape_str(shape_));
   require_distinct_elements(*this, "copy_");
-  if (src.storage_ == storage_ && !(src.shape() == shape_ && src.is_contiguous() && is_contiguous()))
-    return copy_(src.clone());  // the source may overlap what this copy writes: read it whole first
+  // A source that overlaps what this copy writes is read whole first (a[1:] = a[:-1]; a
+  // cudaMemcpy between overlapping ranges is undefined too). The very same view is a no-op.
+  if (share_memory(*this, src) && !same_view(*this, src)) return copy_(src.clone());
   storage_->bump_version();
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda_ops::copy_(*this, src);

@@ -127,6 +127,17 @@ TEST_CASE("unary ops, where, copies and fill on the GPU match the CPU") {
   mul_(hv, -2.0), mul_(hcv, -2.0);
   CHECK(rel_error(h, hc) <= 1e-6);
   CHECK(x.to(kGpu).at({5, 6}) == x.at({5, 6}));
+  // A source overlapping the destination (a shift in place) is read whole first, as on the
+  // CPU: copy_ and add_.
+  const Tensor line = randn({1 << 20}, &g);
+  Tensor sg = line.to(kGpu), sc = line.clone();
+  sg.narrow(0, 1, (1 << 20) - 1).copy_(sg.narrow(0, 0, (1 << 20) - 1));
+  sc.narrow(0, 1, (1 << 20) - 1).copy_(sc.narrow(0, 0, (1 << 20) - 1));
+  CHECK(rel_error(sg, sc) == 0);
+  Tensor ag = line.to(kGpu), ac = line.clone();
+  Tensor ag_tail = ag.narrow(0, 1, (1 << 20) - 1), ac_tail = ac.narrow(0, 1, (1 << 20) - 1);
+  add_(ag_tail, ag.narrow(0, 0, (1 << 20) - 1)), add_(ac_tail, ac.narrow(0, 0, (1 << 20) - 1));
+  CHECK(rel_error(ag, ac) == 0);
   // relu's gradient, one pass: g where x > 0 or x is NaN, else 0 (PyTorch's threshold_backward).
   Tensor xr = x.clone();
   xr.narrow(1, 0, 3).fill_(0.0), xr.narrow(1, 3, 2).fill_(NAN);

@@ -222,6 +222,9 @@ TEST_CASE("in-place writes: never into an expanded view; a source overlapping it
   Tensor u = arange(0, 8).reshape({2, 4});
   u.slice(1, 0, 3).copy_(u.slice(1, 1, 4));
   REQUIRE(u.to_vector<float>() == V{1, 2, 3, 3, 5, 6, 7, 7});
+  Tensor c = arange(0, 6);  // contiguous and shifted: the same values
+  c.narrow(0, 1, 5).copy_(c.narrow(0, 0, 5));
+  REQUIRE(c.to_vector<float>() == V{0, 0, 1, 2, 3, 4});
   Tensor w = arange(0, 4).reshape({2, 2});
   w.copy_(w.transpose(0, 1));  // a transpose in place
   REQUIRE(w.to_vector<float>() == V{0, 2, 1, 3});
