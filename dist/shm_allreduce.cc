@@ -228,10 +228,9 @@ void ShmAllReduce::check_peers_alive() {
                   ") died: it exited or was killed while the others waited for it");
     if (control(r)->left.load(std::memory_order_acquire))
       throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) +
-                  " left the process group (destroy_process_group(), " +
-                  "or an error that ended its group) while rank " + std::to_string(ranks_[size_t(rank_)]) +
-                  " waited for it in " + current_call_ +
-                  ": it stopped early (its own output says why) or made fewer collective " + "calls than this rank");
+                  " left the process group (destroy_process_group(), or an error that ended its group) while rank " +
+                  std::to_string(ranks_[size_t(rank_)]) + " waited for it in " + current_call_ +
+                  ": it stopped early (its own output says why) or made fewer collective calls than this rank");
   }
 }
 

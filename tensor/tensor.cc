@@ -369,9 +369,7 @@ bool convert_dense(const Tensor& src, const Tensor& dst) {
     return false;
   return true;
 }
-}  // namespace
 
-namespace {
 // The lowest and highest byte offsets (from the storage's start) that a view reaches.
 std::pair<int64_t, int64_t> byte_reach(const Tensor& t) {
   int64_t lo = t.offset(), hi = t.offset();
