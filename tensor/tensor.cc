@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <utility>
 
 #include "tensor/cuda/runtime.h"
 #include "tensor/cuda_ops.h"
@@ -369,36 +368,7 @@ bool convert_dense(const Tensor& src, const Tensor& dst) {
     return false;
   return true;
 }
-
-// The lowest and highest byte offsets (from the storage's start) that a view reaches.
-std::pair<int64_t, int64_t> byte_reach(const Tensor& t) {
-  int64_t lo = t.offset(), hi = t.offset();
-  for (size_t d = 0; d < t.shape().size(); ++d) {
-    const int64_t span = (t.shape()[d] - 1) * t.strides()[d];
-    (span < 0 ? lo : hi) += span;
-  }
-  const int64_t es = int64_t(dtype_size(t.dtype()));
-  return {lo * es, (hi + 1) * es - 1};
-}
 }  // namespace
-
-bool share_memory(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0 || a.storage() != b.storage()) return false;
-  const auto [a_lo, a_hi] = byte_reach(a);
-  const auto [b_lo, b_hi] = byte_reach(b);
-  return a_lo <= b_hi && b_lo <= a_hi;
-}
-
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.defined() && b.defined() && a.storage() == b.storage() && a.offset() == b.offset() &&
-         a.shape() == b.shape() && a.strides() == b.strides() && a.dtype() == b.dtype();
-}
-
-void require_distinct_elements(const Tensor& t, const char* op) {
-  ENGINE_REQUIRE(!repeats_elements(t.shape(), t.strides()), "[", op, "] cannot write in place into shape ",
-                 shape_str(t.shape()), " with strides ", shape_str(t.strides()),
-                 ": several of its elements are one element in memory (an expanded view); clone() it first");
-}
 
 Tensor& Tensor::copy_(const Tensor& src) {
   ENGINE_REQUIRE(defined() && src.defined(), "[copy_] tensor is undefined");
