@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -30,6 +32,7 @@ struct DefaultGroup {
 };
 std::unique_ptr<DefaultGroup> g_default;
 uint32_t g_destroyed = 0;  // process groups destroyed so far: the store's generation (StoreOptions)
+int g_joined_restart = 0;  // the later restart of the job this process joined (StoreOptions::join_later_restart)
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -55,11 +58,28 @@ int env_int(const char* name, int fallback) {
 // count (after a failure the group starts again, and a new rank on another machine can
 // reach the failed attempt's rank 0 before it has gone); the low half counts the process
 // groups this process has destroyed (a rank quick to initialise again).
-uint32_t store_generation() {
+int launcher_restart() {
   const int restart = env_int("TORCHELASTIC_RESTART_COUNT", 0);
   ENGINE_REQUIRE(restart >= 0 && restart <= 0xFFFF, "[init_process_group] TORCHELASTIC_RESTART_COUNT=", restart,
                  " is out of range (0 to 65535)");
-  return uint32_t(restart) << 16 | (g_destroyed & 0xFFFF);
+  return restart;
+}
+uint32_t store_generation() {
+  return uint32_t(std::max(launcher_restart(), g_joined_restart)) << 16 | (g_destroyed & 0xFFFF);
+}
+
+// A machine restarted (or replaced) while the other machines' launchers restarted the job
+// starts its launcher afresh, at restart 0: its ranks join the restart the job is in, which
+// the store told them (store.h, join_later_restart). Said once, on the machine's first rank.
+void note_joined_restart(const TCPStore& store, const LaunchInfo& info) {
+  const int job = int(store.generation() >> 16), mine = launcher_restart();
+  if (job <= mine) return;
+  g_joined_restart = job;
+  if (info.local_rank == 0)
+    std::fprintf(stderr,
+                 "[dist] rank %d: this machine's launcher is at restart %d, the job at restart %d (this machine was "
+                 "restarted, or its launcher started afresh): joining the job's restart %d\n",
+                 info.rank, mine, job, job);
 }
 
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
@@ -298,6 +318,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   so.timeout = resolve_timeout(options.timeout);
   so.token = !options.token.empty() ? options.token : (env("ENGINE_JOB_TOKEN") ? env("ENGINE_JOB_TOKEN") : "");
   so.generation = store_generation();
+  so.join_later_restart = true;
 
   const std::string& m = options.init_method;
   g->info = parse_launch_env();
@@ -324,6 +345,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
   }
 
+  note_joined_restart(*g->store, info);
   check_rendezvous(*g->store, info, so.timeout);
   if (cpu) {
     TCPGroupOptions to;
@@ -351,6 +373,7 @@ void destroy_process_group() {
 }
 
 bool is_initialized() { return g_default != nullptr; }
+int restart_count() { return std::max(launcher_restart(), g_joined_restart); }
 int get_rank() { return current("get_rank").info.rank; }
 int get_world_size() { return current("get_world_size").info.world_size; }
 int get_local_rank() { return current("get_local_rank").info.local_rank; }

@@ -51,6 +51,11 @@ LaunchInfo read_launch_env(bool need_master = true);
 void init_process_group(const std::string& backend = "gloo", const InitOptions& options = {});
 void destroy_process_group();
 bool is_initialized();
+// Which restart of the job this process belongs to: TORCHELASTIC_RESTART_COUNT (0 on the
+// first attempt), or, on a machine whose launcher was started afresh after the others had
+// restarted the job, the restart it joined in init_process_group. A program that resumes
+// from saved state after a restart asks this rather than the variable.
+int restart_count();
 int get_rank();
 int get_world_size();
 int get_local_rank();

@@ -54,7 +54,10 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   }
   if (joined >= o->nnodes)
     throw Error(std::to_string(joined + 1) + " launchers joined the rendezvous at " + endpoint + ", but --nnodes is " +
-                std::to_string(o->nnodes) + ": start one launcher per machine, with the same --nnodes on each");
+                std::to_string(o->nnodes) +
+                ": start one launcher per machine, with the same --nnodes on each. If this machine was in the job and "
+                "was restarted, it cannot rejoin under c10d, whose node ranks are handed out once: stop every "
+                "launcher and start them all again (with --node_rank instead, a restarted machine rejoins)");
   if (flags != shared_flags(*o))
     throw Error("this launcher was started with " + shared_flags(*o) + ", the one serving the rendezvous at " +
                 endpoint + " with " + flags + ": start every machine's launcher with the same command");

@@ -42,7 +42,8 @@ namespace {
 struct Handshake {
   enum Outcome { kDone, kRetry, kCutOff, kUnanswered } outcome;
   uint8_t answer = 0;
-  std::string error;  // the socket's, for kCutOff and kUnanswered
+  std::string error;    // the socket's, for kCutOff and kUnanswered
+  uint32_t served = 0;  // kOtherGeneration: the generation the store serves
 };
 
 Handshake handshake(const Socket& sock, const StoreOptions& o, Deadline d, const std::string& peer) {
@@ -52,15 +53,24 @@ Handshake handshake(const Socket& sock, const StoreOptions& o, Deadline d, const
   hello += o.token;
   put_u32(hello, o.generation);
   uint8_t answer = 0;
+  uint32_t served = 0;
   try {
     sock.send_all(hello.data(), hello.size(), d, peer);
     sock.recv_all(&answer, 1, d, peer);
+    if (answer == kOtherGeneration) sock.recv_all(&served, 4, d, peer);
   } catch (const TimedOut& e) {
     return {Handshake::kUnanswered, 0, e.what()};
   } catch (const Error& e) {
     return {Handshake::kCutOff, 0, e.what()};
   }
-  return {answer == kBusy || answer == kOtherGeneration ? Handshake::kRetry : Handshake::kDone, answer, ""};
+  return {answer == kBusy || answer == kOtherGeneration ? Handshake::kRetry : Handshake::kDone, answer, "", served};
+}
+
+// Whether a client at generation `mine` joins a store serving `served` (StoreOptions::
+// join_later_restart): the same process group of the program (low halves: the groups
+// destroyed before) in a later restart of the launcher (high halves).
+bool joins_later_restart(uint32_t mine, uint32_t served) {
+  return (mine & 0xFFFF) == (served & 0xFFFF) && (served >> 16) > (mine >> 16);
 }
 
 std::string byte_shown(uint8_t b) {
@@ -78,17 +88,26 @@ void TCPStore::connect_to_server() {
   // At the deadline, what the attempts met before is the error to report, whatever the
   // last attempt met.
   uint8_t asked_to_retry = kAccepted;
+  uint32_t served = 0;  // the generation the store said it serves
   bool cut_off = false;
   const auto gave_up = [&](const std::string& last) {
-    if (asked_to_retry == kOtherGeneration)
-      return Error("[store] the store at " + where +
-                   " kept serving another process group of this job than this process's (this one is the "
-                   "launcher's restart " +
-                   std::to_string(options_.generation >> 16) + " and has destroyed " +
-                   std::to_string(options_.generation & 0xFFFF) +
-                   " groups before): every rank must call destroy_process_group() and init_process_group() alike, "
-                   "and on several machines every launcher must restart the job together (the same "
-                   "--max_restarts, no rank left running)");
+    if (asked_to_retry == kOtherGeneration) {
+      const auto incarnation = [](uint32_t g) {
+        return "the launcher's restart " + std::to_string(g >> 16) + " after " + std::to_string(g & 0xFFFF) +
+               " destroyed process group(s)";
+      };
+      std::string why = "[store] the store at " + where + " kept serving another process group of this job (" +
+                        incarnation(served) + ") than this process's (" + incarnation(options_.generation) +
+                        "): every rank must call destroy_process_group() and init_process_group() alike, and on "
+                        "several machines every launcher must restart the job together (the same --max_restarts, "
+                        "no rank left running)";
+      if ((served >> 16) < (options_.generation >> 16))
+        why +=
+            ". The store's launcher is at an earlier restart than this one: if its machine was restarted and its "
+            "launcher started afresh, stop every machine's launcher and start them all again (a program that "
+            "saves its state resumes from it)";
+      return Error(why);
+    }
     if (asked_to_retry == kBusy) return Error("[store] the store at " + where + " stayed at its connection limit");
     if (cut_off)
       return Error("[store] the store at " + where +
@@ -129,6 +148,13 @@ void TCPStore::connect_to_server() {
         break;
       case Handshake::kRetry:
         asked_to_retry = h.answer;
+        if (h.answer == kOtherGeneration) {
+          served = h.served;
+          if (options_.join_later_restart && joins_later_restart(options_.generation, served)) {
+            options_.generation = served;  // this process joins the restart the job is in
+            continue;
+          }
+        }
         if (Clock::now() >= d) throw gave_up(h.error);
         break;
     }

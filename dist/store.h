@@ -35,6 +35,11 @@ struct StoreOptions {
   // count in the high 16 bits, the process groups this process destroyed before in the low
   // 16 (dist.cc, store_generation). A client of another one is told to retry, not served.
   uint32_t generation = 0;
+  // A client may join a store serving the same process group of a later restart of the job
+  // (the same low half, a higher high half): its launcher was started afresh, on a machine
+  // restarted or replaced while the other machines' launchers restarted the job. Never a
+  // store of an earlier restart (a failed attempt's rank 0, about to go) nor of another group.
+  bool join_later_restart = false;
   // Who serves the store, as errors name it ("rank 0"; the launchers' store names its own).
   std::string served_by = "rank 0";
 };
@@ -63,6 +68,9 @@ class TCPStore {
   int64_t num_keys();
 
   int port() const { return port_; }
+  // The generation this client was served at: options.generation, or the later restart it
+  // joined (join_later_restart).
+  uint32_t generation() const { return options_.generation; }
   const std::string& host() const { return host_; }
   // The address of this machine as the server sees it: what peers can reach us at.
   std::string local_address() const;

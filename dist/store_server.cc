@@ -128,8 +128,12 @@ bool TCPStore::Server::advance(Pending& p) {
     reap_finished_clients();
     if (answer == kAccepted && clients_.size() >= kMaxClients) answer = kBusy;
   }
+  // Another generation: the store says which it serves, so that a process whose launcher
+  // was started afresh can join the restart the job is in (store.cc, connect_to_server).
+  std::string reply(1, char(answer));
+  if (answer == kOtherGeneration) reply.append(reinterpret_cast<const char*>(&generation_), 4);
   try {
-    p.socket.send_all(&answer, 1, deadline_in(std::chrono::seconds(1)), "a store client");
+    p.socket.send_all(reply.data(), reply.size(), deadline_in(std::chrono::seconds(1)), "a store client");
   } catch (const Error&) {
     return false;
   }

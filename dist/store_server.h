@@ -30,7 +30,9 @@ constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
 // The handshake's answer: the token matched; it did not; the store is at its limit; or the
 // token matched but the client comes from another init_process_group of the job (a rank
 // that destroyed its group and initialised again reached the store of the previous one,
-// which rank 0 is about to close): the client tries again.
+// which rank 0 is about to close): the client tries again. kOtherGeneration is followed by
+// the generation the store serves (u32), so that a client a restart behind can join it
+// (StoreOptions::join_later_restart).
 enum Hello : uint8_t { kRefused = 0, kAccepted = 1, kBusy = 2, kOtherGeneration = 3 };
 
 constexpr uint32_t kMaxKey = 4096;

@@ -354,6 +354,71 @@ TEST_CASE("a rank of a restarted job waits for its own attempt's store, never jo
   clear_launch_env();
 }
 
+TEST_CASE("a rank whose launcher was started afresh joins the restart the job is in") {
+  // A machine lost and restarted while the others' launchers restarted the job twice: its
+  // launcher starts at restart 0, the job's rank 0 serves restart 2. Rank 1 joins restart 2
+  // (dist::restart_count() says so) and the group forms; then it destroys and initialises
+  // again, at the restart it joined. Before, it retried until the timeout.
+  const int port = free_port();
+  auto res = run_processes(2, [port](int rank, int fd) {
+    clear_launch_env();
+    env_for_rank(rank, 2, port);
+    setenv("TORCHELASTIC_RESTART_COUNT", rank == 0 ? "2" : "0", 1);
+    setenv("ENGINE_DIST_TIMEOUT", "20", 1);
+    try {
+      for (int round = 0; round < 2; ++round) {
+        dist::init_process_group("gloo");
+        Tensor t = full({1}, 1.0);
+        dist::all_reduce(t);
+        report(fd, "restart=" + std::to_string(dist::restart_count()) + " sum=" + std::to_string(int(t.item())) + ";");
+        dist::destroy_process_group();
+      }
+    } catch (const std::exception& e) {
+      report(fd, e.what());
+      return 1;
+    }
+    return 0;
+  });
+  INFO(res[0].output << " / " << res[1].output);
+  for (auto& r : res) {
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.output == "restart=2 sum=2;restart=2 sum=2;");
+    REQUIRE(r.seconds < 10);
+  }
+  // Never the other way: a rank of a later restart does not join an earlier one's store (a
+  // failed attempt's rank 0), nor does a rank at another group of the program (it has made
+  // one more before); each is named at the deadline with both incarnations.
+  for (const char* mine : {"3", "0"}) {
+    const int p2 = free_port();
+    const bool destroyed_before = std::string(mine) == "0";
+    auto r2 = run_processes(2, [p2, mine, destroyed_before](int rank, int fd) {
+      clear_launch_env();
+      setenv("ENGINE_DIST_TIMEOUT", "2", 1);
+      try {
+        if (rank == 1 && destroyed_before) {  // one group of its own first, alone
+          env_for_rank(0, 1, free_port());
+          dist::init_process_group("gloo");
+          dist::destroy_process_group();
+        }
+        env_for_rank(rank, 2, p2);
+        setenv("TORCHELASTIC_RESTART_COUNT", rank == 0 ? "2" : mine, 1);
+        dist::init_process_group("gloo");
+        dist::destroy_process_group();
+      } catch (const std::exception& e) {
+        report(fd, e.what());
+        return 1;
+      }
+      return 0;
+    });
+    INFO(r2[1].output);
+    REQUIRE(r2[1].exit_code == 1);
+    REQUIRE_THAT(r2[1].output,
+                 Catch::Contains("kept serving another process group of this job (the launcher's restart 2 after") &&
+                     Catch::Contains(std::string("than this process's (the launcher's restart ") + mine + " after"));
+    if (!destroyed_before) REQUIRE_THAT(r2[1].output, Catch::Contains("at an earlier restart than this one"));
+  }
+}
+
 TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {
   const int port = free_port();
   auto res = run_processes(2, [port](int rank, int fd) {

@@ -189,7 +189,8 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   INFO(third.output);
   REQUIRE(third.status == 1);
   REQUIRE_THAT(third.output, Catch::Contains("3 launchers joined the rendezvous at 127.0.0.1:" +
-                                             std::to_string(port + 1) + ", but --nnodes is 2"));
+                                             std::to_string(port + 1) + ", but --nnodes is 2") &&
+                                 Catch::Contains("it cannot rejoin under c10d"));
   // A launcher started with another --nproc_per_node would start RANKs the other machine
   // has: refused at the rendezvous, naming both commands' flags.
   const std::string endpoint = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 3);

@@ -148,8 +148,8 @@ int main(int argc, char** argv) try {
     nn::check_save_path(state_path);
     nn::check_save_path(checkpoint_path);
   }
-  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
-  const bool restarted = restarts && std::string(restarts) != "0";
+  // TORCHELASTIC_RESTART_COUNT, or the restart a machine started afresh joined (dist.h).
+  const bool restarted = dist::restart_count() > 0;
   recap::TrainingState state;
   const bool resuming = (args.resume || restarted) && std::ifstream(state_path).good();
   if (resuming) {
