@@ -16,6 +16,7 @@
 #include "dist/store.h"
 #include "dist/tcp_group.h"
 #include "tensor/check.h"
+#include "tensor/parse.h"
 
 namespace engine::dist {
 
@@ -69,10 +70,15 @@ uint32_t store_generation() {
 }
 
 // A machine restarted (or replaced) while the other machines' launchers restarted the job
-// starts its launcher afresh, at restart 0: its ranks join the restart the job is in, which
-// the store told them (store.h, join_later_restart). Said once, on the machine's first rank.
-void note_joined_restart(const TCPStore& store, const LaunchInfo& info) {
-  const int job = int(store.generation() >> 16), mine = launcher_restart();
+// starts its launcher afresh, at restart 0. Its ranks join the restart the job is in (the
+// store told them: store.h, join_later_restart), or, on the store's machine, the store took
+// up the later restart the other ranks came with (store_server.cc, serve_restart_of). Once
+// the group has formed, rank 0 seals its store and says at which restart; every rank reads
+// it, and the machine's first rank says so when it is not its launcher's.
+void agree_on_restart(TCPStore& store, const LaunchInfo& info) {
+  const char* key = "restart_of_group";
+  if (info.rank == 0) store.set(key, std::to_string(store.seal() >> 16));
+  const int job = int(parse_int(store.get(key), "the store's restart_of_group", 0, 0xFFFF)), mine = launcher_restart();
   if (job <= mine) return;
   g_joined_restart = job;
   if (info.local_rank == 0)
@@ -345,7 +351,6 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
   }
 
-  note_joined_restart(*g->store, info);
   check_rendezvous(*g->store, info, so.timeout);
   if (cpu) {
     TCPGroupOptions to;
@@ -355,6 +360,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   } else {
     g->group = make_nccl_group(g->store, info.rank, info.world_size, info.local_rank, so.timeout);
   }
+  agree_on_restart(*g->store, info);
   g_default = std::move(g);
 }
 

@@ -162,6 +162,8 @@ void TCPStore::connect_to_server() {
   }
 }
 
+uint32_t TCPStore::seal() { return server_ ? server_->seal() : options_.generation; }
+
 TCPStore::~TCPStore() {
   sock_.close();
   server_.reset();

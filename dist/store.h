@@ -33,7 +33,9 @@ struct StoreOptions {
   std::string listen_host = "";  // server: where to listen (default: the given host)
   // Which incarnation of the job's process group the store serves: the launcher's restart
   // count in the high 16 bits, the process groups this process destroyed before in the low
-  // 16 (dist.cc, store_generation). A client of another one is told to retry, not served.
+  // 16 (dist.cc, store_generation). A client of another one is told to retry, not served,
+  // except across restarts of the same group: join_later_restart below, and a server still
+  // forming takes up a client's later restart (store_server.cc, serve_restart_of).
   uint32_t generation = 0;
   // A client may join a store serving the same process group of a later restart of the job
   // (the same low half, a higher high half): its launcher was started afresh, on a machine
@@ -71,6 +73,10 @@ class TCPStore {
   // The generation this client was served at: options.generation, or the later restart it
   // joined (join_later_restart).
   uint32_t generation() const { return options_.generation; }
+  // On the server, once the process group it serves has formed: it stops taking up a later
+  // restart of the job (store_server.cc, serve_restart_of), and returns the generation it
+  // serves. Elsewhere, generation().
+  uint32_t seal();
   const std::string& host() const { return host_; }
   // The address of this machine as the server sees it: what peers can reach us at.
   std::string local_address() const;

@@ -122,6 +122,7 @@ bool TCPStore::Server::advance(Pending& p) {
   const bool token_ok = len == token_.size() + 4 && p.got.compare(8, token_.size(), token_) == 0;
   uint32_t generation = 0;
   if (token_ok) std::memcpy(&generation, p.got.data() + 8 + token_.size(), 4);
+  if (token_ok && generation != generation_) serve_restart_of(generation);
   uint8_t answer = !token_ok ? kRefused : generation != generation_ ? kOtherGeneration : kAccepted;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -131,7 +132,8 @@ bool TCPStore::Server::advance(Pending& p) {
   // Another generation: the store says which it serves, so that a process whose launcher
   // was started afresh can join the restart the job is in (store.cc, connect_to_server).
   std::string reply(1, char(answer));
-  if (answer == kOtherGeneration) reply.append(reinterpret_cast<const char*>(&generation_), 4);
+  const uint32_t served = generation_;
+  if (answer == kOtherGeneration) reply.append(reinterpret_cast<const char*>(&served), 4);
   try {
     p.socket.send_all(reply.data(), reply.size(), deadline_in(std::chrono::seconds(1)), "a store client");
   } catch (const Error&) {
@@ -141,6 +143,33 @@ bool TCPStore::Server::advance(Pending& p) {
   if (answer == kBusy) log("refused a connection: " + std::to_string(kMaxClients) + " clients connected already");
   if (answer == kAccepted) admit(std::move(p.socket));
   return false;
+}
+
+// A store whose machine was restarted (or replaced) starts at its launcher's restart 0,
+// while the other machines' launchers have restarted the job: their ranks come at a later
+// restart of the same process group. The store serves that restart from then on, if its
+// group is still forming (not sealed: a formed group's rank 0 that meets a later restart is
+// a failed attempt's, about to go) and no client has left it (a rank of the store's own
+// restart that died in the set-up may have left keys of that attempt behind).
+bool TCPStore::Server::serve_restart_of(uint32_t generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t mine = generation_;
+  if (sealed_ || mine == 0xFFFFFFFFu || generation == 0xFFFFFFFFu) return false;  // the launchers' store
+  if ((generation & 0xFFFF) != (mine & 0xFFFF) || (generation >> 16) <= (mine >> 16)) return false;
+  reap_finished_clients();
+  if (clients_gone_ != 0) return false;
+  for (const auto& c : clients_) {  // gone, but its thread has not yet read the end
+    pollfd p{c->socket.fd(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return false;
+  }
+  generation_ = generation;
+  return true;
+}
+
+uint32_t TCPStore::Server::seal() {
+  std::lock_guard<std::mutex> lock(mu_);
+  sealed_ = true;
+  return generation_;
 }
 
 void TCPStore::Server::admit(Socket s) {
@@ -169,6 +198,7 @@ void TCPStore::Server::reap_finished_clients() {
     if ((*it)->finished) {
       (*it)->thread.join();
       it = clients_.erase(it);
+      ++clients_gone_;
     } else {
       ++it;
     }

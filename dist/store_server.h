@@ -58,6 +58,10 @@ class TCPStore::Server {
  public:
   Server(Listener listener, std::string token, uint32_t generation);
   ~Server();
+  // The process group this store serves has formed: from now on a client of a later restart
+  // is told to retry (it reached a failed attempt's rank 0), never served. Returns the
+  // generation served.
+  uint32_t seal();
 
  private:
   struct Pending;  // a connection in its handshake
@@ -71,6 +75,7 @@ class TCPStore::Server {
   void accept_new(std::vector<Pending>& pending);
   // Reads what a pending connection sent; returns false when it is done (admitted or dropped).
   bool advance(Pending& p);
+  bool serve_restart_of(uint32_t generation);  // serves a client's later restart, if it may
   void admit(Socket s);
   void reap_finished_clients();  // with mu_ held
   void serve(const Socket& s);
@@ -80,7 +85,9 @@ class TCPStore::Server {
 
   Listener listener_;
   std::string token_;
-  uint32_t generation_ = 0;
+  std::atomic<uint32_t> generation_{0};  // changed (serve_restart_of) and sealed with mu_ held
+  bool sealed_ = false;
+  int64_t clients_gone_ = 0;  // clients whose connection has closed (reaped), with mu_
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
   std::mutex mu_;  // guards clients_, data_, the byte counts and the log's clock

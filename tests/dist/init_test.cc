@@ -321,27 +321,43 @@ TEST_CASE("two processes with the same RANK: the second claimant is refused with
 }
 
 TEST_CASE("a rank of a restarted job waits for its own attempt's store, never joining the failed attempt's") {
-  // Child 0: rank 0 of attempt 0 (a failed job's rank 0, still up, waiting for a rank 1 of
-  // its own that is gone: it times out after 1 s). Child 1: rank 1 of attempt 1, started
-  // by the launcher at once, which reaches child 0's store first. Child 2: rank 0 of
-  // attempt 1, started 2.5 s later on the same port. Child 1 must wait for child 2.
+  // Children 0 and 3: ranks 0 and 1 of attempt 0, a formed group; rank 0 is failing but
+  // still up for 2 s, rank 1 still up for 3 s (its machine has not noticed yet). Child 1:
+  // rank 1 of attempt 1 (its machine's launcher restarted), which reaches child 0's store
+  // first. Child 2: rank 0 of attempt 1, started 2.5 s later on the same port. Child 1 must
+  // wait for child 2, never join the failed attempt (whose store is past forming).
   const int port = free_port();
-  auto res = run_misconfigured(3, [port](int child) {
-    setenv("RANK", child == 1 ? "1" : "0", 1);
-    setenv("WORLD_SIZE", "2", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    setenv("TORCHELASTIC_RESTART_COUNT", child == 0 ? "0" : "1", 1);
-    if (child == 0) setenv("ENGINE_DIST_TIMEOUT", "1", 1);
-    if (child == 2) std::this_thread::sleep_for(2500ms);
+  auto res = run_processes(4, [port](int child, int fd) {
+    clear_launch_env();
+    env_for_rank(child == 0 || child == 2 ? 0 : 1, 2, port);
+    setenv("TORCHELASTIC_RESTART_COUNT", child == 0 || child == 3 ? "0" : "1", 1);
+    setenv("ENGINE_DIST_TIMEOUT", "20", 1);
+    if (child == 1) std::this_thread::sleep_for(500ms);   // after attempt 0's group formed
+    if (child == 2) std::this_thread::sleep_for(2500ms);  // after attempt 0's rank 0 is gone
+    try {
+      dist::init_process_group("gloo");
+      Tensor t = full({1}, 1.0);
+      dist::all_reduce(t);
+      report(fd, "sum=" + std::to_string(int(t.item())) + " restart=" + std::to_string(dist::restart_count()));
+      if (child == 0 || child == 3) {  // attempt 0: failing, but not yet gone
+        std::this_thread::sleep_for(child == 0 ? 2000ms : 3000ms);
+        _exit(1);
+      }
+      dist::destroy_process_group();
+    } catch (const std::exception& e) {
+      report(fd, e.what());
+      return 1;
+    }
+    return 0;
   });
-  INFO("attempt 0's rank 0: " << res[0].output);
-  REQUIRE(res[0].exit_code == 1);
-  REQUIRE_THAT(res[0].output, Catch::Contains("timed out waiting for rank(s) 1"));
+  INFO("attempt 0: " << res[0].output << " / " << res[3].output);
+  REQUIRE(res[0].output == "sum=2 restart=0");
+  REQUIRE(res[3].output == "sum=2 restart=0");
   INFO("attempt 1: " << res[1].output << " / " << res[2].output);
   REQUIRE(res[1].exit_code == 0);
   REQUIRE(res[2].exit_code == 0);
-  REQUIRE_THAT(res[1].output, Catch::Contains("sum=2"));
+  REQUIRE(res[1].output == "sum=2 restart=1");
+  REQUIRE(res[1].seconds > 2.4);  // it waited for attempt 1's rank 0
   // A restart count that is not a count is named.
   clear_launch_env();
   setenv("RANK", "0", 1);
@@ -354,69 +370,71 @@ TEST_CASE("a rank of a restarted job waits for its own attempt's store, never jo
   clear_launch_env();
 }
 
-TEST_CASE("a rank whose launcher was started afresh joins the restart the job is in") {
+TEST_CASE("a machine whose launcher was started afresh joins the restart the job is in") {
   // A machine lost and restarted while the others' launchers restarted the job twice: its
-  // launcher starts at restart 0, the job's rank 0 serves restart 2. Rank 1 joins restart 2
-  // (dist::restart_count() says so) and the group forms; then it destroys and initialises
-  // again, at the restart it joined. Before, it retried until the timeout.
-  const int port = free_port();
-  auto res = run_processes(2, [port](int rank, int fd) {
-    clear_launch_env();
-    env_for_rank(rank, 2, port);
-    setenv("TORCHELASTIC_RESTART_COUNT", rank == 0 ? "2" : "0", 1);
-    setenv("ENGINE_DIST_TIMEOUT", "20", 1);
-    try {
-      for (int round = 0; round < 2; ++round) {
-        dist::init_process_group("gloo");
-        Tensor t = full({1}, 1.0);
-        dist::all_reduce(t);
-        report(fd, "restart=" + std::to_string(dist::restart_count()) + " sum=" + std::to_string(int(t.item())) + ";");
-        dist::destroy_process_group();
-      }
-    } catch (const std::exception& e) {
-      report(fd, e.what());
-      return 1;
-    }
-    return 0;
-  });
-  INFO(res[0].output << " / " << res[1].output);
-  for (auto& r : res) {
-    REQUIRE(r.exit_code == 0);
-    REQUIRE(r.output == "restart=2 sum=2;restart=2 sum=2;");
-    REQUIRE(r.seconds < 10);
-  }
-  // Never the other way: a rank of a later restart does not join an earlier one's store (a
-  // failed attempt's rank 0), nor does a rank at another group of the program (it has made
-  // one more before); each is named at the deadline with both incarnations.
-  for (const char* mine : {"3", "0"}) {
-    const int p2 = free_port();
-    const bool destroyed_before = std::string(mine) == "0";
-    auto r2 = run_processes(2, [p2, mine, destroyed_before](int rank, int fd) {
+  // launcher starts at restart 0, the others' ranks are at restart 2. Whether it is the
+  // machine of rank 1 (it joins the store's restart) or of rank 0 (its store, still
+  // forming, takes up the restart the others come with), the group forms, and every rank's
+  // dist::restart_count() is 2; destroyed and initialised again, it stays there. Before,
+  // the ranks behind retried until the timeout.
+  for (int afresh : {1, 0}) {
+    INFO("the rank started afresh: " << afresh);
+    const int port = free_port();
+    auto res = run_processes(2, [port, afresh](int rank, int fd) {
       clear_launch_env();
-      setenv("ENGINE_DIST_TIMEOUT", "2", 1);
+      env_for_rank(rank, 2, port);
+      setenv("TORCHELASTIC_RESTART_COUNT", rank == afresh ? "0" : "2", 1);
+      setenv("ENGINE_DIST_TIMEOUT", "20", 1);
+      if (rank != afresh) std::this_thread::sleep_for(200ms);  // the machine started afresh is first
       try {
-        if (rank == 1 && destroyed_before) {  // one group of its own first, alone
-          env_for_rank(0, 1, free_port());
+        for (int round = 0; round < 2; ++round) {
           dist::init_process_group("gloo");
+          Tensor t = full({1}, 1.0);
+          dist::all_reduce(t);
+          report(fd,
+                 "restart=" + std::to_string(dist::restart_count()) + " sum=" + std::to_string(int(t.item())) + ";");
           dist::destroy_process_group();
         }
-        env_for_rank(rank, 2, p2);
-        setenv("TORCHELASTIC_RESTART_COUNT", rank == 0 ? "2" : mine, 1);
-        dist::init_process_group("gloo");
-        dist::destroy_process_group();
       } catch (const std::exception& e) {
         report(fd, e.what());
         return 1;
       }
       return 0;
     });
-    INFO(r2[1].output);
-    REQUIRE(r2[1].exit_code == 1);
-    REQUIRE_THAT(r2[1].output,
-                 Catch::Contains("kept serving another process group of this job (the launcher's restart 2 after") &&
-                     Catch::Contains(std::string("than this process's (the launcher's restart ") + mine + " after"));
-    if (!destroyed_before) REQUIRE_THAT(r2[1].output, Catch::Contains("at an earlier restart than this one"));
+    INFO(res[0].output << " / " << res[1].output);
+    for (auto& r : res) {
+      REQUIRE(r.exit_code == 0);
+      REQUIRE(r.output == "restart=2 sum=2;restart=2 sum=2;");
+      REQUIRE(r.seconds < 10);
+    }
   }
+  // Never another process group of the program: a rank that has made one more before is
+  // named at the deadline, with both incarnations.
+  const int port = free_port();
+  auto res = run_processes(2, [port](int rank, int fd) {
+    clear_launch_env();
+    setenv("ENGINE_DIST_TIMEOUT", "2", 1);
+    try {
+      if (rank == 1) {  // one group of its own first, alone
+        env_for_rank(0, 1, free_port());
+        dist::init_process_group("gloo");
+        dist::destroy_process_group();
+      }
+      env_for_rank(rank, 2, port);
+      setenv("TORCHELASTIC_RESTART_COUNT", rank == 0 ? "2" : "0", 1);
+      dist::init_process_group("gloo");
+      dist::destroy_process_group();
+    } catch (const std::exception& e) {
+      report(fd, e.what());
+      return 1;
+    }
+    return 0;
+  });
+  INFO(res[1].output);
+  REQUIRE(res[1].exit_code == 1);
+  REQUIRE_THAT(res[1].output,
+               Catch::Contains("kept serving another process group of this job (the launcher's restart 2 after") &&
+                   Catch::Contains("than this process's (the launcher's restart 0 after"));
 }
 
 TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {

@@ -16,8 +16,9 @@
 #      and the ranks that waited across it name the rank, its address and the network;
 #   8. a network blip shorter than the timeout: the run goes on, to the weights of 5;
 #   9. ENGINE_SOCKET_IFNAME=lo on one machine: every rank names the loopback address at once;
-#  10. machine 1 lost whole and its launcher started afresh: it joins the job's restart, and
-#      the recap ends with the weights of 5.
+#  10. a machine lost whole (machine 1, then machine 0, which serves the rendezvous) and its
+#      launcher started afresh: it joins the job's restart, and the recap ends with the
+#      weights of 5.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -218,42 +219,51 @@ for r in 0 1 2 3; do
 done
 echo "ok: ENGINE_SOCKET_IFNAME=lo on machine 0: every rank named the loopback address within $seconds s"
 
-# 10. Machine 1 lost whole (its launcher killed, as when the machine fails; its ranks go with
-# it) and its launcher started afresh: machine 0's launcher restarts the job (restart 1),
-# machine 1's new launcher starts at restart 0, and its ranks join the job's restart 1. The
-# recap resumes and ends with the very weights of the uninterrupted run of section 5.
-rejoin_state="$TEST_TMPDIR/rejoin_state.safetensors"
-rejoin=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port=29700 --job_token="$token" --max_restarts=1)
-start_node() {  # start_node K SUFFIX: machine K's launcher, in the background
-  LESSON_OUT="$TEST_TMPDIR/rejoin$1$2" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" "$1" "$launch" \
-    "${rejoin[@]}" --node_rank="$1" "$recap" "${resumable[@]}" --state "$rejoin_state" \
-    --checkpoint "$TEST_TMPDIR/rejoin$1.safetensors" >"$out.rejoin.$1$2" 2>&1 &
+# 10. A machine lost whole (its launcher killed, as when the machine fails; its ranks go with
+# it) and its launcher started afresh: the other machine's launcher restarts the job
+# (restart 1), the new launcher starts at restart 0. Machine 1's ranks join the job's
+# restart 1; machine 0's rank 0, whose store is still forming, takes up the restart that
+# machine 1's ranks come with. Either way the recap resumes and ends with the very weights
+# of the uninterrupted run of section 5.
+lose_machine() {  # lose_machine K PORT
+  local k=$1 port=$2 other=$((1 - $1))
+  local state="$TEST_TMPDIR/lost${k}_state.safetensors"
+  local job=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port="$port" --job_token="$token"
+    --max_restarts=1)
+  start_node() {  # start_node NODE SUFFIX: that machine's launcher, in the background
+    LESSON_OUT="$TEST_TMPDIR/lost$k.$1$2" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" "$1" \
+      "$launch" "${job[@]}" --node_rank="$1" "$recap" "${resumable[@]}" --state "$state" \
+      --checkpoint "$TEST_TMPDIR/lost$k.$1.safetensors" >"$out.lost$k.$1$2" 2>&1 &
+  }
+  start_node 1 "" && pids[1]=$!
+  start_node 0 "" && pids[0]=$!
+  for _ in $(seq 1 6000); do [[ -s "$state" ]] && break; sleep 0.01; done
+  [[ -s "$state" ]] || fail "the run that loses machine $k saved no training state within 60 s"
+  local victim=""
+  for p in $(pgrep -x launch || true); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--master_port=$port .*--node_rank=$k" && victim=$p
+  done
+  [[ -n "$victim" ]] || fail "machine $k's launcher was not running when the first training state was saved"
+  kill -9 "$victim"
+  wait "${pids[$k]}" || true
+  sleep 1  # the machine comes back
+  start_node "$k" ".again" && pids[$k]=$!
+  wait "${pids[0]}" && rc0=0 || rc0=$?
+  wait "${pids[1]}" && rc1=0 || rc1=$?
+  local out_k="$out.lost$k.$k.again" out_other="$out.lost$k.$other"
+  cat "$out_other" "$out_k"
+  [[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the job should survive losing machine $k and its restart (exit $rc0, $rc1)"
+  grep -q "restarting the group (restart 1 of 1)" "$out_other" || fail "machine $other should restart the job"
+  grep -q "^\[rank $((k * 2))\] \[dist\] rank $((k * 2)): this machine's launcher is at restart 0, the job at restart 1 .*joining the job's restart 1" \
+    "$out_k" || fail "machine $k's ranks should say that they join the job's restart 1"
+  grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.lost$k.0"* ||
+    fail "the recap should resume from its saved state"
+  "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/lost$k.0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
+    fail "the job that lost machine $k should end with the weights of the uninterrupted one, bit for bit"
+  echo "ok: machine $k lost and its launcher started afresh: it joined the job's restart 1, which ended bit-identical"
 }
-start_node 1 "" && first1=$!
-start_node 0 "" && pid0=$!
-for _ in $(seq 1 6000); do [[ -s "$rejoin_state" ]] && break; sleep 0.01; done
-[[ -s "$rejoin_state" ]] || fail "the run to lose a machine in saved no training state within 60 s"
-launcher1=""
-for p in $(pgrep -x launch || true); do
-  tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--master_port=29700 .*--node_rank=1" && launcher1=$p
-done
-[[ -n "$launcher1" ]] || fail "machine 1's launcher was not running when the first training state was saved"
-kill -9 "$launcher1"
-wait "$first1" || true
-sleep 1  # the machine comes back
-start_node 1 ".again" && pid1=$!
-wait "$pid0" && rc0=0 || rc0=$?
-wait "$pid1" && rc1=0 || rc1=$?
-cat "$out.rejoin.0" "$out.rejoin.1.again"
-[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the job should survive losing machine 1 and its restart (exit $rc0, $rc1)"
-grep -q "restarting the group (restart 1 of 1)" "$out.rejoin.0" || fail "machine 0 should restart the job"
-grep -q "^\[rank 2\] \[dist\] rank 2: this machine's launcher is at restart 0, the job at restart 1 .*joining the job's restart 1" \
-  "$out.rejoin.1.again" || fail "machine 1's ranks should say that they join the job's restart 1"
-grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.rejoin.0" ||
-  fail "the recap should resume from its saved state"
-"$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/rejoin0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
-  fail "the job that lost a machine should end with the weights of the uninterrupted one, bit for bit"
-echo "ok: machine 1 lost and its launcher started afresh: it joined the job's restart 1, which ended bit-identical"
+lose_machine 1 29700
+lose_machine 0 29710
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.

@@ -293,3 +293,42 @@ TEST_CASE("a client from another init_process_group of the job is told to retry,
   same.set("k", "v");
   RANK_REQUIRE(server.get("k") == "v");
 }
+
+TEST_CASE("a store still forming takes up a later restart of the job; a formed one, or one a client left, does not") {
+  // The store's machine was restarted afresh (its launcher at restart 0) while the others'
+  // launchers restarted the job: their ranks come at restart 2.
+  auto at = [](uint32_t restart, uint32_t destroyed, std::chrono::milliseconds t = 5s) {
+    StoreOptions o = opts(t);
+    o.generation = restart << 16 | destroyed;
+    return o;
+  };
+  {
+    TCPStore server("127.0.0.1", 0, true, at(0, 0));
+    TCPStore later("127.0.0.1", server.port(), false, at(2, 0));  // served: the group is still forming
+    later.set("k", "v");
+    RANK_REQUIRE(server.get("k") == "v");
+    RANK_REQUIRE(server.seal() == 2u << 16);
+    RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", server.port(), false, at(0, 0, 300ms)),
+                             Catch::Contains("the launcher's restart 2 after 0"));  // now a rank behind is told
+  }
+  {  // formed (sealed): a later restart meeting it met a failed attempt's rank 0, and waits
+    TCPStore server("127.0.0.1", 0, true, at(0, 0));
+    RANK_REQUIRE(server.seal() == 0u);
+    RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", server.port(), false, at(2, 0, 300ms)),
+                             Catch::Contains("(the launcher's restart 0 after 0 destroyed process group(s)) than this "
+                                             "process's (the launcher's restart 2 after 0") &&
+                                 Catch::Contains("at an earlier restart than this one"));
+  }
+  {  // a client of the store's own restart has gone (it may have left keys of that attempt)
+    TCPStore server("127.0.0.1", 0, true, at(0, 0));
+    { TCPStore gone("127.0.0.1", server.port(), false, at(0, 0)); }
+    RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", server.port(), false, at(2, 0, 300ms)),
+                             Catch::Contains("kept serving another process group"));
+  }
+  {  // another process group of the program (one more destroyed before) is never taken up
+    TCPStore server("127.0.0.1", 0, true, at(0, 0));
+    RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", server.port(), false, at(2, 1, 300ms)),
+                             Catch::Contains("kept serving another process group"));
+    RANK_REQUIRE(server.seal() == 0u);
+  }
+}
