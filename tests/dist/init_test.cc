@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <stdlib.h>
 
+#include <csignal>
 #include <cstring>
+#include <fstream>
 
 #include "catch2/catch.hpp"
 #include "dist/dist.h"
@@ -321,27 +323,36 @@ TEST_CASE("two processes with the same RANK: the second claimant is refused with
 }
 
 TEST_CASE("a rank of a restarted job waits for its own attempt's store, never joining the failed attempt's") {
-  // Children 0 and 3: ranks 0 and 1 of attempt 0, a formed group; rank 0 is failing but
-  // still up for 2 s, rank 1 still up for 3 s (its machine has not noticed yet). Child 1:
-  // rank 1 of attempt 1 (its machine's launcher restarted), which reaches child 0's store
-  // first. Child 2: rank 0 of attempt 1, started 2.5 s later on the same port. Child 1 must
-  // wait for child 2, never join the failed attempt (whose store is past forming).
+  // Children 0 and 3: ranks 0 and 1 of attempt 0, a formed group. Rank 1 dies (its
+  // machine's launcher restarts); rank 0 is failing but still up for 1.5 s. Child 1: rank 1
+  // of attempt 1, which reaches child 0's store first. Child 2: rank 0 of attempt 1, started
+  // once child 0 has gone, on the same port. Child 1 must wait for child 2, never join the
+  // failed attempt. Files mark the moments, so that a slow (sanitizer) build keeps the order.
   const int port = free_port();
-  auto res = run_processes(4, [port](int child, int fd) {
+  const std::string formed = tmp_path("attempt0_formed"), leaving = tmp_path("attempt0_leaving");
+  std::remove(formed.c_str()), std::remove(leaving.c_str());
+  auto wait_for = [](const std::string& path) {
+    for (int i = 0; i < 6000 && access(path.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+  };
+  auto res = run_processes(4, [&](int child, int fd) {
     clear_launch_env();
     env_for_rank(child == 0 || child == 2 ? 0 : 1, 2, port);
     setenv("TORCHELASTIC_RESTART_COUNT", child == 0 || child == 3 ? "0" : "1", 1);
-    setenv("ENGINE_DIST_TIMEOUT", "20", 1);
-    if (child == 1) std::this_thread::sleep_for(500ms);   // after attempt 0's group formed
-    if (child == 2) std::this_thread::sleep_for(2500ms);  // after attempt 0's rank 0 is gone
+    setenv("ENGINE_DIST_TIMEOUT", "30", 1);
+    if (child == 1) wait_for(formed);
+    if (child == 2) wait_for(leaving), std::this_thread::sleep_for(200ms);
     try {
       dist::init_process_group("gloo");
       Tensor t = full({1}, 1.0);
       dist::all_reduce(t);
       report(fd, "sum=" + std::to_string(int(t.item())) + " restart=" + std::to_string(dist::restart_count()));
-      if (child == 0 || child == 3) {  // attempt 0: failing, but not yet gone
-        std::this_thread::sleep_for(child == 0 ? 2000ms : 3000ms);
-        _exit(1);
+      // SIGKILL, not _exit: a sanitizer's _exit can take long, holding the port.
+      if (child == 3) raise(SIGKILL);  // attempt 0's rank 1 dies
+      if (child == 0) {                // attempt 0's rank 0: failing, not yet gone
+        std::ofstream(formed).put('1');
+        std::this_thread::sleep_for(1500ms);
+        std::ofstream(leaving).put('1');
+        raise(SIGKILL);
       }
       dist::destroy_process_group();
     } catch (const std::exception& e) {
@@ -357,7 +368,6 @@ TEST_CASE("a rank of a restarted job waits for its own attempt's store, never jo
   REQUIRE(res[1].exit_code == 0);
   REQUIRE(res[2].exit_code == 0);
   REQUIRE(res[1].output == "sum=2 restart=1");
-  REQUIRE(res[1].seconds > 2.4);  // it waited for attempt 1's rank 0
   // A restart count that is not a count is named.
   clear_launch_env();
   setenv("RANK", "0", 1);
