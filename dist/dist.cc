@@ -191,7 +191,10 @@ void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::mill
             missing += (named++ ? ", " : "") + std::to_string(k);
         if (info.world_size - r > 16) missing += ", ...";
         throw Error("[init_process_group] " + me + " timed out waiting for rank(s) " + missing +
-                    " to connect: they have not started, failed, or were refused");
+                    " to connect: they have not started, failed, or were refused" +
+                    (launcher_restart() > 0 ? "; in a restart, a machine that was lost whole joins it when its "
+                                              "launcher is started again with the same command"
+                                            : ""));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

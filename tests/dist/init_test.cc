@@ -445,6 +445,16 @@ TEST_CASE("a machine whose launcher was started afresh joins the restart the job
   REQUIRE_THAT(res[1].output,
                Catch::Contains("kept serving another process group of this job (the launcher's restart 2 after") &&
                    Catch::Contains("than this process's (the launcher's restart 0 after"));
+  // In a restart, the rank that waits for a machine that never comes says how it can join.
+  clear_launch_env();
+  env_for_rank(0, 2, free_port());
+  setenv("TORCHELASTIC_RESTART_COUNT", "1", 1);
+  dist::InitOptions o;
+  o.timeout = 500ms;
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
+                      Catch::Contains("timed out waiting for rank(s) 1 to connect") &&
+                          Catch::Contains("a machine that was lost whole joins it when its launcher is started again"));
+  clear_launch_env();
 }
 
 TEST_CASE("destroy_process_group leaves no thread, socket or port; a collective after it is an error") {
