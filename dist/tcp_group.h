@@ -139,6 +139,7 @@ class ProcessGroupTCP : public ProcessGroup {
                       const std::vector<size_t>& in_at, Deadline d);                        // all_to_all's shm path
   void gather_shm(std::vector<Tensor>* outputs, const Tensor& input, int dst, Deadline d);  // gather's shm path
   void await_answer(const Socket& s, Deadline d);                  // connect_mesh's wait for a lower rank's hello
+  std::string wait_for_address(int r, Deadline d);                 // connect_mesh's wait for rank r's address
   void or_reason_in_store(const std::function<void()>& exchange);  // a lost peer's reason, if it left one
 
   // Messages: a header, then header.bytes of payload. recv_message checks the header it gets

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"
@@ -136,11 +137,25 @@ Listener listen_on(const std::string& host) {
   const size_t dash = r.find('-');
   ENGINE_REQUIRE(dash != std::string::npos, "[init_process_group] ENGINE_PORT_RANGE=\"", r,
                  "\" must be two ports, LOW-HIGH (e.g. 29600-29700)");
-  const int lo = int(parse_int(r.substr(0, dash), "ENGINE_PORT_RANGE's low port", 1, 65535));
-  const int hi = int(parse_int(r.substr(dash + 1), "ENGINE_PORT_RANGE's high port", lo, 65535));
+  const int lo = int(parse_int(r.substr(0, dash), "[init_process_group] ENGINE_PORT_RANGE's low port", 1, 65535));
+  const int hi = int(parse_int(r.substr(dash + 1), "[init_process_group] ENGINE_PORT_RANGE's high port", lo, 65535));
   return bind_in_range(host, lo, hi);
 }
 }  // namespace
+
+// The address a lower rank published, read 100 times a second, and the reason a rank that
+// failed to join left (fail_if_mesh_failed) 10 times a second.
+std::string ProcessGroupTCP::wait_for_address(int r, Deadline d) {
+  std::string addr;
+  for (int polls = 0; !store_->try_get(key("tcp/addr/") + std::to_string(r), &addr); ++polls) {
+    if (polls % 10 == 0) fail_if_mesh_failed();
+    if (Clock::now() >= d)
+      throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for " + peer_name(r) +
+                  " to publish its address: it has not started or has failed");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return addr;
+}
 
 // A rank that cannot join the mesh says why to the ranks waiting for its connection, which
 // would otherwise wait out the whole timeout knowing nothing (accept_peers reads it).
@@ -162,17 +177,19 @@ void ProcessGroupTCP::connect_mesh() {
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
   const std::string host = listen_host(*store_);
-  Listener listener = listen_on(host);
+  // A rank that cannot listen (a bad ENGINE_PORT_RANGE, every port taken) tells the others,
+  // which wait for its address: rank 0 failing here would otherwise end the store under
+  // them, and they would be the ones named, for a closed connection.
+  Listener listener;
+  try {
+    listener = listen_on(host);
+  } catch (const Error& e) {
+    mesh_failed(e.what());
+  }
   address_ = host + ":" + std::to_string(listener.port());
   store_->set(key("tcp/addr/") + std::to_string(rank_), address_);
   for (int r = 0; r < rank_; ++r) {
-    std::string addr;
-    try {
-      addr = store_->get(key("tcp/addr/") + std::to_string(r));
-    } catch (const Error& e) {
-      throw Error("[init_process_group] rank " + std::to_string(rank_) + " was waiting for " + peer_name(r) +
-                  " to publish its address: " + e.what());
-    }
+    const std::string addr = wait_for_address(r, d);
     const size_t colon = addr.rfind(':');
     const std::string peer_host = addr.substr(0, colon);
     // A loopback address reaches only the machine it is dialled from: published by a rank
