@@ -135,7 +135,7 @@ struct Job {
   engine::dist::LaunchArgs args;
   std::string program, launch_id;
   int world = 0;
-  std::unique_ptr<engine::dist::TCPStore> node_store;  // served by node 0's launcher under c10d
+  std::unique_ptr<engine::dist::TCPStore> node_store;  // under c10d: served by node 0, holds the node rank elsewhere
 };
 
 // --rdzv_backend=c10d without --node_rank: the launchers meet at the endpoint, which hands
@@ -151,7 +151,7 @@ std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::Launc
   try {
     auto store = engine::dist::assign_node_rank(&o, timeout);
     std::fprintf(stderr, "launch: node rank %d of %d, handed out at the rendezvous (%s); rank 0 will listen at %s:%d\n",
-                 o.node_rank, o.nnodes, store ? "served here" : "served by the machine at the endpoint",
+                 o.node_rank, o.nnodes, o.node_rank == 0 ? "served here" : "served by the machine at the endpoint",
                  o.master_addr.c_str(), o.master_port);
     return store;
   } catch (const Error& e) {

@@ -1,5 +1,7 @@
 #include "dist/launch_rendezvous.h"
 
+#include <unistd.h>
+
 #include <string>
 
 #include "dist/socket.h"
@@ -42,28 +44,35 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
     host->set("flags", shared_flags(*o));
     return host;
   }
-  int64_t joined = 0;
+  // Node ranks 1, 2, ... are claimed (TCPStore::claim), each held for as long as its
+  // launcher's connection lasts: a machine that fails frees its node rank, and its launcher,
+  // started again, takes it back and rejoins.
+  std::unique_ptr<TCPStore> store;
+  char host_name[256] = {};
+  gethostname(host_name, sizeof host_name - 1);
+  const std::string me = "pid " + std::to_string(getpid()) + " on " + host_name;
   std::string port, flags;
+  int node = -1;
   try {
-    TCPStore store(o->master_addr, o->master_port, /*is_server=*/false, so);
-    joined = store.add("nodes", 1);  // 1, 2, ...: the host took 0
-    if (joined < o->nnodes) port = store.get("master_port"), flags = store.get("flags");
+    store = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/false, so);
+    port = store->get("master_port"), flags = store->get("flags");
+    if (flags == shared_flags(*o))
+      for (int k = 1; k < o->nnodes && node < 0; ++k)
+        if (store->claim("node/" + std::to_string(k), me) == me) node = k;
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (the node rendezvous at --rdzv_endpoint " + endpoint +
                 ": start the launcher on the machine with that address too; it hands out the node ranks)");
   }
-  if (joined >= o->nnodes)
-    throw Error(std::to_string(joined + 1) + " launchers joined the rendezvous at " + endpoint + ", but --nnodes is " +
-                std::to_string(o->nnodes) +
-                ": start one launcher per machine, with the same --nnodes on each. If this machine was in the job and "
-                "was restarted, it cannot rejoin under c10d, whose node ranks are handed out once: stop every "
-                "launcher and start them all again (with --node_rank instead, a restarted machine rejoins)");
   if (flags != shared_flags(*o))
     throw Error("this launcher was started with " + shared_flags(*o) + ", the one serving the rendezvous at " +
                 endpoint + " with " + flags + ": start every machine's launcher with the same command");
-  o->node_rank = int(joined);
+  if (node < 0)
+    throw Error("every node rank of the " + std::to_string(o->nnodes) + " at " + endpoint +
+                " (--nnodes) is held by a running launcher: start one launcher per machine, with the same --nnodes "
+                "on each");
+  o->node_rank = node;
   o->master_port = int(parse_int(port, "the launchers' store's master_port", 1, 65535));
-  return nullptr;
+  return store;
 }
 
 }  // namespace engine::dist

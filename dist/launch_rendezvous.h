@@ -2,11 +2,14 @@
 // launcher is started with the same command (--rdzv_backend=c10d, no --node_rank). The one
 // that can listen on --rdzv_endpoint (it runs on the machine with that address) serves a
 // small store there for the job's lifetime, takes node rank 0 and picks the port rank 0
-// will serve the ranks' own rendezvous on; the others get node ranks 1, 2, ... in the order
-// they arrive, and read that port.
+// will serve the ranks' own rendezvous on; the others take the lowest node rank no running
+// launcher holds (1, 2, ... in the order they arrive), and read that port. A launcher holds
+// its node rank for as long as its connection to that store lasts, so a machine that
+// failed and is started again takes its node rank back and rejoins the job.
 //
 //   auto keep = engine::dist::assign_node_rank(&args, std::chrono::seconds(300));
-//   // args.node_rank and args.master_port are set; keep (on node 0) serves until the job ends
+//   // args.node_rank and args.master_port are set; keep it until the job ends (node 0
+//   // serves the store; the others hold their node rank through it)
 #pragma once
 
 #include <chrono>
@@ -18,9 +21,9 @@
 namespace engine::dist {
 
 // Sets args->node_rank and args->master_port (the port rank 0 will listen on; the endpoint's
-// own port stays the launchers'). Returns the store on the launcher that serves it (keep it
-// alive), null on the others. Throws naming the endpoint when it is not reached in time,
-// or when more launchers join than --nnodes.
+// own port stays the launchers'). Returns the store (keep it alive: it serves the others on
+// node 0 and holds the node rank elsewhere). Throws naming the endpoint when it is not
+// reached in time, or when every node rank is held by a running launcher.
 std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* args, std::chrono::milliseconds timeout);
 
 }  // namespace engine::dist

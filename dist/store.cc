@@ -228,6 +228,8 @@ std::string TCPStore::compare_set(const std::string& key, const std::string& exp
   return request(kCompareSet, key, v);
 }
 
+std::string TCPStore::claim(const std::string& key, const std::string& value) { return request(kClaim, key, value); }
+
 bool TCPStore::delete_key(const std::string& key) {
   const std::string r = request(kDelete, key, "");
   return !r.empty() && r[0] == 1;

@@ -6,6 +6,7 @@
 //   std::string a = store.get("addr/0");         // waits until some rank sets it
 //   int64_t n = store.add("arrived", 1);         // atomic counter: returns the new value
 //   store.compare_set("leader", "", "rank3");    // set only if absent (or equal to expected)
+//   store.claim("node/1", "me");                 // the same, removed when this client disconnects
 //
 // Every call has a deadline (options.timeout). Clients must present the job's token; the
 // server drops connections that do not, and bounds every length it reads before
@@ -65,6 +66,11 @@ class TCPStore {
   // returns the value after the call.
   std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
   bool delete_key(const std::string& key);
+  // Sets key to `value` if it is absent, and holds it for as long as this client's
+  // connection lasts: when the connection closes (the process ended or died), the server
+  // removes it. Returns the value after the call (`value` when this client holds it). The
+  // launchers hold their node ranks this way (launch_rendezvous.h).
+  std::string claim(const std::string& key, const std::string& value);
   // Waits until every key exists.
   void wait(const std::vector<std::string>& keys);
   int64_t num_keys();

@@ -177,7 +177,7 @@ void TCPStore::Server::admit(Socket s) {
   client->socket = std::move(s);
   try {
     client->thread = start_thread("a store client", [this, client] {
-      serve(client->socket);
+      serve(*client);
       client->socket.shutdown();  // the client sees the connection end, not a silent stall
       client->finished = true;
     });
@@ -239,7 +239,8 @@ std::string TCPStore::Server::read_value(const Socket& s, Deadline d) {
   return v;
 }
 
-void TCPStore::Server::serve(const Socket& s) {
+void TCPStore::Server::serve(Client& c) {
+  const Socket& s = c.socket;
   try {
     while (!stop_) {
       if (!wait_fd(s.fd(), false, deadline_in(std::chrono::milliseconds(100)))) continue;
@@ -248,7 +249,7 @@ void TCPStore::Server::serve(const Socket& s) {
       s.recv_all(&cmd, 1, d, "a store client");
       const std::string key = read_blob(s, kMaxKey, d, "a store client");
       const std::string value = read_value(s, d);
-      const std::string reply = handle(cmd, key, value);
+      const std::string reply = handle(cmd, key, value, c);
       const uint32_t len = uint32_t(reply.size());
       std::string msg(reinterpret_cast<const char*>(&len), 4);
       msg += reply;
@@ -259,9 +260,23 @@ void TCPStore::Server::serve(const Socket& s) {
     if (std::strstr(e.what(), "closed") == nullptr && std::strstr(e.what(), "reset") == nullptr)
       log(std::string("dropped a client: ") + e.what());
   }
+  release(c);
 }
 
-std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const std::string& value) {
+// A process that claimed a key (a launcher its node rank) and has gone frees it: the key is
+// removed, unless something else has been stored under it since.
+void TCPStore::Server::release(Client& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, value] : c.claimed) {
+    auto it = data_.find(key);
+    if (it == data_.end() || it->second != value) continue;
+    stored_bytes_ -= int64_t(key.size() + value.size());
+    data_.erase(it);
+  }
+  c.claimed.clear();
+}
+
+std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const std::string& value, Client& c) {
   std::lock_guard<std::mutex> lock(mu_);
   // Keeps stored_bytes_ equal to the bytes of every key and value stored.
   auto store = [&](const std::string& k, const std::string& v) {
@@ -306,6 +321,13 @@ std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const 
       stored_bytes_ -= int64_t(key.size() + it->second.size());
       data_.erase(it);
       return "\1";
+    }
+    case kClaim: {  // set if absent, held for as long as this connection lasts (release)
+      auto it = data_.find(key);
+      if (it != data_.end()) return it->second;
+      store(key, value);
+      c.claimed.emplace_back(key, value);
+      return value;
     }
     case kNumKeys: {
       const int64_t n = int64_t(data_.size());

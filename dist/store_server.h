@@ -25,7 +25,7 @@
 
 namespace engine::dist::store_wire {
 
-enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCompareSet = 4, kDelete = 5, kNumKeys = 6 };
+enum Command : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCompareSet = 4, kDelete = 5, kNumKeys = 6, kClaim = 7 };
 constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
 // The handshake's answer: the token matched; it did not; the store is at its limit; or the
 // token matched but the client comes from another init_process_group of the job (a rank
@@ -69,6 +69,7 @@ class TCPStore::Server {
     Socket socket;
     std::thread thread;
     std::atomic<bool> finished{false};
+    std::vector<std::pair<std::string, std::string>> claimed;  // keys it holds (TCPStore::claim), with mu_
   };
 
   void accept_loop();
@@ -78,9 +79,10 @@ class TCPStore::Server {
   bool serve_restart_of(uint32_t generation);  // serves a client's later restart, if it may
   void admit(Socket s);
   void reap_finished_clients();  // with mu_ held
-  void serve(const Socket& s);
+  void serve(Client& c);
+  void release(Client& c);  // removes the keys c claimed, when its connection has ended
   std::string read_value(const Socket& s, Deadline d);
-  std::string handle(uint8_t cmd, const std::string& key, const std::string& value);
+  std::string handle(uint8_t cmd, const std::string& key, const std::string& value, Client& c);
   void log(const std::string& what);  // "[store] what", at most once a second per message
 
   Listener listener_;

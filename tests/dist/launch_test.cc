@@ -188,9 +188,23 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   t1.join(), t2.join();
   INFO(third.output);
   REQUIRE(third.status == 1);
-  REQUIRE_THAT(third.output, Catch::Contains("3 launchers joined the rendezvous at 127.0.0.1:" +
-                                             std::to_string(port + 1) + ", but --nnodes is 2") &&
-                                 Catch::Contains("it cannot rejoin under c10d"));
+  REQUIRE_THAT(third.output, Catch::Contains("every node rank of the 2 at 127.0.0.1:" + std::to_string(port + 1) +
+                                             " (--nnodes) is held by a running launcher"));
+  // A launcher killed (its machine failed) frees its node rank: started again, it takes it
+  // back. Before, the new launcher was refused as a third launcher of a job of two.
+  const std::string c10d = kLaunch +
+                           " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 4) +
+                           " --job_token=t ";
+  const Run again = run("{ " + c10d + "/bin/sleep 3 & host=$!; sleep 0.3; " + c10d +
+                        "/bin/sleep 30 & lost=$!; sleep 0.5; kill -9 $lost; wait $lost; " + c10d +
+                        "/bin/true; echo \"again: $?\"; wait $host; }");
+  INFO(again.output);
+  REQUIRE_THAT(again.output, Catch::Contains("again: 0"));
+  size_t node1 = 0;
+  for (size_t at = again.output.find("launch: node rank 1 of 2"); at != std::string::npos;
+       at = again.output.find("launch: node rank 1 of 2", at + 1))
+    ++node1;
+  REQUIRE(node1 == 2);  // the first launcher, then the one started again
   // A launcher started with another --nproc_per_node would start RANKs the other machine
   // has: refused at the rendezvous, naming both commands' flags.
   const std::string endpoint = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 3);

@@ -16,9 +16,9 @@
 #      and the ranks that waited across it name the rank, its address and the network;
 #   8. a network blip shorter than the timeout: the run goes on, to the weights of 5;
 #   9. ENGINE_SOCKET_IFNAME=lo on one machine: every rank names the loopback address at once;
-#  10. a machine lost whole (machine 1, then machine 0, which serves the rendezvous) and its
-#      launcher started afresh: it joins the job's restart, and the recap ends with the
-#      weights of 5.
+#  10. a machine lost whole (machine 1, then machine 0, which serves the rendezvous, then
+#      machine 1 under c10d) and its launcher started afresh: it joins the job's restart,
+#      and the recap ends with the weights of 5.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -225,23 +225,29 @@ echo "ok: ENGINE_SOCKET_IFNAME=lo on machine 0: every rank named the loopback ad
 # restart 1; machine 0's rank 0, whose store is still forming, takes up the restart that
 # machine 1's ranks come with. Either way the recap resumes and ends with the very weights
 # of the uninterrupted run of section 5.
-lose_machine() {  # lose_machine K PORT
-  local k=$1 port=$2 other=$((1 - $1))
-  local state="$TEST_TMPDIR/lost${k}_state.safetensors"
+lose_machine() {  # lose_machine K PORT [c10d]: static node ranks, or handed out at the endpoint
+  local k=$1 port=$2 c10d=${3:-} other=$((1 - $1))
+  local state="$TEST_TMPDIR/lost$k$c10d.state.safetensors" tag="lost$k$c10d"
   local job=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --master_port="$port" --job_token="$token"
     --max_restarts=1)
+  [[ -z "$c10d" ]] || job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="$NODE0_ADDR:$port"
+    --job_token="$token" --max_restarts=1)
   start_node() {  # start_node NODE SUFFIX: that machine's launcher, in the background
-    LESSON_OUT="$TEST_TMPDIR/lost$k.$1$2" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" "$1" \
-      "$launch" "${job[@]}" --node_rank="$1" "$recap" "${resumable[@]}" --state "$state" \
-      --checkpoint "$TEST_TMPDIR/lost$k.$1.safetensors" >"$out.lost$k.$1$2" 2>&1 &
+    local node_rank=(--node_rank="$1")
+    [[ -z "$c10d" ]] || node_rank=()
+    LESSON_OUT="$TEST_TMPDIR/$tag.$1$2" ENGINE_DIST_TIMEOUT=20 timeout 120 bash "$nodes" run "$NODES_ID" "$1" \
+      "$launch" "${job[@]}" "${node_rank[@]}" "$recap" "${resumable[@]}" --state "$state" \
+      --checkpoint "$TEST_TMPDIR/$tag.$1.safetensors" >"$out.$tag.$1$2" 2>&1 &
   }
-  start_node 1 "" && pids[1]=$!
   start_node 0 "" && pids[0]=$!
+  [[ -z "$c10d" ]] || sleep 0.5  # machine 0 serves the endpoint and is node 0
+  start_node 1 "" && pids[1]=$!
   for _ in $(seq 1 6000); do [[ -s "$state" ]] && break; sleep 0.01; done
   [[ -s "$state" ]] || fail "the run that loses machine $k saved no training state within 60 s"
-  local victim=""
+  local victim=""  # machine k's launcher: the one in its network namespace
   for p in $(pgrep -x launch || true); do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--master_port=$port .*--node_rank=$k" && victim=$p
+    [[ "$(ip netns identify "$p" 2>/dev/null)" == "en${NODES_ID}n$k" ]] &&
+      tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qE -- "[=:]$port " && victim=$p
   done
   [[ -n "$victim" ]] || fail "machine $k's launcher was not running when the first training state was saved"
   kill -9 "$victim"
@@ -250,20 +256,22 @@ lose_machine() {  # lose_machine K PORT
   start_node "$k" ".again" && pids[$k]=$!
   wait "${pids[0]}" && rc0=0 || rc0=$?
   wait "${pids[1]}" && rc1=0 || rc1=$?
-  local out_k="$out.lost$k.$k.again" out_other="$out.lost$k.$other"
+  local out_k="$out.$tag.$k.again" out_other="$out.$tag.$other"
   cat "$out_other" "$out_k"
   [[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the job should survive losing machine $k and its restart (exit $rc0, $rc1)"
   grep -q "restarting the group (restart 1 of 1)" "$out_other" || fail "machine $other should restart the job"
   grep -q "^\[rank $((k * 2))\] \[dist\] rank $((k * 2)): this machine's launcher is at restart 0, the job at restart 1 .*joining the job's restart 1" \
     "$out_k" || fail "machine $k's ranks should say that they join the job's restart 1"
-  grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.lost$k.0"* ||
+  grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.$tag.0"* ||
     fail "the recap should resume from its saved state"
-  "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/lost$k.0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
+  [[ -z "$c10d" ]] || grep -q "^launch: node rank 1 of 2" "$out_k" || fail "machine 1 should take node rank 1 back"
+  "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/$tag.0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
     fail "the job that lost machine $k should end with the weights of the uninterrupted one, bit for bit"
-  echo "ok: machine $k lost and its launcher started afresh: it joined the job's restart 1, which ended bit-identical"
+  echo "ok: machine $k lost and its launcher started afresh${c10d:+ (c10d)}: it joined the job's restart 1, which ended bit-identical"
 }
 lose_machine 1 29700
 lose_machine 0 29710
+lose_machine 1 29720 c10d  # its launcher takes node rank 1 back at the endpoint
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.

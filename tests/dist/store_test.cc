@@ -332,3 +332,30 @@ TEST_CASE("a store still forming takes up a later restart of the job; a formed o
     RANK_REQUIRE(server.seal() == 0u);
   }
 }
+
+TEST_CASE("a claimed key is held while its client is connected, and freed when it disconnects") {
+  TCPStore server("127.0.0.1", 0, true, opts());
+  {
+    TCPStore a("127.0.0.1", server.port(), false, opts());
+    RANK_REQUIRE(a.claim("node/1", "a") == "a");
+    TCPStore b("127.0.0.1", server.port(), false, opts());
+    RANK_REQUIRE(b.claim("node/1", "b") == "a");  // held by a
+    RANK_REQUIRE(b.claim("node/2", "b") == "b");
+    server.set("other", "kept");
+  }  // both disconnect: what they claimed goes, the rest stays
+  for (int i = 0; i < 200 && server.num_keys() > 1; ++i) std::this_thread::sleep_for(10ms);
+  std::string v;
+  RANK_REQUIRE(!server.try_get("node/1", &v));
+  RANK_REQUIRE(!server.try_get("node/2", &v));
+  RANK_REQUIRE(server.get("other") == "kept");
+  TCPStore c("127.0.0.1", server.port(), false, opts());
+  RANK_REQUIRE(c.claim("node/1", "c") == "c");  // free again
+  // A key set over a claimed one is not removed when the claimant goes.
+  {
+    TCPStore d("127.0.0.1", server.port(), false, opts());
+    RANK_REQUIRE(d.claim("node/3", "d") == "d");
+    server.set("node/3", "set since");
+  }
+  std::this_thread::sleep_for(200ms);
+  RANK_REQUIRE(server.get("node/3") == "set since");
+}
