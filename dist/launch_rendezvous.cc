@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
+#include <thread>
 
 #include "dist/socket.h"
 #include "tensor/check.h"
@@ -56,9 +58,21 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   try {
     store = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/false, so);
     port = store->get("master_port"), flags = store->get("flags");
-    if (flags == shared_flags(*o))
+    // Every node rank held: a launcher too many, or one whose machine failed without closing
+    // its connection, which the endpoint finds out within ~25 s (store_server.cc): wait
+    // until the timeout for one to be freed.
+    const Deadline d = deadline_in(timeout);
+    for (bool said = false; flags == shared_flags(*o) && node < 0; said = true) {
       for (int k = 1; k < o->nnodes && node < 0; ++k)
         if (store->claim("node/" + std::to_string(k), me) == me) node = k;
+      if (node >= 0 || Clock::now() >= d) break;
+      if (!said)
+        std::fprintf(stderr,
+                     "launch: every node rank at %s is held by a running launcher; waiting for one to be freed (a "
+                     "machine that failed is noticed within 30 s)\n",
+                     endpoint.c_str());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " (the node rendezvous at --rdzv_endpoint " + endpoint +
                 ": start the launcher on the machine with that address too; it hands out the node ranks)");

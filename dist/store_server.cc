@@ -1,5 +1,7 @@
 #include "dist/store_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -263,6 +265,18 @@ void TCPStore::Server::serve(Client& c) {
   release(c);
 }
 
+// A machine that fails hard (power, a kernel panic) never closes its connections: the
+// claimant's connection would look alive, and hold its key, for hours. TCP keepalive probes
+// it once it has been idle 10 s, every 5 s: an answer from a machine that has restarted (a
+// reset) or 3 unanswered probes end the connection, and release() frees what it held.
+void TCPStore::Server::watch_for_silent_loss(const Socket& s) {
+  const int on = 1, idle = 10, interval = 5, probes = 3;
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
+
 // A process that claimed a key (a launcher its node rank) and has gone frees it: the key is
 // removed, unless something else has been stored under it since.
 void TCPStore::Server::release(Client& c) {
@@ -327,6 +341,7 @@ std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const 
       if (it != data_.end()) return it->second;
       store(key, value);
       c.claimed.emplace_back(key, value);
+      watch_for_silent_loss(c.socket);
       return value;
     }
     case kNumKeys: {

@@ -175,21 +175,28 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   for (int r = 0; r < 4; ++r)
     REQUIRE_THAT(first.output + second.output, Catch::Contains("[rank " + std::to_string(r) + "] sum 6"));
   REQUIRE_THAT(first.output, !Catch::Contains("127.0.0.1:" + std::to_string(port) + "\n"));  // rank 0's port is another
-  // A third launcher for a job of two machines is refused, naming --nnodes.
-  const std::string waiting = kLaunch +
-                              " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 1) +
-                              " --job_token=t /bin/sleep 2";
+  // A third launcher for a job of two machines waits (up to ENGINE_DIST_TIMEOUT) for a node
+  // rank to be freed: refused, naming --nnodes, if none is; given the rank a launcher that
+  // ends frees while it waits.
+  const std::string job = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 1) +
+                          " --job_token=t /bin/sleep ";
   Run a, b;
-  std::thread t1([&] { a = run(waiting); });
+  std::thread t1([&] { a = run(kLaunch + job + "8"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::thread t2([&] { b = run(waiting); });
+  std::thread t2([&] { b = run(kLaunch + job + "4"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const Run third = run(waiting);
-  t1.join(), t2.join();
+  const Run third = run("ENGINE_DIST_TIMEOUT=2 " + kLaunch + job + "0");
   INFO(third.output);
   REQUIRE(third.status == 1);
-  REQUIRE_THAT(third.output, Catch::Contains("every node rank of the 2 at 127.0.0.1:" + std::to_string(port + 1) +
-                                             " (--nnodes) is held by a running launcher"));
+  REQUIRE_THAT(third.output, Catch::Contains("waiting for one to be freed") &&
+                                 Catch::Contains("every node rank of the 2 at 127.0.0.1:" + std::to_string(port + 1) +
+                                                 " (--nnodes) is held by a running launcher"));
+  REQUIRE(third.seconds >= 1.9);
+  const Run fourth = run("ENGINE_DIST_TIMEOUT=30 " + kLaunch + job + "0");  // node 1 ends at about 4 s
+  t1.join(), t2.join();
+  INFO(fourth.output);
+  REQUIRE(fourth.status == 0);
+  REQUIRE_THAT(fourth.output, Catch::Contains("launch: node rank 1 of 2"));
   // A launcher killed (its machine failed) frees its node rank: started again, it takes it
   // back. Before, the new launcher was refused as a third launcher of a job of two.
   const std::string c10d = kLaunch +

@@ -18,7 +18,8 @@
 #   9. ENGINE_SOCKET_IFNAME=lo on one machine: every rank names the loopback address at once;
 #  10. a machine lost whole (machine 1, then machine 0, which serves the rendezvous, then
 #      machine 1 under c10d) and its launcher started afresh: it joins the job's restart,
-#      and the recap ends with the weights of 5.
+#      and the recap ends with the weights of 5;
+#  11. under c10d, a machine that failed hard (no connection closed) takes its node rank back.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -272,6 +273,44 @@ lose_machine() {  # lose_machine K PORT [c10d]: static node ranks, or handed out
 lose_machine 1 29700
 lose_machine 0 29710
 lose_machine 1 29720 c10d  # its launcher takes node rank 1 back at the endpoint
+
+# 11. A machine that fails hard (power, a kernel panic) closes none of its connections. Under
+# c10d its launcher's connection to the endpoint then looks alive, holding node rank 1: the
+# endpoint probes such a connection (TCP keepalive, after 10 s idle) and frees the rank when
+# the restarted machine answers with a reset. Emulated: machine 1 cut off, its launcher
+# killed, its last socket destroyed (ss -K) so that no FIN ever leaves, the link back up.
+hard=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint="$NODE0_ADDR:29730" --job_token="$token")
+timeout 120 bash "$nodes" run "$NODES_ID" 0 "$launch" "${hard[@]}" /bin/sleep 60 >"$out.hard.0" 2>&1 &
+hard_host=$!
+sleep 0.5
+timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${hard[@]}" /bin/sleep 60 >"$out.hard.1" 2>&1 &
+hard_lost=$!
+for _ in $(seq 1 500); do grep -q "node rank 1 of 2" "$out.hard.1" && break; sleep 0.02; done
+grep -q "node rank 1 of 2" "$out.hard.1" || { cat "$out.hard.1"; fail "machine 1's launcher got no node rank"; }
+sleep 1  # until all it was sent is acknowledged: a machine failing later leaves nothing to resend
+bash "$nodes" link "$NODES_ID" 1 down
+for p in $(pgrep -x launch || true); do
+  [[ "$(ip netns identify "$p" 2>/dev/null)" == "en${NODES_ID}n1" ]] && kill -9 "$p"
+done
+wait "$hard_lost" || true
+ip netns exec "en${NODES_ID}n1" ss -K dst "$NODE0_ADDR" >/dev/null 2>&1 || true
+if ip netns exec "en${NODES_ID}n1" ss -tan | grep -q "$NODE0_ADDR:29730"; then
+  echo "SKIPPED (section 11): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
+  bash "$nodes" link "$NODES_ID" 1 up
+else
+  bash "$nodes" link "$NODES_ID" 1 up
+  start=$(date +%s.%N)
+  ENGINE_DIST_TIMEOUT=60 timeout 120 bash "$nodes" run "$NODES_ID" 1 "$launch" "${hard[@]}" /bin/true \
+    >"$out.hard.again" 2>&1 && rc1=0 || rc1=$?
+  seconds=$(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN { printf "%.1f", e - s }')
+  cat "$out.hard.again"
+  [[ $rc1 -eq 0 ]] && grep -q "^launch: node rank 1 of 2" "$out.hard.again" ||
+    fail "machine 1, failed hard and started again, should take node rank 1 back (exit $rc1, $seconds s)"
+  awk -v s="$seconds" 'BEGIN { exit !(s < 40) }' || fail "taking node rank 1 back took $seconds s"
+  echo "ok: machine 1 failed hard (no connection closed) and started again took node rank 1 back after $seconds s"
+fi
+kill "$hard_host" 2>/dev/null || true
+wait "$hard_host" || true
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
