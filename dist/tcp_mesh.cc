@@ -146,15 +146,19 @@ Listener listen_on(const std::string& host) {
 // The address a lower rank published, read 100 times a second, and the reason a rank that
 // failed to join left (fail_if_mesh_failed) 10 times a second.
 std::string ProcessGroupTCP::wait_for_address(int r, Deadline d) {
+  const std::string waiting = "[init_process_group] rank " + std::to_string(rank_) + " was waiting for " +
+                              peer_name(r) + " to publish its address: ";
   std::string addr;
-  for (int polls = 0; !store_->try_get(key("tcp/addr/") + std::to_string(r), &addr); ++polls) {
+  for (int polls = 0;; ++polls) {
+    try {
+      if (store_->try_get(key("tcp/addr/") + std::to_string(r), &addr)) return addr;
+    } catch (const Error& e) {  // the store's rank 0 has gone (it gave up waiting, or failed)
+      throw Error(waiting + e.what());
+    }
     if (polls % 10 == 0) fail_if_mesh_failed();
-    if (Clock::now() >= d)
-      throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for " + peer_name(r) +
-                  " to publish its address: it has not started or has failed");
+    if (Clock::now() >= d) throw Error(waiting + "it timed out: that rank has not started or has failed");
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return addr;
 }
 
 // A rank that cannot join the mesh says why to the ranks waiting for its connection, which
