@@ -65,9 +65,7 @@ int launcher_restart() {
                  " is out of range (0 to 65535)");
   return restart;
 }
-uint32_t store_generation() {
-  return uint32_t(std::max(launcher_restart(), g_joined_restart)) << 16 | (g_destroyed & 0xFFFF);
-}
+uint32_t store_generation() { return uint32_t(restart_count()) << 16 | (g_destroyed & 0xFFFF); }
 
 // A machine restarted (or replaced) while the other machines' launchers restarted the job
 // starts its launcher afresh, at restart 0. Its ranks join the restart the job is in (the

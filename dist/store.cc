@@ -66,13 +66,6 @@ Handshake handshake(const Socket& sock, const StoreOptions& o, Deadline d, const
   return {answer == kBusy || answer == kOtherGeneration ? Handshake::kRetry : Handshake::kDone, answer, "", served};
 }
 
-// Whether a client at generation `mine` joins a store serving `served` (StoreOptions::
-// join_later_restart): the same process group of the program (low halves: the groups
-// destroyed before) in a later restart of the launcher (high halves).
-bool joins_later_restart(uint32_t mine, uint32_t served) {
-  return (mine & 0xFFFF) == (served & 0xFFFF) && (served >> 16) > (mine >> 16);
-}
-
 std::string byte_shown(uint8_t b) {
   char hex[8];
   std::snprintf(hex, sizeof hex, "0x%02x", unsigned(b));
@@ -150,7 +143,7 @@ void TCPStore::connect_to_server() {
         asked_to_retry = h.answer;
         if (h.answer == kOtherGeneration) {
           served = h.served;
-          if (options_.join_later_restart && joins_later_restart(options_.generation, served)) {
+          if (options_.join_later_restart && later_restart_of(served, options_.generation)) {
             options_.generation = served;  // this process joins the restart the job is in
             continue;
           }

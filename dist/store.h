@@ -76,12 +76,9 @@ class TCPStore {
   int64_t num_keys();
 
   int port() const { return port_; }
-  // The generation this client was served at: options.generation, or the later restart it
-  // joined (join_later_restart).
-  uint32_t generation() const { return options_.generation; }
   // On the server, once the process group it serves has formed: it stops taking up a later
   // restart of the job (store_server.cc, serve_restart_of), and returns the generation it
-  // serves. Elsewhere, generation().
+  // serves. On a client: the generation it was served at.
   uint32_t seal();
   const std::string& host() const { return host_; }
   // The address of this machine as the server sees it: what peers can reach us at.

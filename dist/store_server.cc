@@ -157,7 +157,7 @@ bool TCPStore::Server::serve_restart_of(uint32_t generation) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint32_t mine = generation_;
   if (sealed_ || mine == 0xFFFFFFFFu || generation == 0xFFFFFFFFu) return false;  // the launchers' store
-  if ((generation & 0xFFFF) != (mine & 0xFFFF) || (generation >> 16) <= (mine >> 16)) return false;
+  if (!later_restart_of(generation, mine)) return false;
   reap_finished_clients();
   if (clients_gone_ != 0) return false;
   for (const auto& c : clients_) {  // gone, but its thread has not yet read the end

@@ -35,6 +35,13 @@ constexpr uint32_t kMagic = 0x44445053;  // "DDPS"
 // (StoreOptions::join_later_restart).
 enum Hello : uint8_t { kRefused = 0, kAccepted = 1, kBusy = 2, kOtherGeneration = 3 };
 
+// Whether generation `later` is the same process group of the program as `earlier` (low
+// halves: the groups destroyed before) in a later restart of the launcher (high halves):
+// a client behind joins such a store, and a store still forming takes up such a client.
+inline bool later_restart_of(uint32_t later, uint32_t earlier) {
+  return (later & 0xFFFF) == (earlier & 0xFFFF) && (later >> 16) > (earlier >> 16);
+}
+
 constexpr uint32_t kMaxKey = 4096;
 constexpr uint32_t kMaxValue = 16u << 20;              // one value: addresses and names are bytes, not megabytes
 constexpr int64_t kMaxHeldBytes = int64_t(256) << 20;  // stored; and, apart, big values being received
