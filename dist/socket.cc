@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -58,6 +59,26 @@ void throw_io_error(const char* what, const std::string& peer, int err, bool tim
                 " (that process exited or was killed)");
   }
   throw Error(std::string("[dist] ") + what + " " + peer + " failed: " + std::strerror(err));
+}
+
+void watch_link(const Socket& s, std::chrono::seconds limit) {
+  if (limit.count() <= 0 || !s.valid()) return;
+  const int on = 1, probes = 3;
+  const int idle = std::max<int>(1, int(limit.count() / 2)), interval = std::max<int>(1, int(limit.count() / 6));
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+}
+
+int64_t link_silence_ms(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return 0;
+  // tcpi_unacked: segments sent and not acknowledged; tcpi_probes: window or keepalive
+  // probes sent since the last answer. tcpi_last_ack_recv: ms since anything was acknowledged.
+  if (info.tcpi_unacked == 0 && info.tcpi_probes == 0) return 0;
+  return int64_t(info.tcpi_last_ack_recv);
 }
 
 Socket& Socket::operator=(Socket&& o) noexcept {

@@ -89,6 +89,24 @@ std::string interface_address(const std::string& name);
 // The IPv4 address at the other end of a connected socket, "" when it has none.
 std::string remote_address(int fd);
 
+// A machine that fails hard (power, a kernel panic), or the network to it, closes nothing:
+// its connections look alive, and a wait on one would last until the caller's deadline.
+// watch_link bounds that by `limit` (0: leaves the socket as it is). A connection waiting to
+// receive is probed by TCP keepalive (after limit/2 idle, then every limit/6): when 3 probes
+// go unanswered, about `limit` in, the kernel ends it and recv fails with ETIMEDOUT. Data,
+// or probes of a closed receive window, left unanswered are what link_silence_ms measures:
+// the caller checks it while it waits (the kernel's own bound, TCP_USER_TIMEOUT, would also
+// end a connection to a live peer that merely does not read).
+void watch_link(const Socket& s, std::chrono::seconds limit);
+
+// How long (ms) the other end's machine has left something outstanding on this connection
+// unanswered (data not acknowledged, a probe of its closed window, a keepalive probe); 0
+// when nothing is outstanding. A live machine's TCP answers within a round trip whether or
+// not its process reads, so only a machine or network that is gone lets this grow. A
+// caller should see it grow on two looks apart before believing it: a probe just sent is
+// outstanding for a round trip.
+int64_t link_silence_ms(int fd);
+
 // Waits until fd is readable (or writable), or the deadline passes. Returns false on timeout.
 bool wait_fd(int fd, bool for_write, Deadline deadline);
 

@@ -265,18 +265,6 @@ void TCPStore::Server::serve(Client& c) {
   release(c);
 }
 
-// A machine that fails hard (power, a kernel panic) never closes its connections: the
-// claimant's connection would look alive, and hold its key, for hours. TCP keepalive probes
-// it once it has been idle 10 s, every 5 s: an answer from a machine that has restarted (a
-// reset) or 3 unanswered probes end the connection, and release() frees what it held.
-void TCPStore::Server::watch_for_silent_loss(const Socket& s) {
-  const int on = 1, idle = 10, interval = 5, probes = 3;
-  ::setsockopt(s.fd(), SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
-}
-
 // A process that claimed a key (a launcher its node rank) and has gone frees it: the key is
 // removed, unless something else has been stored under it since.
 void TCPStore::Server::release(Client& c) {
@@ -341,7 +329,10 @@ std::string TCPStore::Server::handle(uint8_t cmd, const std::string& key, const 
       if (it != data_.end()) return it->second;
       store(key, value);
       c.claimed.emplace_back(key, value);
-      watch_for_silent_loss(c.socket);
+      // A claimant's machine that fails hard closes nothing: its connection would look alive,
+      // and hold the key, for hours. Probed (watch_link), it ends about 20 s after the last
+      // answer, or at once when the restarted machine answers a probe with a reset.
+      watch_link(c.socket, std::chrono::seconds(20));
       return value;
     }
     case kNumKeys: {

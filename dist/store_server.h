@@ -87,8 +87,7 @@ class TCPStore::Server {
   void admit(Socket s);
   void reap_finished_clients();  // with mu_ held
   void serve(Client& c);
-  void release(Client& c);                             // removes the keys c claimed, when its connection has ended
-  static void watch_for_silent_loss(const Socket& s);  // keepalive on a claimant's connection
+  void release(Client& c);  // removes the keys c claimed, when its connection has ended
   std::string read_value(const Socket& s, Deadline d);
   std::string handle(uint8_t cmd, const std::string& key, const std::string& value, Client& c);
   void log(const std::string& what);  // "[store] what", at most once a second per message

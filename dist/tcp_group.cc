@@ -29,6 +29,9 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   ENGINE_REQUIRE(size >= 1, "[init_process_group] world size must be >= 1, got ", size);
   ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
                  " (RANK must be less than WORLD_SIZE)");
+  if (const char* v = std::getenv("ENGINE_LINK_TIMEOUT"); v && *v)
+    options_.link_timeout =
+        std::chrono::seconds(parse_int(v, "[init_process_group] environment variable ENGINE_LINK_TIMEOUT", 0, 32767));
   connect_mesh();
   discover_topology();
   choose_algorithm();
@@ -309,9 +312,19 @@ std::string ProcessGroupTCP::waiting_for(int r) const {
   const std::string causes = "it may be stuck, still computing, or in a different collective";
   const bool elsewhere = machine_of_.size() == size_t(size_) && machine_of_[size_t(r)] != machine_of_[size_t(rank_)];
   if (!elsewhere) return peer_name(r) + ": " + causes;
-  const std::string address = remote_address(peers_[size_t(r)].fd());
+  const std::string& address = peer_address_[size_t(r)];
   return peer_name(r) + " on another machine" + (address.empty() ? "" : " (" + address + ")") + ": " + causes +
          ", or the network between the machines is down";
+}
+
+void ProcessGroupTCP::link_lost(int r, const MessageHeader& what) const {
+  const bool elsewhere = machine_of_.size() == size_t(size_) && machine_of_[size_t(r)] != machine_of_[size_t(rank_)];
+  const std::string& address = peer_address_[size_t(r)];
+  throw Error("[dist] " + describe(what) + " on rank " + std::to_string(rank_) + ": " + peer_name(r) +
+              (elsewhere ? " on another machine" : "") + (address.empty() ? "" : " (" + address + ")") +
+              " has not answered at the network level for " + std::to_string(options_.link_timeout.count()) +
+              " s (ENGINE_LINK_TIMEOUT): its machine is down, or the network to it is (a process that is only "
+              "busy or stuck is still answered for by its machine)");
 }
 
 void ProcessGroupTCP::send_recv(const Outgoing& out, const Incoming& in, Deadline d) { transfer(&out, &in, d); }
@@ -326,14 +339,27 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
   const size_t recv_total = in ? in->expect.bytes : 0;
   auto recv_done = [&] { return !in || (got_header == sizeof got && got_payload == recv_total); };
 
+  const MessageHeader& what = in ? in->expect : out->header;
+  // The link check: with nothing for a second, how long each peer's machine has left
+  // something unanswered (link_silence_ms); grown past link_timeout on two looks, it is lost.
+  const int64_t limit_ms = int64_t(options_.link_timeout.count()) * 1000;
+  int64_t silent[2] = {0, 0};
+
   while (sent < send_total || !recv_done()) {
     pollfd p[2];
-    int n = 0, si = -1, ri = -1;
-    if (sent < send_total) si = n, p[n++] = {peers_[out->to].fd(), POLLOUT, 0};
-    if (!recv_done()) ri = n, p[n++] = {peers_[in->from].fd(), POLLIN, 0};
-    const int r = ::poll(p, nfds_t(n), ms_until(d));
+    int peer[2], n = 0, si = -1, ri = -1;
+    if (sent < send_total) si = n, peer[n] = out->to, p[n++] = {peers_[out->to].fd(), POLLOUT, 0};
+    if (!recv_done()) ri = n, peer[n] = in->from, p[n++] = {peers_[in->from].fd(), POLLIN, 0};
+    const int r = ::poll(p, nfds_t(n), limit_ms > 0 ? std::min(ms_until(d), 1000) : ms_until(d));
+    if (r == 0 && Clock::now() < d) {
+      for (int i = 0; i < n; ++i) {
+        const int64_t s = link_silence_ms(p[i].fd);
+        if (s >= limit_ms && silent[i] >= limit_ms && s >= silent[i] + 500) link_lost(peer[i], what);
+        silent[i] = s;
+      }
+      continue;
+    }
     if (r == 0) {
-      const MessageHeader& what = in ? in->expect : out->header;
       throw Error("[dist] timed out after " + std::to_string(options_.timeout.count() / 1000) + " s in " +
                   describe(what) + " on rank " + std::to_string(rank_) + ", waiting for " +
                   waiting_for(!recv_done() ? in->from : out->to));
@@ -361,6 +387,7 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
       if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         const int err = errno;
         raise_pending_abort(in->from);
+        if (err == ETIMEDOUT) link_lost(in->from, what);  // keepalive probes went unanswered
         throw_io_error("receiving from", peer_name(in->from), err, false);
       }
     }
@@ -383,6 +410,7 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
       else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         const int err = errno;
         raise_pending_abort(in ? in->from : -1);
+        if (err == ETIMEDOUT) link_lost(out->to, what);
         throw_io_error("sending to", peer_name(out->to), err, false);
       }
     }

@@ -48,6 +48,13 @@ struct TCPGroupOptions {
   // fire), short enough that a learner whose rank crashed or skipped a collective sees an
   // error while still watching. ENGINE_DIST_TIMEOUT (seconds) overrides it in dist.h.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // How long the machine of a peer may leave this rank's data, or probes of an idle
+  // connection, unanswered before the peer is taken for lost: its machine is down (power,
+  // a kernel panic) or the network to it is. Its TCP answers for a process that is busy or
+  // stuck, so this never fires on a slow rank, and finds a lost machine long before
+  // `timeout` would. 0: off (only `timeout` applies). ENGINE_LINK_TIMEOUT (seconds, 0 to
+  // 32767), when set, overrides it.
+  std::chrono::seconds link_timeout{30};
   std::string token;              // the job's secret, checked on every connection
   size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
   // Whether the collectives may use shared memory between ranks on one machine (false, or
@@ -173,6 +180,8 @@ class ProcessGroupTCP : public ProcessGroup {
   // What a timeout waiting for rank r says of it: its name, its address when it is on
   // another machine, and what may keep it (a network cut, too, between machines).
   std::string waiting_for(int r) const;
+  // The error for a peer whose machine stopped answering (link_timeout), in collective `what`.
+  [[noreturn]] void link_lost(int r, const MessageHeader& what) const;
   std::string key(const std::string& k) const { return options_.key_prefix + k; }  // this group's store key
 
   // Setup: which ranks share a machine (local_ranks_, leaders_), then the algorithm, with
@@ -231,6 +240,7 @@ class ProcessGroupTCP : public ProcessGroup {
   std::vector<int> machine_of_;                    // machine_of_[r]: index in leaders_ of rank r's machine
   std::vector<int> block_at_, machine_start_;      // machine order (above); machine_start_ has one entry more
   std::string address_;                            // "host:port" where this rank listens
+  std::vector<std::string> peer_address_;          // the IPv4 address of each peer's end (for errors)
   std::string machine_;                            // the machine this rank is on (options_.host_id or machine_id())
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;

@@ -178,6 +178,7 @@ void ProcessGroupTCP::connect_mesh() {
   machine_ = options_.host_id.empty() ? machine_id() : options_.host_id;
   store_->set(key("tcp/network/") + std::to_string(rank_), network);
   store_->set(key("topo/host/") + std::to_string(rank_), machine_);
+  peer_address_.assign(size_t(size_), "");
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
   const std::string host = listen_host(*store_);
@@ -222,6 +223,11 @@ void ProcessGroupTCP::connect_mesh() {
     peers_[r] = std::move(s);
   }
   accept_peers(listener, d);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    peer_address_[size_t(r)] = remote_address(peers_[r].fd());
+    watch_link(peers_[r], options_.link_timeout);
+  }
 }
 
 // Runs one half of a hello exchange. A peer that hangs up mid-exchange may be failing for a
