@@ -19,7 +19,9 @@
 #  10. a machine lost whole (machine 1, then machine 0, which serves the rendezvous, then
 #      machine 1 under c10d) and its launcher started afresh: it joins the job's restart,
 #      and the recap ends with the weights of 5;
-#  11. under c10d, a machine that failed hard (no connection closed) takes its node rank back.
+#  11. under c10d, a machine that failed hard (no connection closed) takes its node rank back;
+#  12. a machine that fails hard mid-run is taken for lost within the link timeout, not the
+#      collective timeout, and the job resumes when it is started again.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -311,6 +313,88 @@ else
 fi
 kill "$hard_host" 2>/dev/null || true
 wait "$hard_host" || true
+
+# 12. A machine that fails hard mid-run, under a long collective timeout (90 s): machine 0's
+# ranks take machine 1's for lost when its TCP stops answering, ENGINE_LINK_TIMEOUT (4 s)
+# after, not at the timeout. Emulated: machine 1 cut off, everything on it killed, and its
+# sockets destroyed (ss -K), so that no FIN or reset ever leaves it. Returns 1 where ss -K
+# cannot destroy sockets (TIME-WAIT: connections the earlier sections closed; they send nothing).
+fail_hard() {
+  bash "$nodes" link "$NODES_ID" 1 down
+  cut_at=$(date +%s.%N)
+  for p in $(pgrep -f "dist/launch|13_recap_main|multinode_probe" || true); do
+    [[ "$(ip netns identify "$p" 2>/dev/null)" == "en${NODES_ID}n1" ]] && kill -9 "$p"
+  done
+  wait "${pids[1]}" || true
+  ip netns exec "en${NODES_ID}n1" ss -K dst "$NODE0_ADDR" >/dev/null 2>&1 || true
+  ! ip netns exec "en${NODES_ID}n1" ss -tan | grep -v TIME-WAIT | grep -q " $NODE0_ADDR:"
+}
+lost_at_link_timeout() {  # lost_at_link_timeout LOG: machine 0's ranks named rank 2 and the link timeout
+  for r in 0 1; do
+    grep -qE "^\[rank $r\] .*rank 2 on another machine \(10\.77\.$NODES_ID\.2\) has not answered at the network level for 4 s \(ENGINE_LINK_TIMEOUT\): its machine is down" \
+      "$1" || { cat "$1"; fail "rank $r should name rank 2, its machine's address and the link timeout"; }
+  done
+  awk -v s="$seconds" 'BEGIN { exit !(s < 30) }' || fail "machine 0 took $seconds s to take machine 1 for lost (link timeout 4 s)"
+}
+linked=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --job_token="$token")
+
+# 12a. Machine 0 waits to receive, all it sent acknowledged: keepalive finds the silence.
+for k in 1 0; do
+  ENGINE_DIST_TIMEOUT=90 ENGINE_LINK_TIMEOUT=4 timeout 200 bash "$nodes" run "$NODES_ID" $k "$launch" "${linked[@]}" \
+    --master_port=29740 --node_rank=$k "$probe" --stall-rank 2 >"$out.stall.$k" 2>&1 &
+  pids[$k]=$!
+done
+for _ in $(seq 1 3000); do grep -q "rank 2: stalling" "$out.stall.1" && break; sleep 0.02; done
+grep -q "rank 2: stalling" "$out.stall.1" || { cat "$out.stall.0" "$out.stall.1"; fail "rank 2 never stalled"; }
+sleep 1  # machine 0's part is sent and acknowledged
+if fail_hard; then
+  wait "${pids[0]}" && rc0=0 || rc0=$?
+  seconds=$(awk -v s=$cut_at -v e=$(date +%s.%N) 'BEGIN { printf "%.1f", e - s }')
+  cat "$out.stall.0"
+  [[ $rc0 -ne 0 ]] || fail "machine 0 should fail when machine 1 fails hard"
+  lost_at_link_timeout "$out.stall.0"
+  echo "ok: machine 1 failed hard while machine 0 waited to receive: taken for lost after $seconds s (link timeout 4 s, collective timeout 90 s)"
+else
+  echo "SKIPPED (section 12): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
+fi
+kill "${pids[0]}" 2>/dev/null || true
+wait "${pids[0]}" || true
+bash "$nodes" link "$NODES_ID" 1 up
+
+# 12b. The recap mid-step, machine 0's gradients unacknowledged: the link check finds the
+# silence. The job restarts, machine 1 joins it when started again, and the recap ends with
+# the weights of 5.
+hard_state="$TEST_TMPDIR/hard_state.safetensors"
+start_hard() {  # start_hard NODE SUFFIX: that machine's launcher, in the background
+  LESSON_OUT="$TEST_TMPDIR/hard$1$2" ENGINE_DIST_TIMEOUT=90 ENGINE_LINK_TIMEOUT=4 timeout 200 bash "$nodes" run \
+    "$NODES_ID" "$1" "$launch" "${linked[@]}" --master_port=29750 --max_restarts=1 --node_rank="$1" "$recap" \
+    "${resumable[@]}" --state "$hard_state" --checkpoint "$TEST_TMPDIR/hard$1.safetensors" >"$out.hardrun.$1$2" 2>&1 &
+}
+start_hard 0 "" && pids[0]=$!
+start_hard 1 "" && pids[1]=$!
+for _ in $(seq 1 6000); do [[ -s "$hard_state" ]] && break; sleep 0.01; done
+[[ -s "$hard_state" ]] || fail "the run for the hard failure saved no training state within 60 s"
+if fail_hard; then
+  for _ in $(seq 1 800); do grep -q "restarting the group" "$out.hardrun.0" && break; sleep 0.1; done
+  seconds=$(awk -v s=$cut_at -v e=$(date +%s.%N) 'BEGIN { printf "%.1f", e - s }')
+  grep -q "restarting the group (restart 1 of 1)" "$out.hardrun.0" ||
+    { cat "$out.hardrun.0"; fail "machine 0 did not restart the job within 80 s of machine 1's hard failure"; }
+  lost_at_link_timeout "$out.hardrun.0"
+  bash "$nodes" link "$NODES_ID" 1 up
+  start_hard 1 ".again" && pids[1]=$!
+  wait "${pids[0]}" && rc0=0 || rc0=$?
+  wait "${pids[1]}" && rc1=0 || rc1=$?
+  cat "$out.hardrun.0" "$out.hardrun.1.again"
+  [[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the job should survive machine 1's hard failure and its restart (exit $rc0, $rc1)"
+  "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/hard0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
+    fail "the job whose machine 1 failed hard should end with the weights of the uninterrupted one, bit for bit"
+  echo "ok: machine 1 failed hard mid-step: taken for lost after $seconds s (link timeout 4 s, collective timeout 90 s); the job resumed bit-identical"
+else
+  echo "SKIPPED (section 12): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
+  kill "${pids[0]}" 2>/dev/null || true
+  wait "${pids[0]}" || true
+  bash "$nodes" link "$NODES_ID" 1 up
+fi
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
