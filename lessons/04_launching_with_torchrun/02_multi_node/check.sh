@@ -17,7 +17,7 @@ if grep -q "two emulated machines" "$OUTPUT"; then
   [[ "$(results algorithm | sort -u)" == hierarchical ]] || fail "the all-reduce should be hierarchical: $(results algorithm | xargs)"
   echo "ok: two machines (${hosts[0]}, ${hosts[2]}), the all-reduce hierarchical"
   # Part 2: a 2 s blip after round 2 holds up one round and the job goes on; a cut for good
-  # ends both nodes within the 5 s timeout, each naming the rank across. The round caught
+  # ends both nodes within the 5 s collective timeout, each naming the rank across. The round caught
   # waits out the rest of the outage at least: 2 s less the 0.3 s pause before it (round 3;
   # a later one if taking the link down took longer than that pause).
   for k in 0 1; do
@@ -32,6 +32,16 @@ if grep -q "two emulated machines" "$OUTPUT"; then
   done
   expect_none "\\[cut: node [01]\\] \\[rank [02]\\] round 3:" "no round should pass the cut"
   echo "ok: a 2 s blip held up one round and the job went on; a cut ended it in 5 s, naming the machine across"
+  # The same cut under a 60 s collective timeout and a 3 s link timeout: each node takes the
+  # other for lost when its TCP has answered nothing for 3 s, long before the 60 s.
+  for k in 0 1; do
+    expect "\[lost: node $k\] \[rank $((2 * k))\] 02_multi_node: \[dist\] all_reduce.* on rank $((2 * k)): rank $((2 - 2 * k)) on another machine \(10\.77\.[0-9]+\.$((2 - k))\) has not answered at the network level for 3 s \(ENGINE_LINK_TIMEOUT\)" \
+      "node $k should take the rank across the cut for lost at the link timeout, naming its address"
+  done
+  stopped=$(grep -oE "^lost: both nodes had stopped [0-9.]+ s" "$OUTPUT" | awk '{print $(NF-1)}')
+  awk -v s="${stopped:-999}" 'BEGIN { exit !(s < 20) }' ||
+    fail "with a 3 s link timeout both nodes should stop well before the 60 s collective timeout, took ${stopped:-?} s"
+  echo "ok: under a 60 s collective timeout, the 3 s link timeout ended the cut job in $stopped s"
 else
   [[ "$(results algorithm | sort -u)" == shm ]] || fail "on one machine the all-reduce should use shared memory"
   echo "ok: one machine, so the all-reduce used shared memory (no machines could be emulated here)"

@@ -47,18 +47,21 @@ LESSON_RESULTS= RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=
 echo
 echo "part 2: the network between the machines fails (ENGINE_DIST_TIMEOUT=5: a collective waits"
 echo "at most 5 s; 300 s by default, and PyTorch's default timeout is 30 minutes)"
-# lose_network NAME PORT SECONDS: node 1's link down for SECONDS after round 2 (0: for good).
+# lose_network NAME PORT SECONDS DIST LINK: node 1's link down for SECONDS after round 2 (0:
+# for good), with ENGINE_DIST_TIMEOUT=DIST and ENGINE_LINK_TIMEOUT=LINK.
 lose_network() {
-  local name=$1 job_port=$2 down_for=$3 out
+  local name=$1 job_port=$2 down_for=$3 dist_timeout=$4 link_timeout=$5 out cut_at
   out=$(mktemp -d)
+  bash "$nodes" link "$NODES_ID" 1 up  # after a cut for good
   local job=(--nnodes=2 --nproc_per_node=2 --master_addr=$master --master_port=$job_port --job_token=$token)
   for k in 1 0; do
-    LESSON_RESULTS= ENGINE_DIST_TIMEOUT=5 on_node $k "$root/dist/launch" "${job[@]}" --node_rank=$k "$program" \
-      --rounds 8 >"$out/$k" 2>&1 &
+    LESSON_RESULTS= ENGINE_DIST_TIMEOUT=$dist_timeout ENGINE_LINK_TIMEOUT=$link_timeout on_node $k "$root/dist/launch" \
+      "${job[@]}" --node_rank=$k "$program" --rounds 8 >"$out/$k" 2>&1 &
     pids[$k]=$!
   done
   for _ in $(seq 1 2000); do grep -q "round 2:" "$out/0" && break; sleep 0.01; done
   bash "$nodes" link "$NODES_ID" 1 down
+  cut_at=$(date +%s.%N)
   if [[ "$down_for" != 0 ]]; then
     sleep "$down_for"
     bash "$nodes" link "$NODES_ID" 1 up
@@ -68,12 +71,22 @@ lose_network() {
   fi
   wait "${pids[0]}" || true
   wait "${pids[1]}" || true
+  [[ "$down_for" != 0 ]] || awk -v s="$cut_at" -v e="$(date +%s.%N)" -v n="$name" \
+    'BEGIN { printf "%s: both nodes had stopped %.1f s after the network went down\n", n, e - s }'
   sed "s/^/[$name: node 0] /" "$out/0" | grep -v "local rank\|runs on host"
   sed "s/^/[$name: node 1] /" "$out/1" | grep -v "local rank\|runs on host"
   rm -rf "$out"
 }
-lose_network blip $((port + 1)) 2
+lose_network blip $((port + 1)) 2 5 30
 echo "TCP resent what the link dropped: the round the blip held up took longer, and the job went on."
-lose_network cut $((port + 2)) 0
-echo "A link that goes down sends no reset: each rank waiting across it learns only from its"
-echo "timeout, and names the rank it waited for, that rank's machine and the network."
+lose_network cut $((port + 2)) 0 5 30
+echo "A link that goes down sends no reset: each rank waiting across it learns only from a"
+echo "clock, here the collective timeout, and names the rank it waited for, that rank's machine"
+echo "and the network."
+echo
+echo "The same cut with ENGINE_DIST_TIMEOUT=60 and ENGINE_LINK_TIMEOUT=3: a collective may wait 60 s"
+echo "for a rank that is slow, but a machine whose TCP answers nothing for 3 s is taken for lost."
+lose_network lost $((port + 3)) 0 60 3
+echo "A live machine's TCP acknowledges data and answers probes even while its process computes"
+echo "or is stuck: only a machine, or a network, that is gone stays silent. So the link timeout"
+echo "can be short while the collective timeout stays long."
