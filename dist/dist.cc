@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "dist/nccl_group.h"
+#include "dist/rendezvous_check.h"
+#include "dist/shm_allreduce.h"
 #include "dist/store.h"
 #include "dist/tcp_group.h"
 #include "tensor/check.h"
@@ -140,83 +142,72 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, Sto
   throw Error("[init_process_group] timed out waiting for rank 0's address in " + path + " (" + last_error + ")");
 }
 
-// ---- The rendezvous check. Before any connection between ranks, each rank claims its
-// RANK in the store and compares its view of the job with every other rank's, so that a
-// misconfigured job fails within seconds, naming the cause and the ranks, instead of
-// waiting out the timeout: two processes with one RANK, ranks that disagree on
-// WORLD_SIZE, or a rank of another job that found this port (same token, another launcher).
-
-struct Claim {
-  int world = 0, group_rank = -1;
-  std::string launch_id, who;  // who: "pid P on HOST"
-};
-
-std::string encode(const Claim& c) {
-  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " +
-         (c.launch_id.empty() ? "-" : c.launch_id) + " " + c.who;
+// The store as init_method says (served here on rank 0), once this rank has passed the
+// rendezvous check.
+std::shared_ptr<TCPStore> open_store(const std::string& m, const LaunchInfo& info, const StoreOptions& so,
+                                     std::string* remove) {
+  if (m == "env://") return std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);
+  if (m.rfind("tcp://", 0) == 0) {
+    std::string host;
+    int port = 0;
+    parse_host_port(m.substr(6), "init_method", &host, &port);
+    ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m,
+                   " has port 0 with world "
+                   "size ",
+                   info.world_size, ": the other ranks cannot know which port rank 0 picks; give a fixed port");
+    return std::make_shared<TCPStore>(host, port, info.rank == 0, so);
+  }
+  if (m.rfind("file://", 0) == 0) return file_rendezvous(m.substr(7), info.rank, so, remove);
+  throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
 }
 
-Claim decode(const std::string& s) {
-  Claim c;
-  std::istringstream in(s);
-  in >> c.world >> c.group_rank >> c.launch_id;
-  std::getline(in >> std::ws, c.who);
-  if (c.launch_id == "-") c.launch_id.clear();
-  return c;
-}
-
-void check_rendezvous(TCPStore& store, const LaunchInfo& info, std::chrono::milliseconds timeout) {
+// The store, once this rank has passed the rendezvous check. A machine restarted (or
+// replaced) before the other machines noticed that it was lost finds its ranks held in the
+// group that is still running there: it waits, reconnecting twice a second, until that
+// group's ranks have taken the old ones for lost and restarted (the new store serves a
+// later restart, which this rank joins), up to the timeout.
+std::shared_ptr<TCPStore> join_rendezvous(const std::string& m, const LaunchInfo& info, const StoreOptions& so,
+                                          std::string* remove) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  Claim mine{info.world_size, env_int("GROUP_RANK", -1), env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
-             "pid " + std::to_string(getpid()) + " on " + host};
-  const std::string me = "rank " + std::to_string(info.rank);
-  // A problem found here (or by another rank: rdzv/error) ends every rank with its reason.
-  auto fail = [&](const std::string& why) { fail_together(store, "rdzv/", info.rank, info.world_size, why); };
-  const std::string held = store.compare_set("rdzv/rank/" + std::to_string(info.rank), "", encode(mine));
-  if (held != encode(mine))
-    fail("[init_process_group] two processes claim RANK=" + std::to_string(info.rank) + ": " + decode(held).who +
-         " and " + mine.who + "; every process needs its own RANK");
-  const Deadline d = deadline_in(timeout);
-  std::string error, missing;
-  for (int r = 0; r < info.world_size; ++r) {
-    std::string value;
-    while (!store.try_get("rdzv/rank/" + std::to_string(r), &value)) {
-      if (store.try_get("rdzv/error", &error)) fail(error);
-      if (Clock::now() > d) {
-        for (int k = r, named = 0; k < info.world_size && named < 16; ++k)  // the first few are enough
-          if (!store.try_get("rdzv/rank/" + std::to_string(k), &value))
-            missing += (named++ ? ", " : "") + std::to_string(k);
-        if (info.world_size - r > 16) missing += ", ...";
-        throw Error("[init_process_group] " + me + " timed out waiting for rank(s) " + missing +
-                    " to connect: they have not started, failed, or were refused" +
-                    (launcher_restart() > 0 ? "; in a restart, a machine that was lost whole joins it when its "
-                                              "launcher is started again with the same command"
-                                            : ""));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const RankClaim mine{info.world_size,
+                       env_int("GROUP_RANK", -1),
+                       env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
+                       machine_id(),
+                       long(getpid()),
+                       "pid " + std::to_string(getpid()) + " on " + host};
+  const Deadline d = deadline_in(so.timeout);
+  std::string holder;  // who holds this rank in the running group, once one was found
+  while (true) {
+    try {
+      StoreOptions attempt = so;  // connecting, within what is left of the wait
+      attempt.timeout = std::max(std::chrono::milliseconds(1),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now()));
+      auto store = open_store(m, info, attempt, remove);
+      store->set_timeout(so.timeout);
+      const bool waiting = !holder.empty();
+      if (check_rendezvous(*store, info.rank, mine, deadline_in(so.timeout), launcher_restart() > 0, &holder) ==
+          Rendezvous::kPassed)
+        return store;
+      if (!waiting && info.local_rank == 0)
+        std::fprintf(stderr,
+                     "[dist] rank %d: the job's process group is still running with rank %d held by %s, this "
+                     "machine's earlier start or the machine it replaces: the others have not yet noticed that it "
+                     "was lost. Waiting for the job to restart (they notice within ENGINE_LINK_TIMEOUT)\n",
+                     info.rank, info.rank, holder.c_str());
+    } catch (const Error&) {
+      // While waiting, the running group's rank 0 goes (its ranks took the lost ones for
+      // lost), and its store with it, perhaps in the middle of a handshake: try again.
+      if (holder.empty() || Clock::now() + std::chrono::milliseconds(500) >= d) throw;
     }
-    const Claim other = decode(value);
-    if (other.world != mine.world)
-      fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who +
-           ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who + ") has " +
-           std::to_string(mine.world) +
-           (other.launch_id.empty() || mine.launch_id.empty()
-                ? "; start every rank with the same WORLD_SIZE"
-                : "; both were started by launchers, which set WORLD_SIZE to --nnodes x --nproc_per_node: give every "
-                  "machine's launcher the same --nnodes and --nproc_per_node"));
-    // Two launchers on one node are two jobs: same token and port, but not one job.
-    if (other.group_rank == mine.group_rank && other.group_rank >= 0 && !other.launch_id.empty() &&
-        !mine.launch_id.empty() && other.launch_id != mine.launch_id)
-      fail("[init_process_group] another job is using MASTER_PORT " + std::to_string(store.port()) +
-           " with the same token: rank " + std::to_string(r) + " (" + other.who +
-           ") was started by another "
-           "launcher than " +
-           me + " (" + mine.who +
-           "); give each job its own --master_port (or let the launcher "
-           "pick one)");
+    ENGINE_REQUIRE(Clock::now() + std::chrono::milliseconds(500) < d, "[init_process_group] rank ", info.rank,
+                   " is held in the job's running process group by ", holder,
+                   " (from another start of this machine, or another machine), and the job did not restart within "
+                   "the timeout: if that machine is gone, the others take it for lost within ENGINE_LINK_TIMEOUT "
+                   "and restart if their launchers' --max_restarts allows; if it is running, two machines were "
+                   "given the same --node_rank");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  if (store.try_get("rdzv/error", &error)) fail(error);
 }
 
 DefaultGroup& current(const char* op) {
@@ -335,24 +326,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   check_rank(info);
   if (m == "env://") check_master(info);
 
-  if (m == "env://") {
-    g->store = std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);
-  } else if (m.rfind("tcp://", 0) == 0) {
-    std::string host;
-    int port = 0;
-    parse_host_port(m.substr(6), "init_method", &host, &port);
-    ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m,
-                   " has port 0 with world "
-                   "size ",
-                   info.world_size, ": the other ranks cannot know which port rank 0 picks; give a fixed port");
-    g->store = std::make_shared<TCPStore>(host, port, info.rank == 0, so);
-  } else if (m.rfind("file://", 0) == 0) {
-    g->store = file_rendezvous(m.substr(7), info.rank, so, &g->file_to_remove);
-  } else {
-    throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
-  }
-
-  check_rendezvous(*g->store, info, so.timeout);
+  g->store = join_rendezvous(m, info, so, &g->file_to_remove);
   if (cpu) {
     TCPGroupOptions to;
     to.timeout = so.timeout;

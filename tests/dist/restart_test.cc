@@ -1,6 +1,7 @@
 // Process groups across restarts and re-initialisation: a restarted rank never joins the
 // failed attempt's store, a machine whose launcher was started afresh joins the restart the
-// job is in (either side of the store), and init, destroy, init again at once.
+// job is in (either side of the store, and when it comes back before the job noticed it
+// was lost), and init, destroy, init again at once.
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -150,6 +151,76 @@ TEST_CASE("a machine whose launcher was started afresh joins the restart the job
                       Catch::Contains("timed out waiting for rank(s) 1 to connect") &&
                           Catch::Contains("a machine that was lost whole joins it when its launcher is started again"));
   clear_launch_env();
+}
+
+TEST_CASE("a machine restarted before the others noticed waits for the job's restart, then joins it") {
+  // Children 0 and 1: ranks 0 and 1 of attempt 0, started by launchers A and B, a formed
+  // group. Child 1 dies (its machine failed); child 0 has not noticed yet and goes on for
+  // 1.5 s. Child 2: rank 1 again, from launcher C, started afresh on the restarted machine
+  // (restart 0): it meets attempt 0's store, its rank held by the dead child 1. Child 3:
+  // rank 0 of the job's restart 1, once child 0 has gone. Child 2 must wait, then join
+  // restart 1. Before, it failed at once ("two processes claim RANK=1") and the machine's
+  // launcher spent a restart on it. A live holder on this machine is still a duplicate.
+  for (const bool holder_lives : {false, true}) {
+    INFO("the holder of rank 1 " << (holder_lives ? "lives" : "is dead"));
+    const int port = free_port();
+    const std::string formed = tmp_path("held_formed"), lost = tmp_path("held_lost"),
+                      leaving = tmp_path("held_leaving");
+    for (const auto& f : {formed, lost, leaving}) std::remove(f.c_str());
+    auto wait_for = [](const std::string& path) {
+      for (int i = 0; i < 6000 && access(path.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+    };
+    auto res = run_processes(4, [&](int child, int fd) {
+      env_for_rank(child == 0 || child == 3 ? 0 : 1, 2, port);
+      setenv("ENGINE_LAUNCH_ID", std::string(1, "ABCD"[child]).c_str(), 1);
+      setenv("GROUP_RANK", child == 0 || child == 3 ? "0" : "1", 1);
+      setenv("TORCHELASTIC_RESTART_COUNT", child == 3 ? "1" : "0", 1);
+      setenv("ENGINE_DIST_TIMEOUT", "30", 1);
+      if (child == 2) wait_for(lost), std::this_thread::sleep_for(100ms);
+      if (child == 3) wait_for(leaving), std::this_thread::sleep_for(200ms);
+      if (child == 3 && holder_lives) return 0;  // nothing to join: child 2 is refused
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        dist::init_process_group("gloo");
+        Tensor t = full({1}, 1.0);
+        dist::all_reduce(t);
+        report(fd, "sum=" + std::to_string(int(t.item())) + " restart=" + std::to_string(dist::restart_count()));
+        if (child == 1) {  // its machine fails: dead, not noticed (a zombie until the test reaps it)
+          std::ofstream(lost).put('1');
+          if (!holder_lives) raise(SIGKILL);
+          std::this_thread::sleep_for(3s);
+          raise(SIGKILL);
+        }
+        if (child == 0) {  // not noticed for 1.5 s, then its launcher restarts the job
+          std::ofstream(formed).put('1');
+          std::this_thread::sleep_for(1500ms);
+          std::ofstream(leaving).put('1');
+          raise(SIGKILL);
+        }
+        dist::destroy_process_group();
+      } catch (const std::exception& e) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        report(fd, std::string(e.what()) + " [after " + std::to_string(ms.count()) + " ms]");
+        return 1;
+      }
+      return 0;
+    });
+    INFO("child 2: " << res[2].output);
+    if (holder_lives) {
+      REQUIRE(res[2].exit_code == 1);
+      REQUIRE_THAT(res[2].output, Catch::Contains("two processes claim RANK=1: pid " + std::to_string(res[1].pid)));
+      // Refused while the holder lived (it lives 3 s after child 2 starts), not after a wait.
+      const size_t at = res[2].output.rfind("[after ");
+      REQUIRE(at != std::string::npos);
+      REQUIRE(std::stol(res[2].output.substr(at + 7)) < 2500);
+    } else {
+      INFO("child 3: " << res[3].output);
+      REQUIRE(res[2].exit_code == 0);
+      REQUIRE(res[3].exit_code == 0);
+      REQUIRE(res[2].output == "sum=2 restart=1");
+      REQUIRE(res[3].output == "sum=2 restart=1");
+    }
+  }
 }
 
 TEST_CASE("init, destroy and init again at once: no rank joins the store rank 0 is closing") {
