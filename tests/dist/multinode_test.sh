@@ -21,7 +21,8 @@
 #      and the recap ends with the weights of 5;
 #  11. under c10d, a machine that failed hard (no connection closed) takes its node rank back;
 #  12. a machine that fails hard mid-run is taken for lost within the link timeout, not the
-#      collective timeout, and the job resumes when it is started again.
+#      collective timeout, and the job resumes when it is started again, or when a spare
+#      machine replaces it before the others have noticed.
 # Skips (and passes) where namespaces cannot be made, saying why.
 set -euo pipefail
 root="$TEST_SRCDIR/ddp_engine"
@@ -33,7 +34,7 @@ if ! why=$(bash "$nodes" check); then
   echo "SKIPPED: cannot emulate machines here: $why"
   exit 0
 fi
-eval "$(bash "$nodes" up 2)"
+eval "$(bash "$nodes" up 3)"  # machine 2 stands by, to replace machine 1 in section 12c
 trap 'bash "$nodes" down "$NODES_ID"' EXIT
 trap 'exit 1' TERM INT  # a timeout or ^C still removes the machines
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -395,6 +396,39 @@ else
   wait "${pids[0]}" || true
   bash "$nodes" link "$NODES_ID" 1 up
 fi
+
+# 12c. A spare machine (machine 2) replaces machine 1 at once, before machine 0 has noticed
+# the loss: its ranks meet the group still running, their ranks held by machine 1's dead
+# ones, and wait for the job's restart, which they join. Its launcher has --max_restarts=0:
+# the wait costs no restart (before, its ranks failed at once, "two processes claim RANK=2").
+spare_state="$TEST_TMPDIR/spare_state.safetensors"
+start_spare() {  # start_spare MACHINE NODE_RANK MAX_RESTARTS
+  LESSON_OUT="$TEST_TMPDIR/spare$1" ENGINE_DIST_TIMEOUT=90 ENGINE_LINK_TIMEOUT=4 timeout 200 bash "$nodes" run \
+    "$NODES_ID" "$1" "$launch" "${linked[@]}" --master_port=29760 --max_restarts="$3" --node_rank="$2" "$recap" \
+    "${resumable[@]}" --state "$spare_state" --checkpoint "$TEST_TMPDIR/spare$1.safetensors" >"$out.spare.$1" 2>&1 &
+}
+start_spare 0 0 1 && pids[0]=$!
+start_spare 1 1 1 && pids[1]=$!
+for _ in $(seq 1 6000); do [[ -s "$spare_state" ]] && break; sleep 0.01; done
+[[ -s "$spare_state" ]] || fail "the run for the spare machine saved no training state within 60 s"
+if fail_hard; then
+  start_spare 2 1 0 && pids[2]=$!
+  wait "${pids[0]}" && rc0=0 || rc0=$?
+  wait "${pids[2]}" && rc2=0 || rc2=$?
+  cat "$out.spare.0" "$out.spare.2"
+  [[ $rc0 -eq 0 && $rc2 -eq 0 ]] || fail "the spare machine should take machine 1's place (exit $rc0, $rc2)"
+  grep -qE "^\[rank 2\] \[dist\] rank 2: the job's process group is still running with rank 2 held by pid [0-9]+ on node$NODES_ID-1" \
+    "$out.spare.2" || fail "the spare machine's rank 2 should say that its rank is held by machine 1's dead rank 2, and wait"
+  grep -q "joining the job's restart 1" "$out.spare.2" || fail "the spare machine should join the job's restart 1"
+  "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/spare0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
+    fail "the job that a spare machine joined should end with the weights of the uninterrupted one, bit for bit"
+  echo "ok: a spare machine replaced machine 1 before the loss was noticed: it waited, joined the job's restart 1, and the job ended bit-identical"
+else
+  echo "SKIPPED (section 12c): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
+  kill "${pids[0]}" 2>/dev/null || true
+  wait "${pids[0]}" || true
+fi
+bash "$nodes" link "$NODES_ID" 1 up
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
