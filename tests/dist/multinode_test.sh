@@ -337,6 +337,11 @@ lost_at_link_timeout() {  # lost_at_link_timeout LOG: machine 0's ranks named ra
   done
   awk -v s="$seconds" 'BEGIN { exit !(s < 30) }' || fail "machine 0 took $seconds s to take machine 1 for lost (link timeout 4 s)"
 }
+cannot_fail_hard() {  # cannot_fail_hard SECTION: says so, and stops machine 0's job
+  echo "SKIPPED (section $1): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
+  kill "${pids[0]}" 2>/dev/null || true
+  wait "${pids[0]}" || true
+}
 linked=(--nnodes=2 --nproc_per_node=2 --master_addr="$NODE0_ADDR" --job_token="$token")
 
 # 12a. Machine 0 waits to receive, all it sent acknowledged: keepalive finds the silence.
@@ -356,63 +361,64 @@ if fail_hard; then
   lost_at_link_timeout "$out.stall.0"
   echo "ok: machine 1 failed hard while machine 0 waited to receive: taken for lost after $seconds s (link timeout 4 s, collective timeout 90 s)"
 else
-  echo "SKIPPED (section 12): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
+  cannot_fail_hard 12a
 fi
 kill "${pids[0]}" 2>/dev/null || true
 wait "${pids[0]}" || true
 bash "$nodes" link "$NODES_ID" 1 up
 
+# start_linked TAG PORT MACHINE NODE_RANK MAX_RESTARTS [SUFFIX]: the recap on MACHINE under
+# the link timeout, in the background (output $out.TAG.MACHINE[SUFFIX], weights
+# TAG<MACHINE>.safetensors); await_state TAG: until its first training state is saved.
+start_linked() {
+  local tag=$1 port=$2 machine=$3 node_rank=$4 restarts=$5 suffix=${6:-}
+  LESSON_OUT="$TEST_TMPDIR/$tag$machine$suffix" ENGINE_DIST_TIMEOUT=90 ENGINE_LINK_TIMEOUT=4 timeout 200 \
+    bash "$nodes" run "$NODES_ID" "$machine" "$launch" "${linked[@]}" --master_port="$port" \
+    --max_restarts="$restarts" --node_rank="$node_rank" "$recap" "${resumable[@]}" \
+    --state "$TEST_TMPDIR/${tag}_state.safetensors" --checkpoint "$TEST_TMPDIR/$tag$machine.safetensors" \
+    >"$out.$tag.$machine$suffix" 2>&1 &
+  pids[$machine]=$!
+}
+await_state() {
+  for _ in $(seq 1 6000); do [[ -s "$TEST_TMPDIR/$1_state.safetensors" ]] && break; sleep 0.01; done
+  [[ -s "$TEST_TMPDIR/$1_state.safetensors" ]] || fail "the $1 run saved no training state within 60 s"
+}
+
 # 12b. The recap mid-step, machine 0's gradients unacknowledged: the link check finds the
 # silence. The job restarts, machine 1 joins it when started again, and the recap ends with
 # the weights of 5.
-hard_state="$TEST_TMPDIR/hard_state.safetensors"
-start_hard() {  # start_hard NODE SUFFIX: that machine's launcher, in the background
-  LESSON_OUT="$TEST_TMPDIR/hard$1$2" ENGINE_DIST_TIMEOUT=90 ENGINE_LINK_TIMEOUT=4 timeout 200 bash "$nodes" run \
-    "$NODES_ID" "$1" "$launch" "${linked[@]}" --master_port=29750 --max_restarts=1 --node_rank="$1" "$recap" \
-    "${resumable[@]}" --state "$hard_state" --checkpoint "$TEST_TMPDIR/hard$1.safetensors" >"$out.hardrun.$1$2" 2>&1 &
-}
-start_hard 0 "" && pids[0]=$!
-start_hard 1 "" && pids[1]=$!
-for _ in $(seq 1 6000); do [[ -s "$hard_state" ]] && break; sleep 0.01; done
-[[ -s "$hard_state" ]] || fail "the run for the hard failure saved no training state within 60 s"
+start_linked hard 29750 0 0 1
+start_linked hard 29750 1 1 1
+await_state hard
 if fail_hard; then
-  for _ in $(seq 1 800); do grep -q "restarting the group" "$out.hardrun.0" && break; sleep 0.1; done
+  for _ in $(seq 1 800); do grep -q "restarting the group" "$out.hard.0" && break; sleep 0.1; done
   seconds=$(awk -v s=$cut_at -v e=$(date +%s.%N) 'BEGIN { printf "%.1f", e - s }')
-  grep -q "restarting the group (restart 1 of 1)" "$out.hardrun.0" ||
-    { cat "$out.hardrun.0"; fail "machine 0 did not restart the job within 80 s of machine 1's hard failure"; }
-  lost_at_link_timeout "$out.hardrun.0"
+  grep -q "restarting the group (restart 1 of 1)" "$out.hard.0" ||
+    { cat "$out.hard.0"; fail "machine 0 did not restart the job within 80 s of machine 1's hard failure"; }
+  lost_at_link_timeout "$out.hard.0"
   bash "$nodes" link "$NODES_ID" 1 up
-  start_hard 1 ".again" && pids[1]=$!
+  start_linked hard 29750 1 1 1 .again
   wait "${pids[0]}" && rc0=0 || rc0=$?
   wait "${pids[1]}" && rc1=0 || rc1=$?
-  cat "$out.hardrun.0" "$out.hardrun.1.again"
+  cat "$out.hard.0" "$out.hard.1.again"
   [[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "the job should survive machine 1's hard failure and its restart (exit $rc0, $rc1)"
   "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/hard0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
     fail "the job whose machine 1 failed hard should end with the weights of the uninterrupted one, bit for bit"
   echo "ok: machine 1 failed hard mid-step: taken for lost after $seconds s (link timeout 4 s, collective timeout 90 s); the job resumed bit-identical"
 else
-  echo "SKIPPED (section 12): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
-  kill "${pids[0]}" 2>/dev/null || true
-  wait "${pids[0]}" || true
-  bash "$nodes" link "$NODES_ID" 1 up
+  cannot_fail_hard 12b
 fi
+bash "$nodes" link "$NODES_ID" 1 up
 
 # 12c. A spare machine (machine 2) replaces machine 1 at once, before machine 0 has noticed
 # the loss: its ranks meet the group still running, their ranks held by machine 1's dead
 # ones, and wait for the job's restart, which they join. Its launcher has --max_restarts=0:
 # the wait costs no restart (before, its ranks failed at once, "two processes claim RANK=2").
-spare_state="$TEST_TMPDIR/spare_state.safetensors"
-start_spare() {  # start_spare MACHINE NODE_RANK MAX_RESTARTS
-  LESSON_OUT="$TEST_TMPDIR/spare$1" ENGINE_DIST_TIMEOUT=90 ENGINE_LINK_TIMEOUT=4 timeout 200 bash "$nodes" run \
-    "$NODES_ID" "$1" "$launch" "${linked[@]}" --master_port=29760 --max_restarts="$3" --node_rank="$2" "$recap" \
-    "${resumable[@]}" --state "$spare_state" --checkpoint "$TEST_TMPDIR/spare$1.safetensors" >"$out.spare.$1" 2>&1 &
-}
-start_spare 0 0 1 && pids[0]=$!
-start_spare 1 1 1 && pids[1]=$!
-for _ in $(seq 1 6000); do [[ -s "$spare_state" ]] && break; sleep 0.01; done
-[[ -s "$spare_state" ]] || fail "the run for the spare machine saved no training state within 60 s"
+start_linked spare 29760 0 0 1
+start_linked spare 29760 1 1 1
+await_state spare
 if fail_hard; then
-  start_spare 2 1 0 && pids[2]=$!
+  start_linked spare 29760 2 1 0
   wait "${pids[0]}" && rc0=0 || rc0=$?
   wait "${pids[2]}" && rc2=0 || rc2=$?
   cat "$out.spare.0" "$out.spare.2"
@@ -424,9 +430,7 @@ if fail_hard; then
     fail "the job that a spare machine joined should end with the weights of the uninterrupted one, bit for bit"
   echo "ok: a spare machine replaced machine 1 before the loss was noticed: it waited, joined the job's restart 1, and the job ended bit-identical"
 else
-  echo "SKIPPED (section 12c): ss -K cannot destroy sockets on this kernel, so a hard failure cannot be emulated"
-  kill "${pids[0]}" 2>/dev/null || true
-  wait "${pids[0]}" || true
+  cannot_fail_hard 12c
 fi
 bash "$nodes" link "$NODES_ID" 1 up
 

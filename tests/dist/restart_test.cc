@@ -4,6 +4,7 @@
 // was lost), and init, destroy, init again at once.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -18,6 +19,23 @@ using namespace engine;
 using namespace engine::testing;
 using namespace std::chrono_literals;
 
+namespace {
+// Waits (up to 60 s) until another child has created `path`, the mark of a moment.
+void wait_for(const std::string& path) {
+  for (int i = 0; i < 6000 && access(path.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
+}
+
+// A formed group's rank 0 that is failing but not yet gone: up 1.5 s more, then killed
+// (SIGKILL, not _exit: a sanitizer's _exit can take long, holding the port). `leaving`
+// marks the moment it goes.
+[[noreturn]] void linger_then_die(const std::string& leaving) {
+  std::this_thread::sleep_for(1500ms);
+  std::ofstream(leaving).put('1');
+  raise(SIGKILL);
+  std::abort();
+}
+}  // namespace
+
 TEST_CASE("a rank of a restarted job waits for its own attempt's store, never joining the failed attempt's") {
   // Children 0 and 3: ranks 0 and 1 of attempt 0, a formed group. Rank 1 dies (its
   // machine's launcher restarts); rank 0 is failing but still up for 1.5 s. Child 1: rank 1
@@ -27,9 +45,6 @@ TEST_CASE("a rank of a restarted job waits for its own attempt's store, never jo
   const int port = free_port();
   const std::string formed = tmp_path("attempt0_formed"), leaving = tmp_path("attempt0_leaving");
   std::remove(formed.c_str()), std::remove(leaving.c_str());
-  auto wait_for = [](const std::string& path) {
-    for (int i = 0; i < 6000 && access(path.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
-  };
   auto res = run_processes(4, [&](int child, int fd) {
     clear_launch_env();
     env_for_rank(child == 0 || child == 2 ? 0 : 1, 2, port);
@@ -42,14 +57,8 @@ TEST_CASE("a rank of a restarted job waits for its own attempt's store, never jo
       Tensor t = full({1}, 1.0);
       dist::all_reduce(t);
       report(fd, "sum=" + std::to_string(int(t.item())) + " restart=" + std::to_string(dist::restart_count()));
-      // SIGKILL, not _exit: a sanitizer's _exit can take long, holding the port.
       if (child == 3) raise(SIGKILL);  // attempt 0's rank 1 dies
-      if (child == 0) {                // attempt 0's rank 0: failing, not yet gone
-        std::ofstream(formed).put('1');
-        std::this_thread::sleep_for(1500ms);
-        std::ofstream(leaving).put('1');
-        raise(SIGKILL);
-      }
+      if (child == 0) std::ofstream(formed).put('1'), linger_then_die(leaving);
       dist::destroy_process_group();
     } catch (const std::exception& e) {
       report(fd, e.what());
@@ -164,12 +173,8 @@ TEST_CASE("a machine restarted before the others noticed waits for the job's res
   for (const bool holder_lives : {false, true}) {
     INFO("the holder of rank 1 " << (holder_lives ? "lives" : "is dead"));
     const int port = free_port();
-    const std::string formed = tmp_path("held_formed"), lost = tmp_path("held_lost"),
-                      leaving = tmp_path("held_leaving");
-    for (const auto& f : {formed, lost, leaving}) std::remove(f.c_str());
-    auto wait_for = [](const std::string& path) {
-      for (int i = 0; i < 6000 && access(path.c_str(), F_OK) != 0; ++i) std::this_thread::sleep_for(10ms);
-    };
+    const std::string lost = tmp_path("held_lost"), leaving = tmp_path("held_leaving");
+    for (const auto& f : {lost, leaving}) std::remove(f.c_str());
     auto res = run_processes(4, [&](int child, int fd) {
       env_for_rank(child == 0 || child == 3 ? 0 : 1, 2, port);
       setenv("ENGINE_LAUNCH_ID", std::string(1, "ABCD"[child]).c_str(), 1);
@@ -191,12 +196,7 @@ TEST_CASE("a machine restarted before the others noticed waits for the job's res
           std::this_thread::sleep_for(3s);
           raise(SIGKILL);
         }
-        if (child == 0) {  // not noticed for 1.5 s, then its launcher restarts the job
-          std::ofstream(formed).put('1');
-          std::this_thread::sleep_for(1500ms);
-          std::ofstream(leaving).put('1');
-          raise(SIGKILL);
-        }
+        if (child == 0) linger_then_die(leaving);  // then its launcher restarts the job
         dist::destroy_process_group();
       } catch (const std::exception& e) {
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
