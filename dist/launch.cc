@@ -136,12 +136,13 @@ struct Job {
   std::string program, launch_id;
   int world = 0;
   std::unique_ptr<engine::dist::TCPStore> node_store;  // under c10d: served by node 0, holds the node rank elsewhere
+  int endpoint_port = 0;                               // under c10d: the endpoint's (args.master_port becomes rank 0's)
 };
 
 // --rdzv_backend=c10d without --node_rank: the launchers meet at the endpoint, which hands
 // out node ranks and the port rank 0 will listen on (launch_rendezvous.h). They wait for
 // each other up to ENGINE_DIST_TIMEOUT, as the ranks do.
-std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::LaunchArgs& o) {
+std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::LaunchArgs& o, int prefer = -1) {
   std::chrono::milliseconds timeout{};
   try {
     timeout = engine::dist::timeout_from_env("the launcher's");
@@ -149,7 +150,7 @@ std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::Launc
     usage(e.what());
   }
   try {
-    auto store = engine::dist::assign_node_rank(&o, timeout);
+    auto store = engine::dist::assign_node_rank(&o, timeout, prefer);
     std::fprintf(stderr, "launch: node rank %d of %d, handed out at the rendezvous (%s); rank 0 will listen at %s:%d\n",
                  o.node_rank, o.nnodes, o.node_rank == 0 ? "served here" : "served by the machine at the endpoint",
                  o.master_addr.c_str(), o.master_port);
@@ -297,6 +298,7 @@ Job prepare(int argc, char** argv) {
     }
   }
   if (o.token.empty()) o.token = random_token();
+  job.endpoint_port = o.master_port;
   if (o.nnodes > 1 && !o.node_rank_given) job.node_store = join_node_rendezvous(o);
   job.launch_id = random_token().substr(0, 16);
   job.program = resolve_program(o.command[0]);
@@ -317,11 +319,27 @@ void install_handlers() {
 
 }  // namespace
 
+// Under c10d, the machine that failed may be the endpoint's: its launcher, started again,
+// serves a new endpoint and picks a new port for rank 0. The others meet it (waiting up to
+// ENGINE_DIST_TIMEOUT for it to be back) before they restart, and take their node ranks back.
+void meet_new_endpoint_if_gone(Job& job) {
+  auto& o = job.args;
+  if (!job.node_store || o.node_rank == 0 || engine::dist::endpoint_serves(*job.node_store)) return;
+  std::fprintf(stderr,
+               "launch: the rendezvous endpoint at %s:%d has gone (its machine failed, or its launcher was "
+               "stopped): meeting it again when its launcher is started again\n",
+               o.master_addr.c_str(), job.endpoint_port);
+  job.node_store.reset();
+  const int node = o.node_rank;
+  o.master_port = job.endpoint_port;
+  job.node_store = join_node_rendezvous(o, node);
+}
+
 // Runs the group; after a failure, stops it and (--max_restarts) starts it again whole,
 // with TORCHELASTIC_RESTART_COUNT one higher, as torchrun does. Resuming is the program's
 // part: it finds its checkpoint and continues from it.
 int main(int argc, char** argv) {
-  const Job job = prepare(argc, argv);
+  Job job = prepare(argc, argv);
   install_handlers();
   std::string first_failure;
   for (int attempt = 0;; ++attempt) {
@@ -341,5 +359,6 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "launch: %s; the other ranks were stopped; restarting the group (restart %d of %d)\n",
                  out.reason.c_str(), attempt + 1, job.args.max_restarts);
+    meet_new_endpoint_if_gone(job);
   }
 }

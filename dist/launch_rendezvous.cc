@@ -26,9 +26,10 @@ std::string shared_flags(const LaunchArgs& o) {
 }
 }  // namespace
 
-std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseconds timeout) {
+std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseconds timeout, int prefer) {
   StoreOptions so;
   so.timeout = timeout;
+  so.link_timeout = std::chrono::seconds(20);  // as the endpoint's watch on node-rank holders
   so.token = o->token;
   so.generation = kLaunchersGeneration;
   so.served_by = "the launcher on the --rdzv_endpoint machine";
@@ -59,17 +60,18 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
     store = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/false, so);
     port = store->get("master_port"), flags = store->get("flags");
     // Every node rank held: a launcher too many, or one whose machine failed without closing
-    // its connection, which the endpoint finds out within ~25 s (store_server.cc): wait
+    // its connection, which the endpoint finds out within ~20 s (store_server.cc): wait
     // until the timeout for one to be freed.
     const Deadline d = deadline_in(timeout);
     for (bool said = false; flags == shared_flags(*o) && node < 0; said = true) {
+      if (prefer >= 1 && prefer < o->nnodes && store->claim("node/" + std::to_string(prefer), me) == me) node = prefer;
       for (int k = 1; k < o->nnodes && node < 0; ++k)
         if (store->claim("node/" + std::to_string(k), me) == me) node = k;
       if (node >= 0 || Clock::now() >= d) break;
       if (!said)
         std::fprintf(stderr,
                      "launch: every node rank at %s is held by a running launcher; waiting for one to be freed (a "
-                     "machine that failed is noticed within 30 s)\n",
+                     "machine that failed is noticed within 20 s)\n",
                      endpoint.c_str());
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
@@ -87,6 +89,18 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   o->node_rank = node;
   o->master_port = int(parse_int(port, "the launchers' store's master_port", 1, 65535));
   return store;
+}
+
+bool endpoint_serves(TCPStore& store) {
+  const auto timeout = store.timeout();
+  store.set_timeout(std::chrono::seconds(5));
+  bool serves = false;
+  try {
+    std::string port;
+    serves = store.try_get("master_port", &port);
+  } catch (const Error&) {}
+  store.set_timeout(timeout);
+  return serves;
 }
 
 }  // namespace engine::dist

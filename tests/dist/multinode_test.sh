@@ -17,8 +17,8 @@
 #   8. a network blip shorter than the timeout: the run goes on, to the weights of 5;
 #   9. ENGINE_SOCKET_IFNAME=lo on one machine: every rank names the loopback address at once;
 #  10. a machine lost whole (machine 1, then machine 0, which serves the rendezvous, then
-#      machine 1 under c10d) and its launcher started afresh: it joins the job's restart,
-#      and the recap ends with the weights of 5;
+#      machine 1 and machine 0, which serves the endpoint, under c10d) and its launcher
+#      started afresh: it joins the job's restart, and the recap ends with the weights of 5;
 #  11. under c10d, a machine that failed hard (no connection closed) takes its node rank back;
 #  12. a machine that fails hard mid-run is taken for lost within the link timeout, not the
 #      collective timeout, and the job resumes when it is started again, or when a spare
@@ -268,7 +268,9 @@ lose_machine() {  # lose_machine K PORT [c10d]: static node ranks, or handed out
     "$out_k" || fail "machine $k's ranks should say that they join the job's restart 1"
   grep -qE "^\[rank 0\] resumed from .*after a restart by the launcher" "$out.$tag.0"* ||
     fail "the recap should resume from its saved state"
-  [[ -z "$c10d" ]] || grep -q "^launch: node rank 1 of 2" "$out_k" || fail "machine 1 should take node rank 1 back"
+  [[ -z "$c10d" ]] || grep -q "^launch: node rank $k of 2" "$out_k" || fail "machine $k should take node rank $k back"
+  [[ -z "$c10d" || $k -ne 0 ]] || grep -q "^launch: the rendezvous endpoint at $NODE0_ADDR:$port has gone" "$out_other" ||
+    fail "machine 1 should find the endpoint gone, and meet it again"
   "$root/tests/dist/checkpoint_diff" "$TEST_TMPDIR/$tag.0.safetensors" "$TEST_TMPDIR/straight.safetensors" 0 ||
     fail "the job that lost machine $k should end with the weights of the uninterrupted one, bit for bit"
   echo "ok: machine $k lost and its launcher started afresh${c10d:+ (c10d)}: it joined the job's restart 1, which ended bit-identical"
@@ -276,6 +278,7 @@ lose_machine() {  # lose_machine K PORT [c10d]: static node ranks, or handed out
 lose_machine 1 29700
 lose_machine 0 29710
 lose_machine 1 29720 c10d  # its launcher takes node rank 1 back at the endpoint
+lose_machine 0 29725 c10d  # the endpoint's machine: it serves a new one, which machine 1 meets
 
 # 11. A machine that fails hard (power, a kernel panic) closes none of its connections. Under
 # c10d its launcher's connection to the endpoint then looks alive, holding node rank 1: the
