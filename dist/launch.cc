@@ -317,8 +317,6 @@ void install_handlers() {
   }
 }
 
-}  // namespace
-
 // Under c10d, the machine that failed may be the endpoint's: its launcher, started again,
 // serves a new endpoint and picks a new port for rank 0. The others meet it (waiting up to
 // ENGINE_DIST_TIMEOUT for it to be back) before they restart, and take their node ranks back.
@@ -334,6 +332,8 @@ void meet_new_endpoint_if_gone(Job& job) {
   o.master_port = job.endpoint_port;
   job.node_store = join_node_rendezvous(o, node);
 }
+
+}  // namespace
 
 // Runs the group; after a failure, stops it and (--max_restarts) starts it again whole,
 // with TORCHELASTIC_RESTART_COUNT one higher, as torchrun does. Resuming is the program's

@@ -29,9 +29,6 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<TCPStore> store, int rank, int 
   ENGINE_REQUIRE(size >= 1, "[init_process_group] world size must be >= 1, got ", size);
   ENGINE_REQUIRE(rank >= 0 && rank < size, "[init_process_group] rank ", rank, " is outside 0..", size - 1,
                  " (RANK must be less than WORLD_SIZE)");
-  if (const char* v = std::getenv("ENGINE_LINK_TIMEOUT"); v && *v)
-    options_.link_timeout =
-        std::chrono::seconds(parse_int(v, "[init_process_group] environment variable ENGINE_LINK_TIMEOUT", 0, 32767));
   connect_mesh();
   discover_topology();
   choose_algorithm();
@@ -308,20 +305,22 @@ void ProcessGroupTCP::recv_message(int from, const MessageHeader& expect, void* 
   transfer(nullptr, &in, d);
 }
 
+bool ProcessGroupTCP::on_another_machine(int r) const {
+  return machine_of_.size() == size_t(size_) && machine_of_[size_t(r)] != machine_of_[size_t(rank_)];
+}
+
 std::string ProcessGroupTCP::waiting_for(int r) const {
   const std::string causes = "it may be stuck, still computing, or in a different collective";
-  const bool elsewhere = machine_of_.size() == size_t(size_) && machine_of_[size_t(r)] != machine_of_[size_t(rank_)];
-  if (!elsewhere) return peer_name(r) + ": " + causes;
+  if (!on_another_machine(r)) return peer_name(r) + ": " + causes;
   const std::string& address = peer_address_[size_t(r)];
   return peer_name(r) + " on another machine" + (address.empty() ? "" : " (" + address + ")") + ": " + causes +
          ", or the network between the machines is down";
 }
 
 void ProcessGroupTCP::link_lost(int r, const MessageHeader& what) const {
-  const bool elsewhere = machine_of_.size() == size_t(size_) && machine_of_[size_t(r)] != machine_of_[size_t(rank_)];
   const std::string& address = peer_address_[size_t(r)];
   throw Error("[dist] " + describe(what) + " on rank " + std::to_string(rank_) + ": " + peer_name(r) +
-              (elsewhere ? " on another machine" : "") + (address.empty() ? "" : " (" + address + ")") +
+              (on_another_machine(r) ? " on another machine" : "") + (address.empty() ? "" : " (" + address + ")") +
               " has not answered at the network level for " + std::to_string(options_.link_timeout.count()) +
               " s (ENGINE_LINK_TIMEOUT): its machine is down, or the network to it is (a process that is only "
               "busy or stuck is still answered for by its machine)");

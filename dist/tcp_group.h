@@ -180,6 +180,7 @@ class ProcessGroupTCP : public ProcessGroup {
   // What a timeout waiting for rank r says of it: its name, its address when it is on
   // another machine, and what may keep it (a network cut, too, between machines).
   std::string waiting_for(int r) const;
+  bool on_another_machine(int r) const;  // as the topology found it (false before)
   // The error for a peer whose machine stopped answering (link_timeout), in collective `what`.
   [[noreturn]] void link_lost(int r, const MessageHeader& what) const;
   std::string key(const std::string& k) const { return options_.key_prefix + k; }  // this group's store key

@@ -182,11 +182,15 @@ void ProcessGroupTCP::connect_mesh() {
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
   const std::string host = listen_host(*store_);
-  // A rank that cannot listen (a bad ENGINE_PORT_RANGE, every port taken) tells the others,
+  // A rank that cannot listen (a bad ENGINE_PORT_RANGE, every port taken) or is given a bad
+  // ENGINE_LINK_TIMEOUT (as for the range, read only where there are links) tells the others,
   // which wait for its address: rank 0 failing here would otherwise end the store under
   // them, and they would be the ones named, for a closed connection.
   Listener listener;
   try {
+    if (const char* v = std::getenv("ENGINE_LINK_TIMEOUT"); v && *v)
+      options_.link_timeout =
+          std::chrono::seconds(parse_int(v, "[init_process_group] environment variable ENGINE_LINK_TIMEOUT", 0, 32767));
     listener = listen_on(host);
   } catch (const Error& e) {
     mesh_failed(e.what());

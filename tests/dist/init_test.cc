@@ -279,24 +279,30 @@ TEST_CASE("ranks asked for different all-reduces fail within seconds, every one 
   }
 }
 
-TEST_CASE("a rank that cannot listen (a bad ENGINE_PORT_RANGE) is named by every rank, rank 0 included") {
+TEST_CASE("a bad ENGINE_PORT_RANGE or ENGINE_LINK_TIMEOUT on one rank is named by every rank, rank 0 included") {
   // On rank 0 alone (one machine's environment), then on rank 2 alone. Before, rank 0's
   // error ended the store, and the others said only that its connection had closed.
-  for (int bad : {0, 2}) {
-    INFO("ENGINE_PORT_RANGE=29600-29500 on rank " << bad);
-    const int port = free_port();
-    auto res = run_misconfigured(3, [port, bad](int child) {
-      env_for_rank(child, 3, port);
-      if (child == bad) setenv("ENGINE_PORT_RANGE", "29600-29500", 1);
-    });
-    for (auto& r : res) {
-      INFO(r.output);
-      REQUIRE(r.exit_code == 1);
-      REQUIRE_THAT(r.output, Catch::Contains("ENGINE_PORT_RANGE's high port: expected an integer in [29600, 65535], "
-                                             "got \"29500\""));
-      REQUIRE(r.seconds < 10);  // the timeout is 60 s
+  struct Bad {
+    const char *variable, *value, *error;
+  };
+  for (const Bad& v : {Bad{"ENGINE_PORT_RANGE", "29600-29500",
+                           "ENGINE_PORT_RANGE's high port: expected an integer in [29600, 65535], got \"29500\""},
+                       Bad{"ENGINE_LINK_TIMEOUT", "-1",
+                           "environment variable ENGINE_LINK_TIMEOUT: expected an integer in [0, 32767], got \"-1\""}})
+    for (int bad : {0, 2}) {
+      INFO(v.variable << "=" << v.value << " on rank " << bad);
+      const int port = free_port();
+      auto res = run_misconfigured(3, [port, bad, v](int child) {
+        env_for_rank(child, 3, port);
+        if (child == bad) setenv(v.variable, v.value, 1);
+      });
+      for (auto& r : res) {
+        INFO(r.output);
+        REQUIRE(r.exit_code == 1);
+        REQUIRE_THAT(r.output, Catch::Contains(v.error));
+        REQUIRE(r.seconds < 10);  // the timeout is 60 s
+      }
     }
-  }
 }
 
 TEST_CASE("two processes with the same RANK: the second claimant is refused within seconds, naming both") {
