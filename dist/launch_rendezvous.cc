@@ -29,7 +29,6 @@ std::string shared_flags(const LaunchArgs& o) {
 std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseconds timeout, int prefer) {
   StoreOptions so;
   so.timeout = timeout;
-  so.link_timeout = std::chrono::seconds(20);  // as the endpoint's watch on node-rank holders
   so.token = o->token;
   so.generation = kLaunchersGeneration;
   so.served_by = "the launcher on the --rdzv_endpoint machine";

@@ -29,8 +29,9 @@ namespace engine::dist {
 // node rank to take back first, when it is free (a launcher meeting a new endpoint).
 std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* args, std::chrono::milliseconds timeout, int prefer = -1);
 
-// Whether a launcher's endpoint still serves it (answers within 5 s). It does not after
-// the endpoint's machine failed: that machine's launcher, started again, serves a new one,
+// Whether a launcher's endpoint still serves it (answers within 5 s, so that one whose
+// machine failed hard, closing nothing, counts as gone). It does not after the endpoint's
+// machine failed: that machine's launcher, started again, serves a new one,
 // with a new port for rank 0, which the others must read before they restart the job.
 bool endpoint_serves(TCPStore& store);
 

@@ -119,7 +119,7 @@ void TCPStore::connect_to_server() {
     const Handshake h = handshake(sock_, options_, d, peer);
     switch (h.outcome) {
       case Handshake::kDone:
-        if (h.answer == kAccepted) return watch_link(sock_, options_.link_timeout);
+        if (h.answer == kAccepted) return;
         if (h.answer == kRefused)
           throw Error("[store] the store at " + where +
                       " refused this process: its job token differs (is another job using this MASTER_PORT?)");

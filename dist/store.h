@@ -45,10 +45,6 @@ struct StoreOptions {
   bool join_later_restart = false;
   // Who serves the store, as errors name it ("rank 0"; the launchers' store names its own).
   std::string served_by = "rank 0";
-  // A client's bound on its server's machine going silent (socket.h, watch_link; 0: none).
-  // The launchers keep their connection to the endpoint for the job's life: with it, one
-  // whose endpoint machine failed hard finds the connection ended when it next asks.
-  std::chrono::seconds link_timeout{0};
 };
 
 class TCPStore {
