@@ -31,7 +31,9 @@ struct InitOptions {
   std::string init_method = "env://";
   int rank = -1;
   int world_size = -1;
-  // 0: ENGINE_DIST_TIMEOUT (seconds) if set, else 300 s (see TCPGroupOptions for why).
+  // 0: ENGINE_DIST_TIMEOUT (seconds) if set, else 300 s (see TCPGroupOptions for why). A
+  // peer whose machine stops answering TCP is taken for lost sooner, after
+  // ENGINE_LINK_TIMEOUT seconds (30 by default; TCPGroupOptions::link_timeout).
   std::chrono::milliseconds timeout{0};
   // The job's secret, checked on every connection. "": ENGINE_JOB_TOKEN (the launcher sets it).
   std::string token;
