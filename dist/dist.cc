@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "dist/nccl_group.h"
@@ -168,14 +167,8 @@ std::shared_ptr<TCPStore> open_store(const std::string& m, const LaunchInfo& inf
 // later restart, which this rank joins), up to the timeout.
 std::shared_ptr<TCPStore> join_rendezvous(const std::string& m, const LaunchInfo& info, const StoreOptions& so,
                                           std::string* remove) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  const RankClaim mine{info.world_size,
-                       env_int("GROUP_RANK", -1),
-                       env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
-                       machine_id(),
-                       long(getpid()),
-                       "pid " + std::to_string(getpid()) + " on " + host};
+  const RankClaim mine{info.world_size, env_int("GROUP_RANK", -1),
+                       env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "", machine_id(), long(getpid())};
   const Deadline d = deadline_in(so.timeout);
   std::string holder;  // who holds this rank in the running group, once one was found
   while (true) {

@@ -328,9 +328,8 @@ void meet_new_endpoint_if_gone(Job& job) {
                "stopped): meeting it again when its launcher is started again\n",
                o.master_addr.c_str(), job.endpoint_port);
   job.node_store.reset();
-  const int node = o.node_rank;
   o.master_port = job.endpoint_port;
-  job.node_store = join_node_rendezvous(o, node);
+  job.node_store = join_node_rendezvous(o, o.node_rank);
 }
 
 }  // namespace

@@ -12,19 +12,18 @@ namespace engine::dist {
 
 namespace {
 
-// "WORLD GROUP_RANK LAUNCH_ID MACHINE PID WHO": the fields before WHO hold no spaces.
+// "WORLD GROUP_RANK LAUNCH_ID MACHINE PID", fields without spaces.
 std::string encode(const RankClaim& c) {
   std::string machine = c.machine.empty() ? "-" : c.machine;
   std::replace(machine.begin(), machine.end(), ' ', '_');
   return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " +
-         (c.launch_id.empty() ? "-" : c.launch_id) + " " + machine + " " + std::to_string(c.pid) + " " + c.who;
+         (c.launch_id.empty() ? "-" : c.launch_id) + " " + machine + " " + std::to_string(c.pid);
 }
 
 RankClaim decode(const std::string& s) {
   RankClaim c;
   std::istringstream in(s);
   in >> c.world >> c.group_rank >> c.launch_id >> c.machine >> c.pid;
-  std::getline(in >> std::ws, c.who);
   if (c.launch_id == "-") c.launch_id.clear();
   if (c.machine == "-") c.machine.clear();
   return c;
@@ -63,11 +62,11 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
   if (held != encode(mine)) {
     const RankClaim other = decode(held);
     if (held_by_running_group(store, other, mine)) {
-      *holder = other.who;
+      *holder = other.who();
       return Rendezvous::kHeldByRunningGroup;
     }
-    fail("[init_process_group] two processes claim RANK=" + std::to_string(rank) + ": " + other.who + " and " +
-         mine.who + "; every process needs its own RANK");
+    fail("[init_process_group] two processes claim RANK=" + std::to_string(rank) + ": " + other.who() + " and " +
+         mine.who() + "; every process needs its own RANK");
   }
   std::string error, missing;
   for (int r = 0; r < mine.world; ++r) {
@@ -89,8 +88,8 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
     }
     const RankClaim other = decode(value);
     if (other.world != mine.world)
-      fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who +
-           ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who + ") has " +
+      fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who() +
+           ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who() + ") has " +
            std::to_string(mine.world) +
            (other.launch_id.empty() || mine.launch_id.empty()
                 ? "; start every rank with the same WORLD_SIZE"
@@ -100,10 +99,10 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
     if (other.group_rank == mine.group_rank && other.group_rank >= 0 && !other.launch_id.empty() &&
         !mine.launch_id.empty() && other.launch_id != mine.launch_id)
       fail("[init_process_group] another job is using MASTER_PORT " + std::to_string(store.port()) +
-           " with the same token: rank " + std::to_string(r) + " (" + other.who +
+           " with the same token: rank " + std::to_string(r) + " (" + other.who() +
            ") was started by another "
            "launcher than " +
-           me + " (" + mine.who +
+           me + " (" + mine.who() +
            "); give each job its own --master_port (or let the launcher "
            "pick one)");
   }

@@ -4,7 +4,7 @@
 // instead of waiting out the timeout: two processes with one RANK, ranks that disagree on
 // WORLD_SIZE, or a rank of another job that found this port (same token, another launcher).
 //
-//   RankClaim mine{world, group_rank, launch_id, machine_id(), getpid(), "pid 42 on node-1"};
+//   RankClaim mine{world, group_rank, launch_id, machine_id(), getpid()};
 //   if (check_rendezvous(store, rank, mine, deadline, false) == Rendezvous::kHeldByRunningGroup)
 //     ...  // this machine was restarted while the job ran: wait for the job's restart
 #pragma once
@@ -19,9 +19,10 @@ namespace engine::dist {
 struct RankClaim {
   int world = 0, group_rank = -1;  // WORLD_SIZE; the launcher's node rank (GROUP_RANK), -1 without one
   std::string launch_id;           // the launcher's ENGINE_LAUNCH_ID, "" without one
-  std::string machine;             // machine_id(): host name, boot id, pid namespace, /dev/shm
+  std::string machine;             // machine_id(): "HOST/boot id/pid namespace/shm:..."
   long pid = 0;
-  std::string who;  // "pid P on HOST", for messages
+  // "pid P on HOST", for messages.
+  std::string who() const { return "pid " + std::to_string(pid) + " on " + machine.substr(0, machine.find('/')); }
 };
 
 enum class Rendezvous {
