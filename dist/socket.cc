@@ -61,6 +61,10 @@ void throw_io_error(const char* what, const std::string& peer, int err, bool tim
   throw Error(std::string("[dist] ") + what + " " + peer + " failed: " + std::strerror(err));
 }
 
+// TCP_RTO_MAX_MS (Linux 6.15): the socket's largest retransmission timeout, which also
+// bounds the intervals between probes of a closed window. Newer than this libc's headers.
+constexpr int kTcpRtoMaxMs = 44;
+
 void watch_link(const Socket& s, std::chrono::seconds limit) {
   if (limit.count() <= 0 || !s.valid()) return;
   const int on = 1, probes = 3;
@@ -69,6 +73,14 @@ void watch_link(const Socket& s, std::chrono::seconds limit) {
   ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
   ::setsockopt(s.fd(), IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  // A closed receive window is probed at intervals that double up to TCP's largest
+  // retransmission timeout, 2 minutes: a machine that dies while its window is closed would
+  // be found only at the next probe. Capped at a third of the limit (1 s at least, as the
+  // kernel requires), a probe goes unanswered soon enough for link_silence_ms to see it.
+  // Live peers answer each probe, so they are probed more often, never taken for lost.
+  // Kernels before Linux 6.15 lack the option and refuse it; they keep the longer intervals.
+  const int rto_max_ms = int(std::clamp<int64_t>(int64_t(limit.count()) * 1000 / 3, 1000, 120000));
+  ::setsockopt(s.fd(), IPPROTO_TCP, kTcpRtoMaxMs, &rto_max_ms, sizeof rto_max_ms);
 }
 
 int64_t link_silence_ms(int fd) {

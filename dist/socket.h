@@ -96,7 +96,9 @@ std::string remote_address(int fd);
 // go unanswered, about `limit` in, the kernel ends it and recv fails with ETIMEDOUT. Data,
 // or probes of a closed receive window, left unanswered are what link_silence_ms measures:
 // the caller checks it while it waits (the kernel's own bound, TCP_USER_TIMEOUT, would also
-// end a connection to a live peer that merely does not read).
+// end a connection to a live peer that merely does not read). Probes of a closed window
+// are sent at most limit/3 apart (TCP_RTO_MAX_MS, Linux 6.15+; by default they back off to
+// 2 minutes apart), so a machine that dies while its window is closed is seen in time.
 void watch_link(const Socket& s, std::chrono::seconds limit);
 
 // How long (ms) the other end's machine has left something outstanding on this connection

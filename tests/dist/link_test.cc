@@ -2,7 +2,8 @@
 // for lost when its machine stops answering TCP, never when its process is only busy. Here
 // the peers are live, on this machine, and busy for several link timeouts: they must be
 // waited for. That the timeout finds a machine that is really gone is tested on emulated
-// machines, whose link can be cut (multinode_test.sh, section 12).
+// machines, whose link can be cut (multinode_test.sh, section 12; link_window_test.sh,
+// a machine lost while its receive window is closed).
 #include <thread>
 
 #include "catch2/catch.hpp"
@@ -44,8 +45,8 @@ TEST_CASE("a peer busy for several link timeouts is waited for, not taken for lo
   // keepalive probes the idle connection every second, and rank 1's machine answers them.
   SECTION("small: the connection is idle while the peer is busy") { all_reduce_with_a_busy_peer(1024, 4500ms); }
   // 32 MiB to a process that does not read for 9 s: rank 1's receive buffer fills and its
-  // window closes. Rank 0's TCP probes the closed window at growing intervals, soon longer
-  // than the 1 s limit, and is answered each time. TCP's own bound (TCP_USER_TIMEOUT) would
+  // window closes. Rank 0's TCP probes the closed window (at most a second apart here,
+  // watch_link's cap), and is answered each time. TCP's own bound (TCP_USER_TIMEOUT) would
   // end this connection after 1 s; a check that did not ask whether anything is
   // outstanding would take rank 1 for lost a few seconds in.
   SECTION("large: the peer's receive window is closed while it is busy") { all_reduce_with_a_busy_peer(16 << 20, 9s); }

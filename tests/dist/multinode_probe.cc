@@ -3,7 +3,8 @@
 // form, and trains a small model with DDP against one process on the global batch.
 // Exit 1 names the first thing that was wrong.
 //
-//   launch --nnodes=2 --node_rank=K --nproc_per_node=2 ... multinode_probe [--die-rank R] [--stall-rank R]
+//   launch --nnodes=2 --node_rank=K --nproc_per_node=2 ... multinode_probe [--die-rank R]
+//          [--stall-rank R [--stall-elements N]]
 #include <signal.h>
 #include <unistd.h>
 
@@ -105,10 +106,13 @@ double ddp_vs_one_process(int rank, int world) {
 int main(int argc, char** argv) try {
   int die_rank = -1;
   Flags flags("multinode_probe", "Checks collectives and DDP across (emulated) machines.");
-  int stall_rank = -1;
+  int stall_rank = -1, stall_elements = 1;
   flags.add("--die-rank", &die_rank, -1, 1 << 20, "this rank kills itself after the first checks");
   flags.add("--stall-rank", &stall_rank, -1, 1 << 20,
             "after the first checks, this rank sleeps 2 minutes while the others wait in an all_reduce");
+  flags.add("--stall-elements", &stall_elements, 1, 1 << 26,
+            "float32 elements in that all_reduce (past the socket buffers, 16 MiB each way, the stalled "
+            "rank's receive window closes)");
   flags.parse_or_exit(argc, argv);
   dist::init_process_group("gloo");
   const int rank = dist::get_rank(), world = dist::get_world_size();
@@ -128,13 +132,13 @@ int main(int argc, char** argv) try {
     std::fflush(stdout);
     kill(getpid(), SIGKILL);
   }
-  if (stall_rank >= 0) {  // the others' part of the all_reduce is sent, and acknowledged, before it comes
+  if (stall_rank >= 0) {  // the others' part of the all_reduce is sent (as much as fits), and acknowledged
     if (rank == stall_rank) {
       std::printf("rank %d: stalling\n", rank);
       std::fflush(stdout);
       sleep(120);
     }
-    Tensor t = ones({1});
+    Tensor t = ones({stall_elements});
     dist::all_reduce(t);
   }
   const double rel = ddp_vs_one_process(rank, world);
