@@ -2,7 +2,7 @@
 // for lost when its machine stops answering TCP, never when its process is only busy. Here
 // the peers are live, on this machine, and busy for several link timeouts: they must be
 // waited for. That the timeout finds a machine that is really gone is tested on emulated
-// machines, whose link can be cut (multinode_test.sh, section 12; link_window_test.sh,
+// machines, whose link can be cut (machine_loss_test.sh, section 3; link_window_test.sh,
 // a machine lost while its receive window is closed).
 #include <thread>
 

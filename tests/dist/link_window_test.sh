@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A machine lost while its receive window is closed is taken for lost within the link
-# timeout (ENGINE_LINK_TIMEOUT), like any other machine lost hard (multinode_test.sh,
-# section 12).
+# timeout (ENGINE_LINK_TIMEOUT), like any other machine lost hard (machine_loss_test.sh,
+# section 3).
 #
 # Why this case needs its own test: rank 1 (machine 1) stalls while rank 0 (machine 0)
 # sends it 32 MiB, more than the two socket buffers hold, so rank 1's window closes. Rank
