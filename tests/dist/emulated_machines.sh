@@ -1,7 +1,7 @@
-# What the tests on emulated machines share (multinode_test.sh, machine_loss_test.sh):
-# sourced with the number of machines to make, it skips (and passes) the test where
-# namespaces cannot be made, saying why, and otherwise makes the machines (tools/nodes.sh),
-# removes them when the test ends however it ends, and defines:
+# What the tests on emulated machines share (multinode_test.sh, machine_loss_test.sh,
+# link_window_test.sh). Sourced with the number of machines to make, it skips (and passes)
+# the test where namespaces cannot be made, saying why, and otherwise makes the machines
+# (tools/nodes.sh), removes them when the test ends however it ends, and defines:
 #   token          the job's secret, fresh for each test
 #   out            a path prefix for the launchers' outputs
 #   fail MESSAGE   says FAIL: MESSAGE, exits 1

@@ -15,19 +15,7 @@
 # Emulated machines (tools/nodes.sh), one rank each, so the all-reduce is the TCP ring.
 # Machine 1 is cut off and everything on it killed; its link stays down, so nothing of
 # it ever reaches machine 0 again. Skips (and passes) where namespaces cannot be made.
-set -euo pipefail
-root="$TEST_SRCDIR/ddp_engine"
-nodes="$root/tools/nodes.sh"
-probe="$root/tests/dist/multinode_probe"
-launch="$root/dist/launch"
-if ! why=$(bash "$nodes" check); then
-  echo "SKIPPED: cannot emulate machines here: $why"
-  exit 0
-fi
-eval "$(bash "$nodes" up 2)"
-trap 'bash "$nodes" down "$NODES_ID"' EXIT
-trap 'exit 1' TERM INT
-token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+source "$TEST_SRCDIR/ddp_engine/tests/dist/emulated_machines.sh" 2
 out="$TEST_TMPDIR/window"
 fail() {
   cat "$out.0" "$out.1"
