@@ -170,8 +170,12 @@ TEST_CASE("a machine restarted before the others noticed waits for the job's res
   // rank 0 of the job's restart 1, once child 0 has gone. Child 2 must wait, then join
   // restart 1. Before, it failed at once ("two processes claim RANK=1") and the machine's
   // launcher spent a restart on it. A live holder on this machine is still a duplicate.
-  for (const bool holder_lives : {false, true}) {
-    INFO("the holder of rank 1 " << (holder_lives ? "lives" : "is dead"));
+  // Third case: the machine fails in the program's second process group (children 0 and 1
+  // made and destroyed one before), so the group child 2 meets is another one of the
+  // program, not only another attempt: child 2 still waits, and joins restart 1's first.
+  for (const auto& [holder_lives, second_group] : {std::pair{false, false}, {true, false}, {false, true}}) {
+    INFO("the holder of rank 1 " << (holder_lives ? "lives" : "is dead")
+                                 << (second_group ? ", in the program's second process group" : ""));
     const int port = free_port();
     const std::string lost = tmp_path("held_lost"), leaving = tmp_path("held_leaving");
     for (const auto& f : {lost, leaving}) std::remove(f.c_str());
@@ -186,6 +190,11 @@ TEST_CASE("a machine restarted before the others noticed waits for the job's res
       if (child == 3 && holder_lives) return 0;  // nothing to join: child 2 is refused
       const auto start = std::chrono::steady_clock::now();
       try {
+        if (second_group && child < 2) {
+          dist::init_process_group("gloo");
+          dist::barrier();
+          dist::destroy_process_group();
+        }
         dist::init_process_group("gloo");
         Tensor t = full({1}, 1.0);
         dist::all_reduce(t);
