@@ -2,7 +2,9 @@
 # Lesson 4, step 5: the recap trained twice on 2 ranks, the second time with one rank
 # killed (kill -9) at a random moment; `launch --max_restarts=1` starts the whole group
 # again and the recap resumes from its last saved training state. Then the judge
-# (same_weights) compares the two final checkpoints.
+# (same_weights) compares the two final checkpoints. Last, a whole machine lost: the same
+# run on two machines of one rank each (emulated where it can), one machine's launcher
+# killed and started again; the judge compares it with the first run too.
 #   survive.sh path/to/same_weights
 set -euo pipefail
 root="${RUNFILES_DIR:-$0.runfiles}/ddp_engine"
@@ -43,3 +45,50 @@ grep -E "epoch|resumed|launch:|checkpoint" "$out/resumed/log.txt" | grep -v "^\[
 
 echo "3. the judge: the two final checkpoints"
 "$judge" "$out/straight/final.safetensors" "$out/resumed/final.safetensors"
+
+# 4. A whole machine lost: its launcher dies and its rank with it (power, a kernel panic, a
+# preempted VM), and the machine comes back. Two machines of one rank each (the same world
+# of 2, so the same run as 1.), emulated where this machine can make them (tools/nodes.sh:
+# each has its own address, hostname and /dev/shm), else two launchers here.
+lost=$((RANDOM % 2))
+rm -rf "$out/machines"
+mkdir -p "$out/machines"
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+nodes="$root/tools/nodes.sh"
+if why=$(bash "$nodes" check 2>&1); then
+  eval "$(bash "$nodes" up 2)"
+  trap 'bash "$nodes" down "$NODES_ID"' EXIT
+  trap 'exit 1' TERM INT  # a timeout or ^C still removes the machines
+  where="two emulated machines (tools/nodes.sh) at $NODE0_ADDR and $NODE1_ADDR"
+  master=$NODE0_ADDR port=29500
+  on_machine() { local k=$1; shift; exec bash "$nodes" run "$NODES_ID" "$k" "$@"; }
+else
+  where="two launchers on this machine (cannot emulate machines here: $why)"
+  master=127.0.0.1
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  on_machine() { shift; exec "$@"; }
+fi
+echo "4. a whole machine lost, on $where: launch --nnodes=2 --nproc_per_node=1 --max_restarts=1 on each;"
+echo "   machine $lost's launcher is killed with kill -9 after the first saved state, its rank goes with it, and it is started again 1 s later"
+job=(--nnodes=2 --nproc_per_node=1 --max_restarts=1 --master_addr="$master" --master_port="$port" --job_token="$token")
+start_machine() {  # start_machine K SUFFIX: machine K's launcher, in the background (its pid: machine_pid)
+  LESSON_OUT="$out/machines/$1" on_machine "$1" "$launch" "${job[@]}" --node_rank="$1" "$recap" "${run[@]}" \
+    --state "$out/machines/state.safetensors" --checkpoint "$out/machines/final$1.safetensors" \
+    >"$out/machines/log$1$2.txt" 2>&1 &
+  machine_pid=$!
+}
+start_machine 0 "" && machine[0]=$machine_pid
+start_machine 1 "" && machine[1]=$machine_pid
+for _ in $(seq 1 6000); do [[ -s "$out/machines/state.safetensors" ]] && break; sleep 0.01; done
+if [[ ! -s "$out/machines/state.safetensors" ]]; then echo "no training state was saved within 60 s: nothing to resume from"; exit 1; fi
+# The background job is the launcher itself (on_machine, nodes.sh and what it runs exec it).
+{ kill -9 "${machine[$lost]}" && wait "${machine[$lost]}"; } 2>/dev/null || true  # (and no "Killed" line)
+echo "   killed machine $lost's launcher (pid ${machine[$lost]})"
+sleep 1
+start_machine "$lost" ".again" && machine[$lost]=$machine_pid
+wait "${machine[0]}" "${machine[1]}"
+other=$((1 - lost))
+grep -hE "launch: .*restarting|joining the job's restart|resumed from|epoch  4" \
+  "$out/machines/log$other.txt" "$out/machines/log$lost.again.txt" | sed "s/^/   /"
+echo "   the judge: the uninterrupted run of 1. against this one"
+"$judge" "$out/straight/final.safetensors" "$out/machines/final0.safetensors" | sed "s/^/   /"
