@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "nn/crc32c.h"
 
 namespace engine::nn {
 namespace {
@@ -31,21 +33,37 @@ const char* dtype_code(DType t) {
 // ---------------------------------------------------------------------------------------
 // Writing
 
+// "1a2b3c4d": a checksum as the file keeps it.
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+// The header: metadata first (with the checksums: see safetensors.h), then each tensor's
+// entry, in the order written.
 std::string build_header(const StateDict& tensors, const Metadata& metadata, std::vector<Tensor>* dense) {
+  ENGINE_REQUIRE(!metadata.count(kChecksumKey), "[save_safetensors] metadata key \"", kChecksumKey,
+                 "\" is the file's own checksum, which save_safetensors writes: choose another name");
   nlohmann::ordered_json h = nlohmann::ordered_json::object();  // keys in the order written, as Python's writer
-  if (!metadata.empty()) h["__metadata__"] = metadata;
+  h["__metadata__"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : metadata) h["__metadata__"][k] = v;
   uint64_t offset = 0;
+  std::string sums;
   for (const auto& [name, t] : tensors) {
     ENGINE_REQUIRE(t.defined(), "[save_safetensors] tensor \"", name, "\" is undefined");
     ENGINE_REQUIRE(name != "__metadata__" && !name.empty(), "[save_safetensors] invalid tensor name \"", name, "\"");
     const Tensor c = t.to(Device::cpu()).contiguous();
     const uint64_t bytes = uint64_t(c.numel()) * dtype_size(c.dtype());
     h[name] = {{"dtype", dtype_code(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + bytes}}};
+    sums += " " + hex32(crc32c(c.bytes(), size_t(bytes)));
     offset += bytes;
     dense->push_back(c);
   }
   std::string header;
   try {
+    header = h.dump();  // the header's checksum is of this text, without the checksums
+    h["__metadata__"][kChecksumKey] = hex32(crc32c(header.data(), header.size())) + sums;
     header = h.dump();
   } catch (const nlohmann::json::exception&) {  // JSON strings are UTF-8: a name or value that is not cannot be saved
     throw Error("[save_safetensors] a tensor name or metadata text is not valid UTF-8");
@@ -206,13 +224,61 @@ Entry parse_entry(const std::string& name, const json& v, uint64_t data_size, co
   return e;
 }
 
-void read_metadata(const json& v, const std::string& path, Metadata* metadata) {
+// The metadata, less the file's checksums (kChecksumKey), which are returned apart.
+void read_metadata(const json& v, const std::string& path, Metadata* metadata, std::string* sums) {
   if (!v.is_object()) throw Error("[load_safetensors] " + path + ": __metadata__ must be an object of strings");
   for (const auto& [k, s] : v.items()) {
     if (!s.is_string())
       throw Error("[load_safetensors] " + path + ": __metadata__ value for \"" + k + "\" is not a string");
-    if (metadata) (*metadata)[k] = s.get<std::string>();
+    if (k == kChecksumKey)
+      *sums = s.get<std::string>();
+    else if (metadata)
+      (*metadata)[k] = s.get<std::string>();
   }
+}
+
+// The checksums as written: the header's, then each tensor's in the order of its bytes,
+// each 8 hex digits, separated by spaces.
+std::vector<uint32_t> parse_checksums(const std::string& text, size_t tensors, const std::string& path) {
+  std::vector<uint32_t> sums;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t end = std::min(text.find(' ', i), text.size());
+    const std::string word = text.substr(i, end - i);
+    ENGINE_REQUIRE(word.size() == 8 && word.find_first_not_of("0123456789abcdef") == std::string::npos,
+                   "[load_safetensors] ", path, ": __metadata__ \"", kChecksumKey, "\" holds \"", word.substr(0, 16),
+                   "\" where a checksum of 8 hex digits belongs");
+    sums.push_back(uint32_t(std::stoul(word, nullptr, 16)));
+    i = end + 1;
+  }
+  ENGINE_REQUIRE(sums.size() == tensors + 1, "[load_safetensors] ", path, ": __metadata__ \"", kChecksumKey,
+                 "\" holds ", sums.size(), " checksums, but the file has ", tensors,
+                 " tensors (one checksum each, after the header's)");
+  return sums;
+}
+
+const char* kChanged =
+    ": the file was changed after it was written (a disk fault, a bad copy, or a tool that rewrote it and kept the "
+    "old \"engine.crc32c\" metadata entry). Nothing was loaded: use another copy or an earlier checkpoint";
+
+// The header's checksum is of its text as written before the checksums were added to it.
+void check_header_checksum(const std::string& header, uint32_t expected, const std::string& path) {
+  std::string text;
+  try {
+    nlohmann::ordered_json h = nlohmann::ordered_json::parse(header);  // parse_header accepted it
+    h["__metadata__"].erase(kChecksumKey);
+    text = h.dump();
+  } catch (const nlohmann::json::exception&) {}
+  ENGINE_REQUIRE(!text.empty() && crc32c(text.data(), text.size()) == expected, "[load_safetensors] ", path,
+                 ": the header (tensor names, shapes and metadata) does not match the checksum saved with it",
+                 kChanged);
+}
+
+void check_tensor_checksum(const Entry& e, const Tensor& t, uint32_t expected, const std::string& path) {
+  const uint32_t got = crc32c(t.bytes(), size_t(e.end - e.begin));
+  ENGINE_REQUIRE(got == expected, "[load_safetensors] ", path, ": tensor \"", e.name,
+                 "\" does not match the checksum saved with it (its ", e.end - e.begin, " bytes give ", hex32(got),
+                 ", the file says ", hex32(expected), ")", kChanged);
 }
 
 // Offsets must tile the data section: sorted by begin, each starts where the last ended.
@@ -255,23 +321,36 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
 
   const uint64_t data_size = file_size - 8 - n;
   std::vector<Entry> entries;
+  std::string sums_text;
   for (const auto& [name, v] : root.items()) {
     if (name == "__metadata__")
-      read_metadata(v, path, metadata);
+      read_metadata(v, path, metadata, &sums_text);
     else
       entries.push_back(parse_entry(name, v, data_size, path));
   }
   std::vector<const Entry*> order;
   for (const Entry& e : entries) order.push_back(&e);
   check_tiling(order, data_size, path);
+  // A file of ours carries checksums (one written elsewhere has none, and is read as it is).
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;  // the order the bytes were written in
+  });
+  const bool checked = !sums_text.empty();
+  std::vector<uint32_t> sums;
+  if (checked) {
+    sums = parse_checksums(sums_text, entries.size(), path);
+    check_header_checksum(header, sums[0], path);
+  }
   // Everything checked: read the tensors.
   StateDict out;
-  for (const Entry& e : entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
     Tensor t = empty(e.shape, e.dtype);
     in.seekg(std::streamoff(8 + n + e.begin));
     in.read(static_cast<char*>(t.storage()->data()), std::streamsize(e.end - e.begin));
     ENGINE_REQUIRE(in.good() || e.end == e.begin, "[load_safetensors] ", path, ": read error in tensor \"", e.name,
                    "\"");
+    if (checked) check_tensor_checksum(e, t, sums[i + 1], path);
     out[e.name] = t;
   }
   return out;

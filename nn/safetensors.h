@@ -16,6 +16,14 @@
 // never a half-written one. Loading checks the whole header (sizes, offsets in range and
 // not overlapping, dtypes, shapes) before reading any tensor, and every error names the
 // file and, where there is one, the key.
+//
+// Checksums: a file saved here keeps, in its metadata under "engine.crc32c", the CRC32C
+// (crc32c.h) of its header (as written before this entry was added) and of each tensor's
+// bytes, in the order of the bytes: "hhhhhhhh t0t0t0t0 t1t1t1t1 ...". Loading recomputes
+// them and refuses a file whose header or any tensor differs (a disk fault, a bad copy),
+// naming the tensor, rather than resume from silently wrong numbers. Other readers
+// (PyTorch, NumPy) see one more metadata entry; a file without it (written elsewhere) is
+// loaded unchecked. The entry is not returned among the metadata.
 #pragma once
 
 #include <map>
@@ -26,6 +34,9 @@
 namespace engine::nn {
 
 using Metadata = std::map<std::string, std::string>;
+
+// The metadata entry that holds a file's checksums; a caller's metadata may not use it.
+inline constexpr char kChecksumKey[] = "engine.crc32c";
 
 void save_safetensors(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
 StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr);
