@@ -2,40 +2,29 @@
 // instruction's path and the table's), and a saved file that refuses to load once any bit
 // of it has changed, naming the tensor, while files written elsewhere (no checksums) load.
 #include <cstring>
-#include <fstream>
 #include <random>
 
 #include "catch2/catch.hpp"
 #include "nn/crc32c.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+#include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
+using engine::testing::read_bytes;
+using engine::testing::safetensors_file;
 using engine::testing::tmp_path;
+using engine::testing::write_bytes;
 
 using namespace engine;
 using namespace engine::nn;
 
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
-
 uint64_t header_length(const std::string& file) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(file[i])) << (8 * i);
   return n;
-}
-
-// The same header and data under a new length prefix.
-std::string make_file(const std::string& header, const std::string& data) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = char((header.size() >> (8 * i)) & 0xFF);
-  return out + header + data;
 }
 
 StateDict sample() {
@@ -169,7 +158,7 @@ TEST_CASE("a file without checksums (written elsewhere, or with the entry remove
   header.erase(at, header.find('"', header.find(":\"", at) + 2) + 1 - at);
   std::string data = good.substr(8 + n);
   data[0] ^= 0x10;  // no checksum to say so: loaded as it is, as any reader would
-  write_bytes(path, make_file(header, data));
+  write_bytes(path, safetensors_file(header, data));
   Metadata meta;
   const StateDict back = load_safetensors(path, &meta);
   REQUIRE(meta == Metadata{{"epoch", "3"}});
@@ -184,7 +173,7 @@ TEST_CASE("malformed checksums, and a caller's metadata using their name, are na
   const std::string data(8, '\0');
   const std::string entry = R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   auto with_sums = [&](const std::string& sums) {
-    write_bytes(path, make_file(R"({"__metadata__":{"engine.crc32c":")" + sums + "\"}," + entry + "}", data));
+    write_bytes(path, safetensors_file(R"({"__metadata__":{"engine.crc32c":")" + sums + "\"}," + entry + "}", data));
   };
   with_sums("0123abcd");  // the header's only: one tensor's is missing
   REQUIRE_THROWS_WITH(load_safetensors(path), Catch::Contains("holds 1 checksums, but the file has 1 tensors"));

@@ -15,28 +15,18 @@
 #include "nn/layers.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
+#include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
+using engine::testing::read_bytes;
+using engine::testing::safetensors_file;
 using engine::testing::tmp_path;
+using engine::testing::write_bytes;
 
 using namespace engine;
 using namespace engine::nn;
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
-
-// A file built by hand: header JSON + data bytes, with the length prefix.
-std::string make_file(const std::string& header, const std::string& data) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = char((header.size() >> (8 * i)) & 0xFF);
-  return out + header + data;
-}
 
 StateDict sample() {
   Generator g(1);
@@ -229,30 +219,30 @@ TEST_CASE("corrupt files are errors naming the file and the key, never a crash")
   const std::string good_header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::string data(8, '\0');
   fails_with("abc", "too short");
-  fails_with(make_file(good_header, data).substr(0, 20), "declares a");                       // header cut
-  fails_with(make_file(good_header, data.substr(0, 4)), "run past the 4-byte data section");  // data cut
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", data), "malformed header");
-  fails_with(make_file(R"({"x":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", data + data),
+  fails_with(safetensors_file(good_header, data).substr(0, 20), "declares a");                       // header cut
+  fails_with(safetensors_file(good_header, data.substr(0, 4)), "run past the 4-byte data section");  // data cut
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", data), "malformed header");
+  fails_with(safetensors_file(R"({"x":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", data + data),
              "dtype F64 is not supported (F32, I64, BF16 and F16 are)");
-  fails_with(make_file(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", data),
+  fails_with(safetensors_file(R"({"x":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", data),
              "tensor \"x\": shape (3,) needs 6 bytes");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
              "tensor \"x\": shape (3,) needs 12 bytes");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "0 <= begin <= end");
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", data), "0 <= begin <= end");
   fails_with(
-      make_file(
+      safetensors_file(
           R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
           data),
       "overlaps the previous tensor");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "leaves a gap");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data),
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "leaves a gap");
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", data),
              "the data section has 8 bytes but the tensors cover 4");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data),
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data),
              "shape has an invalid size");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2]}})", data), "needs dtype, shape and data_offsets");
-  fails_with(make_file(R"([1,2])", data), "not a JSON object");
-  fails_with(make_file(std::string(40, '[') + std::string(40, ']'), data), "nested too deeply");
-  fails_with(make_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing)", data),
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[2]}})", data), "needs dtype, shape and data_offsets");
+  fails_with(safetensors_file(R"([1,2])", data), "not a JSON object");
+  fails_with(safetensors_file(std::string(40, '[') + std::string(40, ']'), data), "nested too deeply");
+  fails_with(safetensors_file(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} trailing)", data),
              "malformed header at byte");
   std::string huge(8, '\xff');
   fails_with(huge + "{}", "declares a");
