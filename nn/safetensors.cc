@@ -257,7 +257,7 @@ std::vector<uint32_t> parse_checksums(const std::string& text, size_t tensors, c
   return sums;
 }
 
-const char* kChanged =
+constexpr char kChanged[] =
     ": the file was changed after it was written (a disk fault, a bad copy, or a tool that rewrote it and kept the "
     "old \"engine.crc32c\" metadata entry). Nothing was loaded: use another copy or an earlier checkpoint";
 
