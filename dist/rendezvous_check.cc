@@ -51,6 +51,17 @@ bool held_by_running_group(TCPStore& store, const RankClaim& held, const RankCla
   return gone && store.try_get("restart_of_group", &restart);
 }
 
+// The store's key, read while waiting for rank r's claim. A store that closes meanwhile
+// (rank 0 gave up or failed) is reported with the rank this one was waiting for.
+bool read_while_waiting(TCPStore& store, const std::string& key, int r, const std::string& me, std::string* value) {
+  try {
+    return store.try_get(key, value);
+  } catch (const Error& e) {
+    throw Error("[init_process_group] " + me + " was waiting for rank " + std::to_string(r) +
+                " to connect: " + e.what());
+  }
+}
+
 }  // namespace
 
 Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, Deadline deadline, bool in_restart,
@@ -71,18 +82,23 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
   std::string error, missing;
   for (int r = 0; r < mine.world; ++r) {
     std::string value;
-    while (!store.try_get("rdzv/rank/" + std::to_string(r), &value)) {
-      if (store.try_get("rdzv/error", &error)) fail(error);
+    while (!read_while_waiting(store, "rdzv/rank/" + std::to_string(r), r, me, &value)) {
+      if (read_while_waiting(store, "rdzv/error", r, me, &error)) fail(error);
       if (Clock::now() > deadline) {
-        for (int k = r, named = 0; k < mine.world && named < 16; ++k)  // the first few are enough
-          if (!store.try_get("rdzv/rank/" + std::to_string(k), &value))
-            missing += (named++ ? ", " : "") + std::to_string(k);
-        if (mine.world - r > 16) missing += ", ...";
-        throw Error("[init_process_group] " + me + " timed out waiting for rank(s) " + missing +
-                    " to connect: they have not started, failed, or were refused" +
-                    (in_restart ? "; in a restart, a machine that was lost whole joins it when its "
-                                  "launcher is started again with the same command"
-                                : ""));
+        int absent = 0;
+        for (int k = r; k < mine.world; ++k)
+          if (!store.try_get("rdzv/rank/" + std::to_string(k), &value) && ++absent <= 16)  // the first few named
+            missing += (absent > 1 ? ", " : "") + std::to_string(k);
+        if (absent > 16) missing += ", ...";
+        // Told to the ranks that did come (rank 0 waits for them to read it before its
+        // store closes), so that each names the missing ranks too.
+        fail_together(store, "rdzv/", rank, mine.world,
+                      "[init_process_group] " + me + " timed out waiting for rank(s) " + missing +
+                          " to connect: they have not started, failed, or were refused" +
+                          (in_restart ? "; in a restart, a machine that was lost whole joins it when its "
+                                        "launcher is started again with the same command"
+                                      : ""),
+                      mine.world - 1 - absent);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

@@ -244,13 +244,15 @@ std::string TCPStore::local_address() const {
   return buf;
 }
 
-void fail_together(TCPStore& store, const std::string& prefix, int rank, int world, const std::string& why) {
+void fail_together(TCPStore& store, const std::string& prefix, int rank, int world, const std::string& why,
+                   int readers) {
   store.compare_set(prefix + "error", "", why);  // the first problem found is what every rank reports
   if (rank != 0) store.add(prefix + "error_read", 1);
   // Rank 0 waits for every other rank it expects, also the ones that have not connected yet
   // (a rank that starts late, on a busy machine, would otherwise find the store gone).
+  if (readers < 0) readers = world - 1;
   const Deadline d = deadline_in(std::chrono::seconds(5));
-  while (rank == 0 && Clock::now() < d && store.add(prefix + "error_read", 0) < world - 1)
+  while (rank == 0 && Clock::now() < d && store.add(prefix + "error_read", 0) < readers)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   throw Error(why);
 }

@@ -103,8 +103,9 @@ class TCPStore {
 // starting (a rendezvous, a setting): keeps the first reason given under <prefix>error,
 // counts the ranks that have it under <prefix>error_read, and has rank 0, which serves the
 // store, wait (5 s at most) until every other rank has, so that they report the reason
-// rather than the store's closing. Then throws `why`.
-[[noreturn]] void fail_together(TCPStore& store, const std::string& prefix, int rank, int world,
-                                const std::string& why);
+// rather than the store's closing. Then throws `why`. `readers`: how many other ranks rank
+// 0 waits for, when fewer than world - 1 can come (a timeout: the missing ranks never will).
+[[noreturn]] void fail_together(TCPStore& store, const std::string& prefix, int rank, int world, const std::string& why,
+                                int readers = -1);
 
 }  // namespace engine::dist

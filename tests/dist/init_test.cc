@@ -1,9 +1,11 @@
 // dist::init_process_group with each init method and launcher environment, the errors for
 // bad configuration, and a destroy_process_group that leaves nothing behind.
 #include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <cstring>
+#include <thread>
 
 #include "catch2/catch.hpp"
 #include "dist/dist.h"
@@ -234,6 +236,56 @@ std::vector<ChildResult> run_misconfigured(int world, const std::function<void(i
   });
 }
 }  // namespace
+
+TEST_CASE("a rank that never comes is named by every rank that did, rank 0's timeout told before its store closes") {
+  // Rank 1 never starts. Rank 0 gives up after 2 s; rank 2 would wait 60 s. Before, rank
+  // 0's exit closed the store under rank 2, which said only that the connection closed.
+  const int port = free_port();
+  auto res = run_processes(3, [port](int child, int fd) {
+    if (child == 1) return 0;
+    clear_launch_env();
+    env_for_rank(child, 3, port);
+    setenv("ENGINE_DIST_TIMEOUT", child == 0 ? "2" : "60", 1);
+    try {
+      dist::init_process_group("gloo");
+    } catch (const std::exception& e) {
+      report(fd, e.what());
+      return 1;
+    }
+    return 0;
+  });
+  for (int child : {0, 2}) {
+    INFO("child " << child << ": " << res[child].output);
+    REQUIRE(res[child].exit_code == 1);
+    REQUIRE_THAT(res[child].output, Catch::Contains("rank 0 timed out waiting for rank(s) 1 to connect"));
+    REQUIRE(res[child].seconds < 10);
+  }
+  // Rank 0 killed instead, 1 s into its wait: rank 2 names the rank it was waiting for.
+  const int port2 = free_port();
+  res = run_processes(3, [port2](int child, int fd) {
+    if (child == 1) return 0;
+    clear_launch_env();
+    env_for_rank(child, 3, port2);
+    setenv("ENGINE_DIST_TIMEOUT", "60", 1);
+    if (child == 0)
+      std::thread([] {
+        std::this_thread::sleep_for(1s);
+        raise(SIGKILL);
+      }).detach();
+    try {
+      dist::init_process_group("gloo");
+    } catch (const std::exception& e) {
+      report(fd, e.what());
+      return 1;
+    }
+    return 0;
+  });
+  INFO(res[2].output);
+  REQUIRE(res[2].exit_code == 1);
+  REQUIRE_THAT(res[2].output, Catch::Contains("rank 2 was waiting for rank 1 to connect: ") &&
+                                  Catch::Contains("rendezvous store (rank 0) closed"));
+  REQUIRE(res[2].seconds < 10);
+}
 
 TEST_CASE("ranks that disagree on WORLD_SIZE fail within seconds, naming both sizes and the ranks") {
   const int port = free_port();
