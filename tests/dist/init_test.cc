@@ -237,39 +237,19 @@ std::vector<ChildResult> run_misconfigured(int world, const std::function<void(i
 }
 }  // namespace
 
-TEST_CASE("a rank that never comes is named by every rank that did, rank 0's timeout told before its store closes") {
-  // Rank 1 never starts. Rank 0 gives up after 2 s; rank 2 would wait 60 s. Before, rank
-  // 0's exit closed the store under rank 2, which said only that the connection closed.
+namespace {
+// Ranks 0 and 2 of 3 (rank 1 never starts) with rank 0's and rank 2's timeouts in seconds;
+// rank 0 is killed after kill_rank0 when it is given. Returns what each said.
+std::vector<ChildResult> rank_1_never_comes(const char* timeout0, const char* timeout2,
+                                            std::chrono::seconds kill_rank0 = 0s) {
   const int port = free_port();
-  auto res = run_processes(3, [port](int child, int fd) {
+  return run_processes(3, [&](int child, int fd) {
     if (child == 1) return 0;
-    clear_launch_env();
     env_for_rank(child, 3, port);
-    setenv("ENGINE_DIST_TIMEOUT", child == 0 ? "2" : "60", 1);
-    try {
-      dist::init_process_group("gloo");
-    } catch (const std::exception& e) {
-      report(fd, e.what());
-      return 1;
-    }
-    return 0;
-  });
-  for (int child : {0, 2}) {
-    INFO("child " << child << ": " << res[child].output);
-    REQUIRE(res[child].exit_code == 1);
-    REQUIRE_THAT(res[child].output, Catch::Contains("rank 0 timed out waiting for rank(s) 1 to connect"));
-    REQUIRE(res[child].seconds < 10);
-  }
-  // Rank 0 killed instead, 1 s into its wait: rank 2 names the rank it was waiting for.
-  const int port2 = free_port();
-  res = run_processes(3, [port2](int child, int fd) {
-    if (child == 1) return 0;
-    clear_launch_env();
-    env_for_rank(child, 3, port2);
-    setenv("ENGINE_DIST_TIMEOUT", "60", 1);
-    if (child == 0)
-      std::thread([] {
-        std::this_thread::sleep_for(1s);
+    setenv("ENGINE_DIST_TIMEOUT", child == 0 ? timeout0 : timeout2, 1);
+    if (child == 0 && kill_rank0 > 0s)
+      std::thread([kill_rank0] {
+        std::this_thread::sleep_for(kill_rank0);
         raise(SIGKILL);
       }).detach();
     try {
@@ -280,6 +260,21 @@ TEST_CASE("a rank that never comes is named by every rank that did, rank 0's tim
     }
     return 0;
   });
+}
+}  // namespace
+
+TEST_CASE("a rank that never comes is named by every rank that did, rank 0's timeout told before its store closes") {
+  // Rank 0 gives up after 2 s; rank 2 would wait 60 s. Before, rank 0's exit closed the
+  // store under rank 2, which said only that the connection closed.
+  auto res = rank_1_never_comes("2", "60");
+  for (int child : {0, 2}) {
+    INFO("child " << child << ": " << res[child].output);
+    REQUIRE(res[child].exit_code == 1);
+    REQUIRE_THAT(res[child].output, Catch::Contains("rank 0 timed out waiting for rank(s) 1 to connect"));
+    REQUIRE(res[child].seconds < 10);
+  }
+  // Rank 0 killed instead, 1 s into its wait: rank 2 names the rank it was waiting for.
+  res = rank_1_never_comes("60", "60", 1s);
   INFO(res[2].output);
   REQUIRE(res[2].exit_code == 1);
   REQUIRE_THAT(res[2].output, Catch::Contains("rank 2 was waiting for rank 1 to connect: ") &&
