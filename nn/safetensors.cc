@@ -18,7 +18,7 @@
 namespace engine::nn {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in the file's order, so the header can be dumped as written
 
 // The format's names for our dtypes (safetensors also has F64, I32, U8, ... which we do not hold).
 const char* dtype_code(DType t) {
@@ -45,8 +45,8 @@ std::string hex32(uint32_t v) {
 std::string build_header(const StateDict& tensors, const Metadata& metadata, std::vector<Tensor>* dense) {
   ENGINE_REQUIRE(!metadata.count(kChecksumKey), "[save_safetensors] metadata key \"", kChecksumKey,
                  "\" is the file's own checksum, which save_safetensors writes: choose another name");
-  nlohmann::ordered_json h = nlohmann::ordered_json::object();  // keys in the order written, as Python's writer
-  h["__metadata__"] = nlohmann::ordered_json::object();
+  json h = json::object();  // keys in the order written, as Python's writer
+  h["__metadata__"] = json::object();
   for (const auto& [k, v] : metadata) h["__metadata__"][k] = v;
   uint64_t offset = 0;
   std::string sums;
@@ -65,7 +65,7 @@ std::string build_header(const StateDict& tensors, const Metadata& metadata, std
     header = h.dump();  // the header's checksum is of this text, without the checksums
     h["__metadata__"][kChecksumKey] = hex32(crc32c(header.data(), header.size())) + sums;
     header = h.dump();
-  } catch (const nlohmann::json::exception&) {  // JSON strings are UTF-8: a name or value that is not cannot be saved
+  } catch (const json::exception&) {  // JSON strings are UTF-8: a name or value that is not cannot be saved
     throw Error("[save_safetensors] a tensor name or metadata text is not valid UTF-8");
   }
   header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
@@ -262,14 +262,10 @@ constexpr char kChanged[] =
     "old \"engine.crc32c\" metadata entry). Nothing was loaded: use another copy or an earlier checkpoint";
 
 // The header's checksum is of its text as written before the checksums were added to it.
-void check_header_checksum(const std::string& header, uint32_t expected, const std::string& path) {
-  std::string text;
-  try {
-    nlohmann::ordered_json h = nlohmann::ordered_json::parse(header);  // parse_header accepted it
-    h["__metadata__"].erase(kChecksumKey);
-    text = h.dump();
-  } catch (const nlohmann::json::exception&) {}
-  ENGINE_REQUIRE(!text.empty() && crc32c(text.data(), text.size()) == expected, "[load_safetensors] ", path,
+void check_header_checksum(json root, uint32_t expected, const std::string& path) {
+  root["__metadata__"].erase(kChecksumKey);
+  const std::string text = root.dump();
+  ENGINE_REQUIRE(crc32c(text.data(), text.size()) == expected, "[load_safetensors] ", path,
                  ": the header (tensor names, shapes and metadata) does not match the checksum saved with it",
                  kChanged);
 }
@@ -281,14 +277,17 @@ void check_tensor_checksum(const Entry& e, const Tensor& t, uint32_t expected, c
                  ", the file says ", hex32(expected), ")", kChanged);
 }
 
-// Offsets must tile the data section: sorted by begin, each starts where the last ended.
-void check_tiling(std::vector<const Entry*> order, uint64_t data_size, const std::string& path) {
-  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+// Offsets must tile the data section: in the order the bytes were written (by begin, an
+// empty tensor before a full one at the same offset), each starts where the last ended.
+void sort_and_check_tiling(std::vector<Entry>& entries, uint64_t data_size, const std::string& path) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   uint64_t expect = 0;
-  for (const Entry* e : order) {
-    ENGINE_REQUIRE(e->begin == expect, "[load_safetensors] ", path, ": tensor \"", e->name, "\" at bytes [", e->begin,
-                   ", ", e->end, ") ", e->begin < expect ? "overlaps the previous tensor" : "leaves a gap before it");
-    expect = e->end;
+  for (const Entry& e : entries) {
+    ENGINE_REQUIRE(e.begin == expect, "[load_safetensors] ", path, ": tensor \"", e.name, "\" at bytes [", e.begin,
+                   ", ", e.end, ") ", e.begin < expect ? "overlaps the previous tensor" : "leaves a gap before it");
+    expect = e.end;
   }
   ENGINE_REQUIRE(expect == data_size, "[load_safetensors] ", path, ": the data section has ", data_size,
                  " bytes but the tensors cover ", expect);
@@ -328,18 +327,13 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata) {
     else
       entries.push_back(parse_entry(name, v, data_size, path));
   }
-  std::vector<const Entry*> order;
-  for (const Entry& e : entries) order.push_back(&e);
-  check_tiling(order, data_size, path);
+  sort_and_check_tiling(entries, data_size, path);
   // A file of ours carries checksums (one written elsewhere has none, and is read as it is).
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;  // the order the bytes were written in
-  });
   const bool checked = !sums_text.empty();
   std::vector<uint32_t> sums;
   if (checked) {
     sums = parse_checksums(sums_text, entries.size(), path);
-    check_header_checksum(header, sums[0], path);
+    check_header_checksum(root, sums[0], path);
   }
   // Everything checked: read the tensors.
   StateDict out;
