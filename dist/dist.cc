@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dist/nccl_group.h"
+#include "dist/open_files.h"
 #include "dist/rendezvous_check.h"
 #include "dist/shm_allreduce.h"
 #include "dist/store.h"
@@ -289,6 +290,21 @@ void check_master(const LaunchInfo& info) {
 }
 }  // namespace
 
+namespace {
+// Room for this rank's connections before any is made: on the CPU backend every rank
+// connects to every other, and rank 0 serves the store, which every rank and launcher
+// connects to. The soft limit is raised for all of them where the hard one allows; rank 0
+// stops here if even the store's connections do not fit (the mesh checks its own share,
+// connect_mesh, and tells every rank).
+void reserve_connections(const LaunchInfo& info, bool cpu) {
+  const int64_t w = info.world_size, launchers = w / std::max(1, info.local_world_size);
+  const int64_t store = info.rank == 0 ? w + launchers + 16 : 1;
+  if (raise_open_files(store + (cpu ? w - 1 : 0) + 16) || info.rank != 0) return;
+  reserve_open_files(store, "[init_process_group] rank 0 of " + std::to_string(w) +
+                                " (one connection from each rank and launcher to the rendezvous store it serves)");
+}
+}  // namespace
+
 LaunchInfo read_launch_env(bool need_master) {
   LaunchInfo info = parse_launch_env();
   check_rank(info);
@@ -318,6 +334,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   if (options.world_size >= 1) info.world_size = options.world_size;
   check_rank(info);
   if (m == "env://") check_master(info);
+  reserve_connections(info, cpu);
 
   g->store = join_rendezvous(m, info, so, &g->file_to_remove);
   if (cpu) {

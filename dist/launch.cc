@@ -37,6 +37,7 @@
 #include "dist/launch_args.h"
 #include "dist/launch_rendezvous.h"
 #include "dist/launch_watch.h"
+#include "dist/open_files.h"
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
@@ -164,7 +165,7 @@ std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::Launc
 FILE* open_log(const std::string& dir, const char* name) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  FILE* f = std::fopen((dir + "/" + name).c_str(), "w");
+  FILE* f = std::fopen((dir + "/" + name).c_str(), "we");  // e: O_CLOEXEC, no rank inherits it
   if (!f) usage("cannot write the log file " + dir + "/" + name + ": " + std::strerror(errno));
   return f;
 }
@@ -226,6 +227,10 @@ std::string limit_hint(int err) {
 
 std::vector<Child> spawn(const Job& job, int attempt) {
   const auto& o = job.args;
+  try {  // 2 pipes a rank, 2 log files where asked: the soft limit is raised if it is short
+    engine::dist::reserve_open_files(4 * int64_t(o.nproc_per_node) + 16, "launch");
+  } catch (const Error&) {  // the hard limit is too low: the rank that cannot start names it
+  }
   std::vector<Child> children(size_t(o.nproc_per_node));
   for (int local = 0; local < o.nproc_per_node; ++local) {
     Child& c = children[size_t(local)];
@@ -240,7 +245,7 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       c.err_console = !(o.redirects & 2);
     }
     int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (pipe(out) != 0 || pipe(err) != 0) {
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {  // a rank inherits only its own pipes
       const int e = errno;
       for (int fd : {out[0], out[1]})
         if (fd >= 0) close(fd);

@@ -208,7 +208,7 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
 }  // namespace
 
 void install_reaper() {
-  if (pipe(g_reaped) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+  if (pipe2(g_reaped, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
   fcntl(g_reaped[0], F_SETFL, O_NONBLOCK);
   struct sigaction sa {};
   sa.sa_handler = on_child;

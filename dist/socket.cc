@@ -17,6 +17,7 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/open_files.h"
 #include "tensor/check.h"
 
 namespace engine::dist {
@@ -147,6 +148,9 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline, con
   std::string last = "no attempt";
   while (true) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+      throw OutOfFiles("[dist] cannot open a connection to " + peer + ": " + std::strerror(errno) +
+                       open_files_note(errno));
     ENGINE_REQUIRE(fd >= 0, "[dist] socket() failed: ", std::strerror(errno));
     Socket s(fd);
     tune(fd);
@@ -217,7 +221,11 @@ Listener Listener::bind(const std::string& host, int port) {
   // With SO_REUSEADDR two processes can both bind one port; the second then fails in
   // listen(). Either way it is the same mistake, and gets the same words.
   const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  if (!bound || ::listen(fd, 128) != 0) {
+  // The longest queue of connections not yet accepted that the kernel allows (its
+  // net.core.somaxconn): every rank of a job connects to rank 0's store and listener at
+  // once, and past the queue a connection waits for SYN-ACK retries (1, 3, 7, 15 s ...) and
+  // is reset after about 30 s.
+  if (!bound || ::listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     throw Error("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) +
                 (err == EADDRINUSE ? " (another process, perhaps another job, holds this port: give this job another "
@@ -275,6 +283,9 @@ Socket Listener::accept(Deadline deadline) const {
       return Socket(fd);
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EMFILE || errno == ENFILE)
+      throw OutOfFiles(std::string("[dist] cannot accept a connection: ") + std::strerror(errno) +
+                       open_files_note(errno));
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       throw Error(std::string("[dist] accept failed: ") + std::strerror(errno));
     if (!wait_fd(sock_.fd(), false, deadline)) throw Error("[dist] timed out waiting for a peer to connect");

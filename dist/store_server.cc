@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dist/open_files.h"
 #include "dist/start_thread.h"
 #include "tensor/check.h"
 
@@ -64,11 +65,15 @@ void TCPStore::Server::log(const std::string& reason) {
 // One thread, poll(): new connections, and every pending handshake. Nothing here blocks.
 void TCPStore::Server::accept_loop() {
   std::vector<Pending> pending;
+  Deadline accept_again = Clock::now();  // later while this process has no file descriptor left
   while (!stop_) {
-    std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
+    // Out of descriptors, the listener stays readable and accept fails at once: it is left
+    // out of the poll for a while rather than spun on.
+    const bool accepting = Clock::now() >= accept_again;
+    std::vector<pollfd> fds{{accepting ? listener_.fd() : -1, POLLIN, 0}};
     for (auto& p : pending) fds.push_back({p.socket.fd(), POLLIN, 0});
     ::poll(fds.data(), nfds_t(fds.size()), 100);
-    if (fds[0].revents & POLLIN) accept_new(pending);
+    if ((fds[0].revents & POLLIN) && !accept_new(pending)) accept_again = Clock::now() + std::chrono::milliseconds(100);
     std::vector<Pending> still;
     for (size_t i = 0; i < pending.size(); ++i) {
       Pending& p = pending[i];
@@ -84,13 +89,16 @@ void TCPStore::Server::accept_loop() {
   }
 }
 
-void TCPStore::Server::accept_new(std::vector<Pending>& pending) {
+bool TCPStore::Server::accept_new(std::vector<Pending>& pending) {
   for (int i = 0; i < 64; ++i) {  // whatever is waiting, a bounded batch at a time
     Socket s;
     try {
       s = listener_.accept(Clock::now());
+    } catch (const OutOfFiles& e) {
+      log(std::string(e.what()).substr(std::strlen("[dist] ")) + "; the connection waits");
+      return false;
     } catch (const Error&) {
-      return;  // nothing more to accept now
+      return true;  // nothing more to accept now
     }
     if (pending.size() >= kMaxHandshaking) {
       // Full of connections that have not said who they are: the oldest is the likeliest
@@ -102,6 +110,7 @@ void TCPStore::Server::accept_new(std::vector<Pending>& pending) {
     }
     pending.push_back({std::move(s), "", deadline_in(kHandshakeTime)});
   }
+  return true;
 }
 
 bool TCPStore::Server::advance(Pending& p) {

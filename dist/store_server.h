@@ -80,7 +80,7 @@ class TCPStore::Server {
   };
 
   void accept_loop();
-  void accept_new(std::vector<Pending>& pending);
+  bool accept_new(std::vector<Pending>& pending);  // false: out of file descriptors
   // Reads what a pending connection sent; returns false when it is done (admitted or dropped).
   bool advance(Pending& p);
   bool serve_restart_of(uint32_t generation);  // serves a client's later restart, if it may

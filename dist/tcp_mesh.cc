@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "dist/open_files.h"
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"
 #include "tensor/check.h"
@@ -191,6 +192,8 @@ void ProcessGroupTCP::connect_mesh() {
     if (const char* v = std::getenv("ENGINE_LINK_TIMEOUT"); v && *v)
       options_.link_timeout =
           std::chrono::seconds(parse_int(v, "[init_process_group] environment variable ENGINE_LINK_TIMEOUT", 0, 32767));
+    reserve_open_files(size_ - 1 + 16, "[init_process_group] rank " + std::to_string(rank_) +
+                                           " (a connection to each of " + std::to_string(size_ - 1) + " other ranks)");
     listener = listen_on(host);
   } catch (const Error& e) {
     mesh_failed(e.what());
@@ -213,6 +216,8 @@ void ProcessGroupTCP::connect_mesh() {
     Socket s;
     try {
       s = Socket::connect(peer_host, std::stoi(addr.substr(colon + 1)), d, peer_name(r));
+    } catch (const OutOfFiles& e) {
+      mesh_failed("[init_process_group] rank " + std::to_string(rank_) + ": " + e.what());
     } catch (const Error& e) {
       mesh_failed("[init_process_group] rank " + std::to_string(rank_) + " (at " + address_ + ") cannot reach " +
                   peer_name(r) + " at " + addr + ": " + e.what() +
@@ -260,10 +265,11 @@ void ProcessGroupTCP::await_answer(const Socket& s, Deadline d) {
 
 // Accepts each higher rank. Connections are introduced side by side (poll), each with a few
 // seconds to send its hello, so a stray, idle or slow connection (a port scan, a flood)
-// holds up no one; at most kMaxArriving wait at once, the oldest dropped first.
+// holds up no one; at most kMaxArriving wait at once (more where more ranks are to come),
+// the oldest dropped first.
 void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
-  constexpr size_t kMaxArriving = 256;
-  constexpr auto kHelloTime = std::chrono::seconds(5);
+  const size_t kMaxArriving = std::max(256, size_ - 1 - rank_);
+  constexpr auto kHelloTime = std::chrono::seconds(30);
   std::vector<Arriving> arriving;
   Deadline look_at_store = Clock::now();
   for (int accepted = 0; accepted < size_ - 1 - rank_;) {
@@ -309,6 +315,8 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
         Socket s = listener.accept(Clock::now());
         if (arriving.size() == kMaxArriving) arriving.erase(arriving.begin());
         arriving.push_back({std::move(s), std::min(d, Clock::now() + kHelloTime), {}});
+      } catch (const OutOfFiles& e) {  // would come back at once, forever: the others are told
+        mesh_failed("[init_process_group] rank " + std::to_string(rank_) + ": " + e.what());
       } catch (const Error&) {  // gone before it was accepted
       }
     }

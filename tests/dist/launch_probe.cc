@@ -14,6 +14,7 @@
 //                     two jobs started together surely overlap on a busy machine)
 //   PROBE_SHARED_FLOATS=n : also sums rank + 1 over a shared buffer of n floats (DDP keeps
 //                           its buckets in these) and says whether every element is right
+//   PROBE_COUNT_FILES=1 : says how many files the rank had open when it started
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -28,11 +29,14 @@
 #include "dist/shm_allreduce.h"
 
 #include "dist/dist.h"
+#include "dist/open_files.h"
 #include "tensor/ops.h"
 
 using namespace engine;
 
 int main() try {
+  if (std::getenv("PROBE_COUNT_FILES"))
+    std::printf("open files at start: %lld\n", static_cast<long long>(dist::open_files())), std::fflush(stdout);
   dist::init_process_group("gloo");
   const int rank = dist::get_rank();
   struct sigaction pipe {};

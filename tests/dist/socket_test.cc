@@ -1,0 +1,81 @@
+// Sockets and listeners (dist/socket.h): what the kernel does with connections a busy
+// listener has not accepted yet, and running out of file descriptors.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "catch2/catch.hpp"
+#include "dist/open_files.h"
+#include "dist/socket.h"
+
+using namespace engine::dist;
+using namespace std::chrono_literals;
+
+TEST_CASE("hundreds of ranks connecting at once to a busy listener all get in when it accepts") {
+  // Every rank of a job connects to rank 0's store and listener at once. With a queue of
+  // 128, the kernel dropped the 129th connection's handshake and left it to retry after
+  // 1, 3, 7 ... s (and reset it after about 30 s if rank 0 was still busy).
+  REQUIRE(raise_open_files(1000));
+  Listener listener = Listener::bind("127.0.0.1", 0);
+  std::vector<Socket> clients, accepted;
+  for (int i = 0; i < 400; ++i)
+    clients.push_back(Socket::connect("127.0.0.1", listener.port(), deadline_in(5s), "the listener"));
+  const Deadline d = deadline_in(500ms);
+  while (accepted.size() < clients.size()) accepted.push_back(listener.accept(d));
+  CHECK(accepted.size() == 400);
+}
+
+TEST_CASE("a process out of file descriptors names the limit") {
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  Listener listener = Listener::bind("127.0.0.1", 0);
+  Socket client = Socket::connect("127.0.0.1", listener.port(), deadline_in(5s), "the listener");
+  const int64_t open = open_files();
+  REQUIRE(open > 0);
+  rlimit tight = saved;
+  tight.rlim_cur = rlim_t(open);  // not one more
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  CHECK_THROWS_AS(listener.accept(deadline_in(1s)), OutOfFiles);
+  CHECK_THROWS_WITH(listener.accept(deadline_in(1s)),
+                    Catch::Contains("cannot accept a connection: Too many open files (this process has as many "
+                                    "files open as it may, " +
+                                    std::to_string(open) + ": ulimit -n)"));
+  CHECK_THROWS_WITH(Socket::connect("127.0.0.1", listener.port(), deadline_in(1s), "rank 3"),
+                    Catch::Contains("cannot open a connection to rank 3: Too many open files"));
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  Socket late = listener.accept(deadline_in(1s));  // the connection that waited is still there
+  CHECK(late.valid());
+}
+
+TEST_CASE("the soft limit is raised up to the hard one; past it, the error says what to raise") {
+  // In a child: a hard limit lowered cannot be raised again without privileges.
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int64_t open = open_files();
+    rlimit tight{rlim_t(open + 2), rlim_t(open + 20)};
+    if (setrlimit(RLIMIT_NOFILE, &tight) != 0) _exit(10);
+    if (!raise_open_files(10)) _exit(11);  // within the hard limit: raised
+    rlimit now{};
+    if (getrlimit(RLIMIT_NOFILE, &now) != 0 || now.rlim_cur != rlim_t(open + 10)) _exit(12);
+    if (raise_open_files(50)) _exit(13);  // past it
+    try {
+      reserve_open_files(50, "rank 0 of 64");
+      _exit(14);
+    } catch (const engine::Error& e) {
+      const std::string m = e.what();
+      const bool named = m.find("rank 0 of 64 needs about " + std::to_string(open + 50) + " open files") == 0 &&
+                         m.find("cannot raise that past its hard limit, " + std::to_string(open + 20) +
+                                ": raise both (ulimit -n " + std::to_string(open + 50)) != std::string::npos;
+      _exit(named ? 0 : 15);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 10-15: which step failed
+}
