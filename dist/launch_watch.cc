@@ -44,23 +44,24 @@ void on_child(int) {
   errno = saved;
 }
 
+// A longer stretch without a newline (binary output, a progress bar redrawn with \r) is
+// passed on in pieces of this size: the launcher neither holds it all nor rescans it.
+constexpr size_t kLongestLine = 64 * 1024;
+
 // Writes each complete line of `buf` to the console (prefixed with the rank) and/or to
-// the rank's log file (as the rank wrote it).
+// the rank's log file (as the rank wrote it); with `all`, or past kLongestLine, the
+// partial line too (the log file gets exactly the bytes the rank wrote).
 void flush_lines(std::string& buf, FILE* console, FILE* log, int rank, bool all) {
   size_t start = 0, nl;
-  auto emit = [&](const char* line, size_t n) {
-    if (console) std::fprintf(console, "[rank %d] %.*s\n", rank, int(n), line);
-    if (log) std::fprintf(log, "%.*s\n", int(n), line);
+  auto emit = [&](size_t n, bool ends_line) {
+    if (console) std::fprintf(console, "[rank %d] %.*s\n", rank, int(n), buf.data() + start);
+    if (log) std::fprintf(log, "%.*s%s", int(n), buf.data() + start, ends_line ? "\n" : "");
+    start += n + (ends_line ? 1 : 0);
   };
-  while ((nl = buf.find('\n', start)) != std::string::npos) {
-    emit(buf.data() + start, nl - start);
-    start = nl + 1;
-  }
+  while ((nl = buf.find('\n', start)) != std::string::npos) emit(nl - start, true);
+  while (buf.size() - start >= kLongestLine) emit(kLongestLine, false);
+  if (all && start < buf.size()) emit(buf.size() - start, false);
   buf.erase(0, start);
-  if (all && !buf.empty()) {
-    emit(buf.data(), buf.size());
-    buf.clear();
-  }
   if (console) std::fflush(console);
   if (log) std::fflush(log);
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,6 +44,23 @@ TEST_CASE("a final line without a newline is still printed, labelled") {
   const Run r = run("PROBE_PRINT_PARTIAL=1 " + kLaunch + " --standalone --nproc_per_node=2 " + kProbe);
   REQUIRE(r.status == 0);
   REQUIRE_THAT(r.output, Catch::Contains("[rank 1] no newline"));
+}
+
+TEST_CASE("a long stretch without a newline is passed on in pieces, and logged exactly") {
+  // 4 MiB of 'x' and no newline: the launcher held it all and searched the whole of it for
+  // a newline after every 4 KiB it read (100 MB took it 27 s, and it watched no rank then).
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/long";
+  const Run r = run(kLaunch + " --nproc_per_node=1 --log_dir " + dir +
+                    " --tee 1 bash -c 'head -c 4194304 /dev/zero | tr \"\\0\" x; echo; echo done'");
+  REQUIRE(r.status == 0);
+  size_t pieces = 0;
+  for (size_t at = r.output.find("[rank 0] x"); at != std::string::npos; at = r.output.find("[rank 0] x", at + 1))
+    ++pieces;
+  CHECK(pieces == 64);  // 4 MiB in pieces of 64 KiB
+  CHECK_THAT(r.output, Catch::EndsWith("[rank 0] done\n"));
+  std::ifstream log(dir + "/attempt_0/0/stdout.log", std::ios::binary);
+  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK(logged == std::string(4 << 20, 'x') + "\ndone\n");
 }
 
 TEST_CASE("when a rank fails, the others are stopped and its status is returned with a reason") {
