@@ -109,3 +109,25 @@ left=$(cd "$TEST_TMPDIR/twin" && ls | grep -E '_rank[0-9]+\.txt$' | sort | tr '\
 [[ "$left" == "losses_rank0.txt losses_rank1.txt notes_rank3.txt order_rank0.txt order_rank1.txt " ]] ||
   fail "--twin should leave the files of ranks 0 and 1 only (and files not its own), found: $left"
 echo "ok: --twin removes the files an earlier run left for ranks this one does not have"
+# A state saved by 2 ranks in the middle of an epoch: each rank's slice of the data depends
+# on the world size, so 1 rank cannot take up the rest of that epoch (refused, saying why);
+# 2 ranks can. The job is killed just after its first save (step 5 of 157 in epoch 1).
+mid=(--epochs 2 --train-limit 20000 --test-limit 200 --save-every 5 --state "$TEST_TMPDIR/mid_state.safetensors"
+  --checkpoint "$TEST_TMPDIR/mid.safetensors")
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${mid[@]}" >"$TEST_TMPDIR/mid.txt" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do [[ -s "$TEST_TMPDIR/mid_state.safetensors" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+kill -9 $job 2>/dev/null || true
+wait $job 2>/dev/null || true
+sleep 0.5 # its ranks end on the launcher's death (SIGTERM)
+[[ -s "$TEST_TMPDIR/mid_state.safetensors" ]] || fail "no training state was saved: $(cat "$TEST_TMPDIR/mid.txt")"
+if "$root/dist/launch" --nproc_per_node=1 "$recap" "${mid[@]}" --resume >"$TEST_TMPDIR/mid_one.txt" 2>&1; then
+  fail "1 rank should not resume 2 ranks' state from the middle of an epoch: $(cat "$TEST_TMPDIR/mid_one.txt")"
+fi
+grep -q "was saved by 2 ranks in the middle of epoch 1 (after batch [0-9]*): with 1 rank each rank's slice of the data differs" \
+  "$TEST_TMPDIR/mid_one.txt" || fail "the refusal should say why: $(cat "$TEST_TMPDIR/mid_one.txt")"
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${mid[@]}" --resume >"$TEST_TMPDIR/mid_two.txt" 2>&1 ||
+  { cat "$TEST_TMPDIR/mid_two.txt"; fail "2 ranks should resume their own state"; }
+grep -q "^\[rank 0\] resumed from $TEST_TMPDIR/mid_state.safetensors: epoch 1, after batch [1-9]" "$TEST_TMPDIR/mid_two.txt" ||
+  fail "2 ranks should resume in epoch 1: $(grep -i resum "$TEST_TMPDIR/mid_two.txt")"
+echo "ok: a state from the middle of an epoch is resumed by as many ranks as saved it, and refused by others, saying why"

@@ -133,9 +133,9 @@ int main(int argc, char** argv) try {
   data::DataLoader loader(train, {.batch_size = args.batch}, sampler);
 
   if (rank == 0)
-    std::printf("Fashion-MNIST, %s, DDP over %d processes (%s), batch %lld per rank (%lld in all), %d epochs\n",
-                args.model.c_str(), world, args.backend.c_str(), (long long)args.batch, (long long)(args.batch * world),
-                args.epochs);
+    std::printf("Fashion-MNIST, %s, DDP over %d process%s (%s), batch %lld per rank (%lld in all), %d epochs\n",
+                args.model.c_str(), world, world == 1 ? "" : "es", args.backend.c_str(), (long long)args.batch,
+                (long long)(args.batch * world), args.epochs);
 
   // ---- Resume: the whole training state, if there is one to continue.   (torchrun leaves this to you)
   const std::string dir = lessons::output_dir("02_ddp_basics");

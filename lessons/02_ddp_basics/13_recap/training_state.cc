@@ -148,9 +148,10 @@ TrainingState load_training_state(const std::string& path, const Settings& setti
   s.step = number("step", 0, int64_t(1) << 50);
   s.curves = decode_curves(key("curves"), where + ": curves");
   const int64_t saved_world = number("world_size", 1, 1 << 20);
-  ENGINE_REQUIRE(saved_world == world_size || s.batch == 0, where, " was saved by ", saved_world,
-                 " ranks in the middle of epoch ", s.epoch + 1, " (after batch ", s.batch, "): with ", world_size,
-                 " ranks each rank's slice of the data differs, so the rest of the epoch cannot be matched; resume "
+  auto ranks = [](int64_t n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
+  ENGINE_REQUIRE(saved_world == world_size || s.batch == 0, where, " was saved by ", ranks(saved_world),
+                 " in the middle of epoch ", s.epoch + 1, " (after batch ", s.batch, "): with ", ranks(world_size),
+                 " each rank's slice of the data differs, so the rest of the epoch cannot be matched; resume "
                  "with WORLD_SIZE=",
                  saved_world, ", or from a state saved at the end of an epoch");
   if (s.batch > 0) {  // mid-epoch, so the same world size: this rank's own sum
