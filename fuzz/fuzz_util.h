@@ -1,5 +1,5 @@
 // Helpers for the fuzz targets: the parsers under test read files, so an input is written
-// to a scratch file first (in $TMPDIR, one per process).
+// to a scratch file first (in $TEST_TMPDIR or $TMPDIR, one per process).
 //
 //   const std::string path = fuzz::write_scratch(data, size, ".safetensors");
 //   try { load_safetensors(path); } catch (const engine::Error&) {}   // errors are fine, crashes are not
@@ -14,8 +14,10 @@
 
 namespace fuzz {
 
+// Under bazel test, in the test's own temporary folder (removed with it), else $TMPDIR.
 inline std::string scratch_file(const char* suffix) {
-  const char* dir = std::getenv("TMPDIR");
+  const char* dir = std::getenv("TEST_TMPDIR");
+  if (!dir || !*dir) dir = std::getenv("TMPDIR");
   return std::string(dir && *dir ? dir : "/tmp") + "/engine-fuzz-" + std::to_string(getpid()) + suffix;
 }
 
