@@ -291,15 +291,15 @@ void check_master(const LaunchInfo& info) {
 }  // namespace
 
 namespace {
-// Room for this rank's connections before any is made: on the CPU backend every rank
-// connects to every other, and rank 0 serves the store, which every rank and launcher
-// connects to. The soft limit is raised for all of them where the hard one allows; rank 0
-// stops here if even the store's connections do not fit (the mesh checks its own share,
-// connect_mesh, and tells every rank).
-void reserve_connections(const LaunchInfo& info, bool cpu) {
+// Room for the store's connections before rank 0 serves it: every rank and launcher
+// connects to it, before the mesh (connect_mesh makes room for its own share, on every
+// rank, and tells every rank when it cannot). The soft limit is raised for both where the
+// hard one allows; rank 0 stops here if even the store's connections do not fit.
+void reserve_store_connections(const LaunchInfo& info, bool cpu) {
+  if (info.rank != 0) return;
   const int64_t w = info.world_size, launchers = w / std::max(1, info.local_world_size);
-  const int64_t store = info.rank == 0 ? w + launchers + 16 : 1;
-  if (raise_open_files(store + (cpu ? w - 1 : 0) + 16) || info.rank != 0) return;
+  const int64_t store = w + launchers + 16;
+  if (raise_open_files(store + (cpu ? w - 1 : 0) + 16)) return;
   reserve_open_files(store, "[init_process_group] rank 0 of " + std::to_string(w) +
                                 " (one connection from each rank and launcher to the rendezvous store it serves)");
 }
@@ -334,7 +334,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   if (options.world_size >= 1) info.world_size = options.world_size;
   check_rank(info);
   if (m == "env://") check_master(info);
-  reserve_connections(info, cpu);
+  reserve_store_connections(info, cpu);
 
   g->store = join_rendezvous(m, info, so, &g->file_to_remove);
   if (cpu) {

@@ -227,10 +227,9 @@ std::string limit_hint(int err) {
 
 std::vector<Child> spawn(const Job& job, int attempt) {
   const auto& o = job.args;
-  try {  // 2 pipes a rank, 2 log files where asked: the soft limit is raised if it is short
-    engine::dist::reserve_open_files(4 * int64_t(o.nproc_per_node) + 16, "launch");
-  } catch (const Error&) {  // the hard limit is too low: the rank that cannot start names it
-  }
+  // 2 pipes a rank, 2 log files where asked: the soft limit is raised if it is short (past
+  // the hard limit, the rank that cannot start names it).
+  engine::dist::raise_open_files(4 * int64_t(o.nproc_per_node) + 16);
   std::vector<Child> children(size_t(o.nproc_per_node));
   for (int local = 0; local < o.nproc_per_node; ++local) {
     Child& c = children[size_t(local)];

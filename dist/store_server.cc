@@ -95,7 +95,7 @@ bool TCPStore::Server::accept_new(std::vector<Pending>& pending) {
     try {
       s = listener_.accept(Clock::now());
     } catch (const OutOfFiles& e) {
-      log(std::string(e.what()).substr(std::strlen("[dist] ")) + "; the connection waits");
+      log(std::string(e.what()) + "; the connection waits");
       return false;
     } catch (const Error&) {
       return true;  // nothing more to accept now
