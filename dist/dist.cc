@@ -106,10 +106,12 @@ void parse_host_port(const std::string& hp, const std::string& what, std::string
 
 // file:// rendezvous: rank 0 serves the store and writes "HOST:PORT" into the file (via a
 // temporary file and a rename, so nobody reads half of it); the others read it.
-std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, StoreOptions so, std::string* remove) {
+std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, bool others, StoreOptions so,
+                                          std::string* remove) {
   if (rank == 0) {
     char host[256] = "127.0.0.1";
     if (const char* a = env("MASTER_ADDR")) std::snprintf(host, sizeof host, "%s", a);
+    so.listen_host = listen_address(host, others);
     auto store = std::make_shared<TCPStore>(host, 0, true, so);
     const std::string tmp = path + ".tmp";
     std::ofstream(tmp) << host << ":" << store->port() << "\n";
@@ -144,20 +146,27 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, Sto
 
 // The store as init_method says (served here on rank 0), once this rank has passed the
 // rendezvous check.
-std::shared_ptr<TCPStore> open_store(const std::string& m, const LaunchInfo& info, const StoreOptions& so,
+std::shared_ptr<TCPStore> open_store(const std::string& m, const LaunchInfo& info, StoreOptions so,
                                      std::string* remove) {
-  if (m == "env://") return std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);
+  // Rank 0 listens on every interface where the address names this machine by a loopback
+  // address but other machines may dial it by its real one.
+  const bool others = info.world_size > 1 && !(info.local_world_given && info.local_world_size == info.world_size);
+  if (m == "env://") {
+    so.listen_host = listen_address(info.master_addr, others);
+    return std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);
+  }
   if (m.rfind("tcp://", 0) == 0) {
     std::string host;
     int port = 0;
     parse_host_port(m.substr(6), "init_method", &host, &port);
+    so.listen_host = listen_address(host, others);
     ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m,
                    " has port 0 with world "
                    "size ",
                    info.world_size, ": the other ranks cannot know which port rank 0 picks; give a fixed port");
     return std::make_shared<TCPStore>(host, port, info.rank == 0, so);
   }
-  if (m.rfind("file://", 0) == 0) return file_rendezvous(m.substr(7), info.rank, so, remove);
+  if (m.rfind("file://", 0) == 0) return file_rendezvous(m.substr(7), info.rank, others, so, remove);
   throw Error("[init_process_group] unknown init_method \"" + m + "\": use env://, tcp://HOST:PORT or file:///PATH");
 }
 
@@ -341,6 +350,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     TCPGroupOptions to;
     to.timeout = so.timeout;
     to.token = so.token;
+    to.one_machine = info.local_world_given && info.local_world_size == info.world_size;
     g->group = std::make_unique<ProcessGroupTCP>(g->store, info.rank, info.world_size, to);
   } else {
     g->group = make_nccl_group(g->store, info.rank, info.world_size, info.local_rank, so.timeout);

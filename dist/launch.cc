@@ -296,7 +296,7 @@ Job prepare(int argc, char** argv) {
   auto& o = job.args;
   if (o.master_port == 0) {
     try {  // a free port on the rendezvous address; rank 0 will listen on it (in every attempt)
-      o.master_port = engine::dist::Listener::bind(o.master_addr, 0).port();
+      o.master_port = engine::dist::Listener::bind(engine::dist::listen_address(o.master_addr, o.nnodes > 1), 0).port();
     } catch (const Error& e) {
       usage(std::string("cannot find a free port on ") + o.master_addr + ": " + e.what());
     }

@@ -275,6 +275,38 @@ std::string remote_address(int fd) {
   return ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf) ? buf : "";
 }
 
+bool name_is_loopback_here(const std::string& host) {
+  in_addr v4{};
+  if (host.empty() || host == "localhost" || ::inet_pton(AF_INET, host.c_str(), &v4) == 1) return false;
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
+  const uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+  ::freeaddrinfo(res);
+  return (a >> 24) == 127;
+}
+
+std::string listen_address(const std::string& host, bool other_machines) {
+  return other_machines && name_is_loopback_here(host) ? "0.0.0.0" : host;
+}
+
+std::string route_source(const std::string& ip) {
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);  // any port: a datagram socket's connect only picks the route
+  if (::inet_pton(AF_INET, ip.c_str(), &to.sin_addr) != 1) return "";
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in from{};
+  socklen_t len = sizeof from;
+  char buf[INET_ADDRSTRLEN] = {};
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&from), &len) == 0 &&
+                  ::inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf);
+  ::close(fd);
+  return ok ? buf : "";
+}
+
 Socket Listener::accept(Deadline deadline) const {
   while (true) {
     const int fd = ::accept4(sock_.fd(), nullptr, nullptr, SOCK_CLOEXEC);

@@ -67,6 +67,9 @@ struct TCPGroupOptions {
   // name, boot id, pid namespace and /dev/shm). Tests give ranks of one process different
   // ids to act as machines.
   std::string host_id;
+  // Whether the launcher says that every rank runs on this machine (LOCAL_WORLD_SIZE equals
+  // WORLD_SIZE): a rank then never looks for the interface that reaches other machines.
+  bool one_machine = false;
   // Where this group's keys live in the store: "" for the default group, "g<id>/" under its
   // parent's prefix for a group made by new_group.
   std::string key_prefix;
@@ -145,8 +148,9 @@ class ProcessGroupTCP : public ProcessGroup {
   void all_to_all_shm(const MessageHeader& base, char* out, const std::vector<size_t>& out_at, const char* in,
                       const std::vector<size_t>& in_at, Deadline d);                        // all_to_all's shm path
   void gather_shm(std::vector<Tensor>* outputs, const Tensor& input, int dst, Deadline d);  // gather's shm path
-  void await_answer(const Socket& s, Deadline d);                  // connect_mesh's wait for a lower rank's hello
-  std::string wait_for_address(int r, Deadline d);                 // connect_mesh's wait for rank r's address
+  void await_answer(const Socket& s, Deadline d);                   // connect_mesh's wait for a lower rank's hello
+  std::string listen_host(const std::string& network, Deadline d);  // the address this rank listens at
+  std::string wait_for_key(const std::string& prefix, int r, const std::string& what, Deadline d);  // rank r's key
   void or_reason_in_store(const std::function<void()>& exchange);  // a lost peer's reason, if it left one
 
   // Messages: a header, then header.bytes of payload. recv_message checks the header it gets

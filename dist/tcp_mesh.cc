@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -119,16 +120,6 @@ std::string network_id() {
   return id + "/" + ns;
 }
 
-// Where this rank listens: the address of ENGINE_SOCKET_IFNAME when set (as gloo's
-// GLOO_SOCKET_IFNAME), else of the interface this rank reaches the store through.
-std::string listen_host(const TCPStore& store) {
-  const char* ifname = std::getenv("ENGINE_SOCKET_IFNAME");
-  if (!ifname || !*ifname) return store.local_address();
-  ENGINE_REQUIRE(std::strlen(ifname) < 16, "[init_process_group] ENGINE_SOCKET_IFNAME=\"", ifname,
-                 "\" is longer than an interface name can be (15 characters)");
-  return interface_address(ifname);
-}
-
 // A listener on host: in ENGINE_PORT_RANGE ("lo-hi", for firewalls that open only those
 // ports) when set, else on any free port.
 Listener listen_on(const std::string& host) {
@@ -144,15 +135,48 @@ Listener listen_on(const std::string& host) {
 }
 }  // namespace
 
-// The address a lower rank published, read 100 times a second, and the reason a rank that
-// failed to join left (fail_if_mesh_failed) 10 times a second.
-std::string ProcessGroupTCP::wait_for_address(int r, Deadline d) {
+// Where this rank listens: the address of ENGINE_SOCKET_IFNAME when set (as gloo's
+// GLOO_SOCKET_IFNAME), else of the interface this rank reaches the store through. That is
+// a loopback address where the store's host name is this machine's own, which Debian and
+// Ubuntu map to 127.0.1.1 in /etc/hosts, while the other machines dial it by its real
+// address: then it is the interface that reaches the first rank on another machine (each
+// rank publishes its network before its address, and a rank whose route to the store is not
+// a loopback one publishes its address without waiting for anyone).
+std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d) {
+  const char* ifname = std::getenv("ENGINE_SOCKET_IFNAME");
+  if (ifname && *ifname) {
+    ENGINE_REQUIRE(std::strlen(ifname) < 16, "[init_process_group] ENGINE_SOCKET_IFNAME=\"", ifname,
+                   "\" is longer than an interface name can be (15 characters)");
+    return interface_address(ifname);
+  }
+  const std::string local = store_->local_address();
+  if (local.rfind("127.", 0) != 0 || options_.one_machine || network.empty() || !name_is_loopback_here(store_->host()))
+    return local;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || wait_for_key("tcp/network/", r, "its network", d) == network) continue;
+    const std::string addr = wait_for_key("tcp/addr/", r, "its address", d);
+    const std::string from = route_source(addr.substr(0, addr.rfind(':')));
+    if (from.empty() || from.rfind("127.", 0) == 0) continue;
+    if (rank_ == 0 && options_.key_prefix.empty())
+      std::fprintf(stderr,
+                   "[init_process_group] \"%s\" is a loopback address on this machine (as /etc/hosts often maps a "
+                   "machine's own name), not the address other machines reach it at: its ranks listen at %s, the "
+                   "address that reaches %s's machine (ENGINE_SOCKET_IFNAME chooses another interface)\n",
+                   store_->host().c_str(), from.c_str(), peer_name(r).c_str());
+    return from;
+  }
+  return local;
+}
+
+// What rank r published under `prefix` (its address, its network), read 100 times a second,
+// and the reason a rank that failed to join left (fail_if_mesh_failed) 10 times a second.
+std::string ProcessGroupTCP::wait_for_key(const std::string& prefix, int r, const std::string& what, Deadline d) {
   const std::string waiting = "[init_process_group] rank " + std::to_string(rank_) + " was waiting for " +
-                              peer_name(r) + " to publish its address: ";
-  std::string addr;
+                              peer_name(r) + " to publish " + what + ": ";
+  std::string value;
   for (int polls = 0;; ++polls) {
     try {
-      if (store_->try_get(key("tcp/addr/") + std::to_string(r), &addr)) return addr;
+      if (store_->try_get(key(prefix) + std::to_string(r), &value)) return value;
     } catch (const Error& e) {  // the store's rank 0 has gone (it gave up waiting, or failed)
       throw Error(waiting + e.what());
     }
@@ -182,7 +206,7 @@ void ProcessGroupTCP::connect_mesh() {
   peer_address_.assign(size_t(size_), "");
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
-  const std::string host = listen_host(*store_);
+  const std::string host = listen_host(network, d);
   // A rank that cannot listen (a bad ENGINE_PORT_RANGE, every port taken) or is given a bad
   // ENGINE_LINK_TIMEOUT (as for the range, read only where there are links) tells the others,
   // which wait for its address: rank 0 failing here would otherwise end the store under
@@ -201,7 +225,7 @@ void ProcessGroupTCP::connect_mesh() {
   address_ = host + ":" + std::to_string(listener.port());
   store_->set(key("tcp/addr/") + std::to_string(rank_), address_);
   for (int r = 0; r < rank_; ++r) {
-    const std::string addr = wait_for_address(r, d);
+    const std::string addr = wait_for_key("tcp/addr/", r, "its address", d);
     const size_t colon = addr.rfind(':');
     const std::string peer_host = addr.substr(0, colon);
     // A loopback address reaches only the machine it is dialled from: published by a rank

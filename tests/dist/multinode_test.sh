@@ -15,7 +15,10 @@
 #   7. the network between the machines cut mid-run: every rank stops within the timeout,
 #      and the ranks that waited across it name the rank, its address and the network;
 #   8. a network blip shorter than the timeout: the run goes on, to the weights of 5;
-#   9. ENGINE_SOCKET_IFNAME=lo on machine 0: every rank names the loopback address at once.
+#   9. ENGINE_SOCKET_IFNAME=lo on machine 0: every rank names the loopback address at once;
+#  10. machine 0 named by its host name, which its own /etc/hosts maps to 127.0.1.1 (as
+#      Debian and Ubuntu do) and machine 1's to its address: the job runs, both with
+#      --master_addr and with c10d's --rdzv_endpoint, machine 0's ranks at its address.
 # Whole machines lost, and failing hard: machine_loss_test.sh.
 # Skips (and passes) where namespaces cannot be made, saying why.
 source "$TEST_SRCDIR/ddp_engine/tests/dist/emulated_machines.sh" 2
@@ -181,6 +184,41 @@ for r in 0 1 2 3; do
     "$out.lo.$((r / 2))" || fail "rank $r should say that rank 0 listens on a loopback address"
 done
 echo "ok: ENGINE_SOCKET_IFNAME=lo on machine 0: every rank named the loopback address within $seconds s"
+
+# 10. --master_addr (or --rdzv_endpoint) given as machine 0's host name. Each machine reads
+# its own /etc/hosts: machine 0 maps its name to 127.0.1.1, as Debian's installer writes,
+# machine 1 maps it to machine 0's address. Rank 0's store, and the launcher's endpoint,
+# listen on every interface, and machine 0's ranks listen at the address that reaches
+# machine 1, not at the loopback address that reaches the store.
+name0="node$NODES_ID-0"
+printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$name0" >"$TEST_TMPDIR/hosts.0"
+printf '127.0.0.1 localhost\n%s %s\n' "$NODE0_ADDR" "$name0" >"$TEST_TMPDIR/hosts.1"
+for form in static c10d; do
+  if [[ $form == static ]]; then
+    where=(--master_addr="$name0" --master_port=29700)
+  else
+    where=(--rdzv_backend=c10d --rdzv_endpoint="$name0:29710")
+  fi
+  for k in 1 0; do
+    rank_flag=(); [[ $form == static ]] && rank_flag=(--node_rank=$k)
+    on_k=(bash "$nodes" run "$NODES_ID" $k sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TEST_TMPDIR/hosts.$k")
+    ENGINE_DIST_TIMEOUT=20 timeout 120 "${on_k[@]}" "$launch" --nnodes=2 --nproc_per_node=2 "${where[@]}" \
+      --job_token="$token" "${rank_flag[@]}" "$probe" >"$out.name.$form.$k" 2>&1 &
+    pids[$k]=$!
+  done
+  wait "${pids[0]}" && rc0=0 || rc0=$?
+  wait "${pids[1]}" && rc1=0 || rc1=$?
+  cat "$out.name.$form.0" "$out.name.$form.1"
+  [[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "$form: machine 0 named by a host name it maps to 127.0.1.1: the job failed (exit $rc0, $rc1)"
+  for r in 0 1; do
+    grep -qE "^\[rank $r\] rank $r on $name0 at 10\.77\.$NODES_ID\.1:[0-9]+: all_reduce runs hierarchical" "$out.name.$form.0" ||
+      fail "$form: rank $r should listen at machine 0's address, 10.77.$NODES_ID.1"
+  done
+  grep -q "^\[rank 0\] \[init_process_group\] \"$name0\" is a loopback address on this machine .*its ranks listen at 10\.77\.$NODES_ID\.1, the address that reaches rank 2's machine" \
+    "$out.name.$form.0" || fail "$form: rank 0 should say which address its machine's ranks listen at, and why"
+  grep -q "^\[rank 3\] rank 3: every collective equals its closed form" "$out.name.$form.1" || fail "$form: rank 3: collectives"
+done
+echo "ok: machine 0 named by its host name, 127.0.1.1 in its own /etc/hosts: the job ran (--master_addr and c10d)"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
