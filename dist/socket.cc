@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -122,11 +123,13 @@ void tune(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-sockaddr_in resolve(const std::string& host, int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(port));
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1) return addr;
+// host's IPv4 address with port, or false with the resolver's reason. An IPv6 address is
+// refused at once: no retry can make it an IPv4 one.
+bool lookup(const std::string& host, int port, sockaddr_in* addr, std::string* why) {
+  *addr = sockaddr_in{};
+  addr->sin_family = AF_INET;
+  addr->sin_port = htons(uint16_t(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr->sin_addr) == 1) return true;
   in6_addr v6{};
   const std::string bare =
       host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
@@ -136,15 +139,46 @@ sockaddr_in resolve(const std::string& host, int port) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  ENGINE_REQUIRE(rc == 0 && res, "[dist] cannot resolve host \"", host, "\": ", gai_strerror(rc));
-  addr.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  if (rc != 0 || !res) {
+    *why = rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc);
+    return false;
+  }
+  addr->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
   ::freeaddrinfo(res);
+  return true;
+}
+
+sockaddr_in resolve(const std::string& host, int port) {
+  sockaddr_in addr{};
+  std::string why;
+  ENGINE_REQUIRE(lookup(host, port, &addr, &why), "[dist] cannot resolve host \"", host, "\": ", why);
+  return addr;
+}
+
+// host's address for a connection, looked up again until the deadline: on a cluster the
+// name of the master's machine may be published (DNS, a Kubernetes service) only once that
+// machine has started, after the other machines' ranks. Said once on the first failure, so
+// that a mistyped name is seen at once rather than at the timeout.
+sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, const std::string& peer) {
+  sockaddr_in addr{};
+  std::string why;
+  for (bool said = false; !lookup(host, port, &addr, &why); said = true) {
+    if (Clock::now() >= deadline)
+      throw Error("[dist] could not resolve \"" + host + "\", the host of " + peer + ", before the timeout: " + why +
+                  "; is the name right, and does this machine's resolver know it?");
+    if (!said)
+      std::fprintf(stderr,
+                   "[dist] cannot resolve \"%s\", the host of %s: %s; looking it up again until the timeout, in "
+                   "case its name is published later\n",
+                   host.c_str(), peer.c_str(), why.c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(ms_until(deadline), 0, 200)));
+  }
   return addr;
 }
 }  // namespace
 
 Socket Socket::connect(const std::string& host, int port, Deadline deadline, const std::string& peer) {
-  const sockaddr_in addr = resolve(host, port);
+  const sockaddr_in addr = resolve_until(host, port, deadline, peer);
   std::string last = "no attempt";
   while (true) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -18,7 +18,8 @@
 #   9. ENGINE_SOCKET_IFNAME=lo on machine 0: every rank names the loopback address at once;
 #  10. machine 0 named by its host name, which its own /etc/hosts maps to 127.0.1.1 (as
 #      Debian and Ubuntu do) and machine 1's to its address: the job runs, both with
-#      --master_addr and with c10d's --rdzv_endpoint, machine 0's ranks at its address.
+#      --master_addr and with c10d's --rdzv_endpoint, machine 0's ranks at its address; and
+#      when machine 1 can resolve the name only 2 s after its ranks start, they wait for it.
 # Whole machines lost, and failing hard: machine_loss_test.sh.
 # Skips (and passes) where namespaces cannot be made, saying why.
 source "$TEST_SRCDIR/ddp_engine/tests/dist/emulated_machines.sh" 2
@@ -193,19 +194,26 @@ echo "ok: ENGINE_SOCKET_IFNAME=lo on machine 0: every rank named the loopback ad
 name0="node$NODES_ID-0"
 printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$name0" >"$TEST_TMPDIR/hosts.0"
 printf '127.0.0.1 localhost\n%s %s\n' "$NODE0_ADDR" "$name0" >"$TEST_TMPDIR/hosts.1"
-for form in static c10d; do
-  if [[ $form == static ]]; then
-    where=(--master_addr="$name0" --master_port=29700)
-  else
-    where=(--rdzv_backend=c10d --rdzv_endpoint="$name0:29710")
-  fi
+# "late": machine 1's resolver learns the name only 2 s after its ranks start (a cluster's
+# DNS publishes a machine's name once it is up): they look it up again until it resolves.
+for form in static c10d late; do
+  case $form in
+    static) where=(--master_addr="$name0" --master_port=29700) ;;
+    c10d) where=(--rdzv_backend=c10d --rdzv_endpoint="$name0:29710") ;;
+    late) where=(--master_addr="$name0" --master_port=29720)
+      printf '127.0.0.1 localhost\n' >"$TEST_TMPDIR/hosts.1" ;;
+  esac
   for k in 1 0; do
-    rank_flag=(); [[ $form == static ]] && rank_flag=(--node_rank=$k)
+    rank_flag=(); [[ $form != c10d ]] && rank_flag=(--node_rank=$k)
     on_k=(bash "$nodes" run "$NODES_ID" $k sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TEST_TMPDIR/hosts.$k")
     ENGINE_DIST_TIMEOUT=20 timeout 120 "${on_k[@]}" "$launch" --nnodes=2 --nproc_per_node=2 "${where[@]}" \
       --job_token="$token" "${rank_flag[@]}" "$probe" >"$out.name.$form.$k" 2>&1 &
     pids[$k]=$!
   done
+  if [[ $form == late ]]; then  # written in place: the file mounted over machine 1's /etc/hosts
+    sleep 2
+    printf '127.0.0.1 localhost\n%s %s\n' "$NODE0_ADDR" "$name0" >"$TEST_TMPDIR/hosts.1"
+  fi
   wait "${pids[0]}" && rc0=0 || rc0=$?
   wait "${pids[1]}" && rc1=0 || rc1=$?
   cat "$out.name.$form.0" "$out.name.$form.1"
@@ -218,7 +226,12 @@ for form in static c10d; do
     "$out.name.$form.0" || fail "$form: rank 0 should say which address its machine's ranks listen at, and why"
   grep -q "^\[rank 3\] rank 3: every collective equals its closed form" "$out.name.$form.1" || fail "$form: rank 3: collectives"
 done
+for r in 2 3; do
+  grep -q "^\[rank $r\] \[dist\] cannot resolve \"$name0\", the host of the rendezvous store (rank 0): .*; looking it up again until the timeout" \
+    "$out.name.late.1" || fail "late: rank $r should say at once that it cannot resolve $name0 yet"
+done
 echo "ok: machine 0 named by its host name, 127.0.1.1 in its own /etc/hosts: the job ran (--master_addr and c10d)"
+echo "ok: machine 0's name resolved on machine 1 only 2 s after its ranks started: they looked it up again, and the job ran"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.

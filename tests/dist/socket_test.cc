@@ -1,5 +1,5 @@
 // Sockets and listeners (dist/socket.h): what the kernel does with connections a busy
-// listener has not accepted yet, and running out of file descriptors.
+// listener has not accepted yet, running out of file descriptors, and host names.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,4 +109,39 @@ TEST_CASE("the soft limit is raised up to the hard one; past it, the error says 
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);  // 10-15: which step failed
+}
+
+TEST_CASE("a host name that does not resolve is looked up again until the deadline, then named") {
+  // A cluster's DNS may learn the master's name only once its machine is up, after the
+  // others' ranks start: they keep looking it up (as PyTorch's store does) until the deadline.
+  // ".invalid" never resolves (RFC 6761).
+  const auto start = Clock::now();
+  std::string error;
+  try {
+    Socket::connect("nosuch.invalid", 29500, deadline_in(1s), "the rendezvous store (rank 0)");
+  } catch (const engine::Error& e) {
+    error = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  CHECK(seconds >= 0.9);
+  CHECK(error.find("could not resolve \"nosuch.invalid\", the host of the rendezvous store (rank 0), before the "
+                   "timeout") != std::string::npos);
+  // Addresses the engine cannot use fail at once, whatever the deadline.
+  CHECK_THROWS_WITH(Socket::connect("::1", 29500, deadline_in(60s), "rank 0"),
+                    Catch::Contains("is an IPv6 address; the engine's sockets speak IPv4 only"));
+}
+
+TEST_CASE("servers for a name this machine maps to a loopback address listen on every interface") {
+  // Debian maps a machine's own name to 127.0.1.1; other machines dial its real address.
+  CHECK(listen_address("127.0.0.1", true) == "127.0.0.1");
+  CHECK(listen_address("localhost", true) == "localhost");  // a name no other machine could mean
+  CHECK(listen_address("10.1.2.3", true) == "10.1.2.3");
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  if (name_is_loopback_here(name)) {
+    CHECK(listen_address(name, true) == "0.0.0.0");
+    CHECK(listen_address(name, false) == name);  // every rank on this machine: loopback is enough
+  }
+  CHECK(route_source("127.0.0.1").rfind("127.", 0) == 0);
+  CHECK(route_source("not an address").empty());
 }
