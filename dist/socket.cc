@@ -123,6 +123,22 @@ void tune(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
+// Why `host` can never be resolved, "" when it may be.
+std::string not_a_name(const std::string& host) {
+  if (host.empty()) return "it is empty";
+  const size_t at = host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
+  if (at == std::string::npos) return "";
+  const unsigned char c = static_cast<unsigned char>(host[at]);
+  char shown[16];
+  if (c == ' ')
+    std::snprintf(shown, sizeof shown, "a space");
+  else if (c < 32 || c >= 127)
+    std::snprintf(shown, sizeof shown, "byte 0x%02x", unsigned(c));
+  else
+    std::snprintf(shown, sizeof shown, "'%c'", c);
+  return std::string("it holds ") + shown + " at position " + std::to_string(at);
+}
+
 // host's IPv4 address with port, or false with the resolver's reason. An IPv6 address is
 // refused at once: no retry can make it an IPv4 one.
 bool lookup(const std::string& host, int port, sockaddr_in* addr, std::string* why) {
@@ -136,6 +152,10 @@ bool lookup(const std::string& host, int port, sockaddr_in* addr, std::string* w
   ENGINE_REQUIRE(::inet_pton(AF_INET6, bare.c_str(), &v6) != 1, "[dist] \"", host,
                  "\" is an IPv6 address; the engine's sockets speak IPv4 only: give an IPv4 address, or a host name "
                  "that has one");
+  // What no resolver can ever find fails at once, not at the timeout (a stray space in MASTER_ADDR).
+  const std::string why_not = not_a_name(host);
+  ENGINE_REQUIRE(why_not.empty(), "[dist] \"", host, "\" is not a host name or IPv4 address: ", why_not,
+                 " (a name holds letters, digits, dots, hyphens and underscores)");
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);

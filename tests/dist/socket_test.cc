@@ -126,9 +126,18 @@ TEST_CASE("a host name that does not resolve is looked up again until the deadli
   CHECK(seconds >= 0.9);
   CHECK(error.find("could not resolve \"nosuch.invalid\", the host of the rendezvous store (rank 0), before the "
                    "timeout") != std::string::npos);
-  // Addresses the engine cannot use fail at once, whatever the deadline.
+  // Addresses the engine cannot use, and what no resolver can find, fail at once, whatever
+  // the deadline.
+  const auto again = Clock::now();
   CHECK_THROWS_WITH(Socket::connect("::1", 29500, deadline_in(60s), "rank 0"),
                     Catch::Contains("is an IPv6 address; the engine's sockets speak IPv4 only"));
+  CHECK_THROWS_WITH(
+      Socket::connect("127.0.0.1 ", 29500, deadline_in(60s), "rank 0"),
+      Catch::Contains("\"127.0.0.1 \" is not a host name or IPv4 address: it holds a space at position 9"));
+  CHECK_THROWS_WITH(Socket::connect("node0:29500", 29500, deadline_in(60s), "rank 0"),
+                    Catch::Contains("it holds ':' at position 5"));
+  CHECK_THROWS_WITH(Socket::connect("", 29500, deadline_in(60s), "rank 0"), Catch::Contains("it is empty"));
+  CHECK(std::chrono::duration<double>(Clock::now() - again).count() < 10);
 }
 
 TEST_CASE("servers for a name this machine maps to a loopback address listen on every interface") {
