@@ -108,6 +108,13 @@ void TCPStore::connect_to_server() {
                    " has probably failed or is stopping (look for its error), or another job that held this port "
                    "has just ended; " +
                    last);
+    // A loopback address reaches only this machine: the usual slip on a second machine is
+    // leaving --master_addr at its default.
+    const bool loopback = host_.rfind("127.", 0) == 0 || host_ == "localhost" || name_is_loopback_here(host_);
+    if (loopback && last.find("could not connect") != std::string::npos)
+      return Error(last + " (" + host_ +
+                   " is this machine itself: if rank 0 runs on another machine, MASTER_ADDR or --master_addr must be "
+                   "that machine's address)");
     return Error(last);
   };
   while (true) {

@@ -93,9 +93,12 @@ TEST_CASE("clients connect before the server is up, within their timeout") {
 
 TEST_CASE("no server: the error says where it tried and what to check") {
   const int port = engine::testing::held_port();
-  RANK_REQUIRE_THROWS_WITH(TCPStore("127.0.0.1", port, false, opts(300ms)),
-                           Catch::Contains("could not connect to the rendezvous store") &&
-                               Catch::Contains("127.0.0.1:" + std::to_string(port)));
+  RANK_REQUIRE_THROWS_WITH(
+      TCPStore("127.0.0.1", port, false, opts(300ms)),
+      Catch::Contains("could not connect to the rendezvous store") &&
+          Catch::Contains("127.0.0.1:" + std::to_string(port)) &&
+          Catch::Contains("(127.0.0.1 is this machine itself: if rank 0 runs on another "
+                          "machine, MASTER_ADDR or --master_addr must be that machine's address)"));
 }
 
 TEST_CASE("a client with another job's token is refused; the store keeps serving") {
