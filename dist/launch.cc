@@ -310,9 +310,10 @@ Job prepare(int argc, char** argv) {
   return job;
 }
 
+// The signals that stop the job as torchrun's do: its ranks stopped, then the launcher ends
+// saying why. SIGHUP is what an ssh session that drops sends.
 void install_handlers() {
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signal(sig, on_signal);
   signal(SIGPIPE, SIG_IGN);
   try {
     engine::dist::launcher::install_reaper();

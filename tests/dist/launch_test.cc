@@ -19,6 +19,7 @@
 
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
+#include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
 namespace {
@@ -391,44 +392,72 @@ bool running(pid_t pid) {  // a zombie has ended; it only waits to be reaped
     if (line.rfind("State:", 0) == 0) return line.find('Z') == std::string::npos;
   return false;
 }
-}  // namespace
 
-TEST_CASE("ranks end when their launcher is killed with kill -9, instead of running on without it") {
-  const std::string log =
-      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/orphans.log";
+// A launcher with 2 ranks that hold for 60 s after the rendezvous, printing nothing, its
+// output in `log`; returns once both ranks are past the rendezvous, with their pids.
+pid_t start_holding_job(const std::string& log, std::vector<pid_t>* ranks) {
   const pid_t launcher = fork();
-  REQUIRE(launcher >= 0);
-  if (launcher == 0) {  // ranks that hold for 60 s after the rendezvous, printing nothing
+  if (launcher == 0) {
     setenv("PROBE_HOLD_MS", "60000", 1);
-    if (!freopen(log.c_str(), "w", stdout)) _exit(126);
+    if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
     execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", kProbe.c_str(), nullptr);
     _exit(127);
   }
-  std::vector<pid_t> ranks;
-  for (int i = 0; i < 200 && ranks.size() < 2; ++i) {  // both ranks past the rendezvous
+  for (int i = 0; launcher > 0 && i < 200 && ranks->size() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::ifstream in(log);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (text.str().find("[rank 0] attempt 0") != std::string::npos &&
-        text.str().find("[rank 1] attempt 0") != std::string::npos)
-      ranks = children_of(launcher);
+    const std::string text = engine::testing::read_bytes(log);
+    if (text.find("[rank 0] attempt 0") != std::string::npos && text.find("[rank 1] attempt 0") != std::string::npos)
+      *ranks = children_of(launcher);
   }
-  REQUIRE(ranks.size() == 2);
-  kill(launcher, SIGKILL);
-  waitpid(launcher, nullptr, 0);
+  return launcher;
+}
+
+// How many of `ranks` still run `limit` after the call, at the longest; kills any left.
+int left_running(const std::vector<pid_t>& ranks, std::chrono::seconds limit) {
   const auto t0 = std::chrono::steady_clock::now();
   auto alive = [&] {
     int n = 0;
     for (pid_t r : ranks) n += running(r);
     return n;
   };
-  while (alive() > 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+  while (alive() > 0 && std::chrono::steady_clock::now() - t0 < limit)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int left = alive();
   for (pid_t r : ranks)
     if (running(r)) kill(r, SIGKILL);  // whatever the outcome, leave nothing behind
-  REQUIRE(left == 0);
-  REQUIRE(std::chrono::steady_clock::now() - t0 <
-          std::chrono::seconds(5));  // SIGTERM at once; a loaded machine may take a while to run them
+  return left;
+}
+}  // namespace
+
+TEST_CASE("ranks end when their launcher is killed with kill -9, instead of running on without it") {
+  std::vector<pid_t> ranks;
+  const pid_t launcher = start_holding_job(engine::testing::tmp_path("orphans.log"), &ranks);
+  REQUIRE(launcher > 0);
+  REQUIRE(ranks.size() == 2);
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  // SIGTERM at once (the ranks' parent-death signal); a loaded machine may take a while to run them.
+  REQUIRE(left_running(ranks, std::chrono::seconds(5)) == 0);
+}
+
+TEST_CASE("a launcher whose terminal hangs up (SIGHUP) or that gets SIGQUIT stops its ranks and says so") {
+  // torchrun stops its workers on SIGHUP and SIGQUIT as on SIGTERM; an ssh session that
+  // drops sends the first. The launcher used to die of it at once, saying nothing.
+  for (const int sig : {SIGHUP, SIGQUIT}) {
+    const std::string log = engine::testing::tmp_path("hangup.log");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = start_holding_job(log, &ranks);
+    REQUIRE(launcher > 0);
+    REQUIRE(ranks.size() == 2);
+    kill(launcher, sig);
+    int status = 0;
+    waitpid(launcher, &status, 0);
+    const int left = left_running(ranks, std::chrono::seconds(10));
+    INFO(engine::testing::read_bytes(log));
+    REQUIRE(left == 0);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 128 + sig);
+    REQUIRE_THAT(engine::testing::read_bytes(log), Catch::Contains(std::string("launch: the launcher got signal ") +
+                                                                   strsignal(sig) + "; the other ranks were stopped"));
+  }
 }
