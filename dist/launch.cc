@@ -238,10 +238,10 @@ std::vector<Child> spawn(const Job& job, int attempt) {
     if (!o.log_dir.empty() && (o.redirects | o.tee)) {
       const std::string dir = o.log_dir + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local);
       const int logged = o.redirects | o.tee;
-      if (logged & 1) c.out_log = open_log(dir, "stdout.log");
-      if (logged & 2) c.err_log = open_log(dir, "stderr.log");
-      c.out_console = !(o.redirects & 1);
-      c.err_console = !(o.redirects & 2);
+      if (logged & 1) c.out.log = open_log(dir, "stdout.log");
+      if (logged & 2) c.err.log = open_log(dir, "stderr.log");
+      c.out.console = !(o.redirects & 1);
+      c.err.console = !(o.redirects & 2);
     }
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {  // a rank inherits only its own pipes
@@ -278,8 +278,8 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       _exit(127);
     }
     close(out[1]), close(err[1]);
-    c.out = out[0], c.err = err[0];
-    fcntl(c.out, F_SETFL, O_NONBLOCK), fcntl(c.err, F_SETFL, O_NONBLOCK);
+    c.out.fd = out[0], c.err.fd = err[0];
+    fcntl(c.out.fd, F_SETFL, O_NONBLOCK), fcntl(c.err.fd, F_SETFL, O_NONBLOCK);
   }
   return children;
 }

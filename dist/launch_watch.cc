@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "tensor/check.h"
 
@@ -48,37 +51,58 @@ void on_child(int) {
 // passed on in pieces of this size: the launcher neither holds it all nor rescans it.
 constexpr size_t kLongestLine = 64 * 1024;
 
-// Writes each complete line of `buf` to the console (prefixed with the rank) and/or to
-// the rank's log file (as the rank wrote it); with `all`, or past kLongestLine, the
-// partial line too (the log file gets exactly the bytes the rank wrote).
-void flush_lines(std::string& buf, FILE* console, FILE* log, int rank, bool all) {
-  size_t start = 0, nl;
-  auto emit = [&](size_t n, bool ends_line) {
-    if (console) std::fprintf(console, "[rank %d] %.*s\n", rank, int(n), buf.data() + start);
-    if (log) std::fprintf(log, "%.*s%s", int(n), buf.data() + start, ends_line ? "\n" : "");
-    start += n + (ends_line ? 1 : 0);
-  };
-  while ((nl = buf.find('\n', start)) != std::string::npos) emit(nl - start, true);
-  while (buf.size() - start >= kLongestLine) emit(kLongestLine, false);
-  if (all && start < buf.size()) emit(buf.size() - start, false);
-  buf.erase(0, start);
-  if (console) std::fflush(console);
-  if (log) std::fflush(log);
+// A log file that cannot be written (its disk full, its file system gone read-only) is
+// closed and said once, and its stream goes to the console from then on: a log left short
+// without a word, or output that was only to be logged, would be lost.
+void give_up_log(Stream& s, int rank, int err) {
+  char path[512] = {};
+  const std::string fd_link = "/proc/self/fd/" + std::to_string(fileno(s.log));
+  if (readlink(fd_link.c_str(), path, sizeof path - 1) < 0) std::snprintf(path, sizeof path, "(its file)");
+  std::fprintf(stderr, "launch: cannot write rank %d's %s log %s (%s): %s\n", rank, s.name, path, std::strerror(err),
+               s.console ? "its output goes on to the console only" : "its output goes to the console from here on");
+  std::fclose(s.log);
+  s.log = nullptr;
+  s.console = true;
 }
 
-bool drain(int& fd, std::string& buf, FILE* console, FILE* log, int rank) {
-  if (fd < 0) return false;
+// Writes each complete line of the stream's buffer to the console (prefixed with the rank)
+// and/or to its log file (as the rank wrote it); with `all`, or past kLongestLine, the
+// partial line too (the log file gets exactly the bytes the rank wrote).
+void flush_lines(Stream& s, FILE* console, int rank, bool all) {
+  size_t start = 0, nl;
+  std::vector<std::pair<size_t, size_t>> pieces;  // [from, to) of each line written
+  auto emit = [&](size_t n, bool ends_line) {
+    pieces.push_back({start, start + n});
+    if (s.console) std::fprintf(console, "[rank %d] %.*s\n", rank, int(n), s.buf.data() + start);
+    if (s.log) std::fprintf(s.log, "%.*s%s", int(n), s.buf.data() + start, ends_line ? "\n" : "");
+    start += n + (ends_line ? 1 : 0);
+  };
+  while ((nl = s.buf.find('\n', start)) != std::string::npos) emit(nl - start, true);
+  while (s.buf.size() - start >= kLongestLine) emit(kLongestLine, false);
+  if (all && start < s.buf.size()) emit(s.buf.size() - start, false);
+  if (s.log && (std::fflush(s.log) != 0 || std::ferror(s.log))) {
+    const bool logged_only = !s.console;
+    give_up_log(s, rank, errno);
+    for (const auto& [from, to] : pieces)  // what this call wrote may not have reached the log
+      if (logged_only) std::fprintf(console, "[rank %d] %.*s\n", rank, int(to - from), s.buf.data() + from);
+  }
+  s.buf.erase(0, start);
+  if (s.console) std::fflush(console);
+}
+
+bool drain(Stream& s, FILE* console, int rank) {
+  if (s.fd < 0) return false;
   char tmp[4096];
-  const ssize_t n = read(fd, tmp, sizeof tmp);
+  const ssize_t n = read(s.fd, tmp, sizeof tmp);
   if (n > 0) {
-    buf.append(tmp, size_t(n));
-    flush_lines(buf, console, log, rank, false);
+    s.buf.append(tmp, size_t(n));
+    flush_lines(s, console, rank, false);
     return true;
   }
   if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-    flush_lines(buf, console, log, rank, true);
-    close(fd);
-    fd = -1;
+    flush_lines(s, console, rank, true);
+    close(s.fd);
+    s.fd = -1;
   }
   return false;
 }
@@ -225,14 +249,13 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
   while (true) {
     std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
     for (auto& c : children) {
-      if (c.out >= 0) fds.push_back({c.out, POLLIN, 0});
-      if (c.err >= 0) fds.push_back({c.err, POLLIN, 0});
+      if (c.out.fd >= 0) fds.push_back({c.out.fd, POLLIN, 0});
+      if (c.err.fd >= 0) fds.push_back({c.err.fd, POLLIN, 0});
     }
     poll(fds.data(), nfds_t(fds.size()), 50);
     for (auto& c : children) {
-      while (drain(c.out, c.out_buf, c.out_console ? stdout : nullptr, c.out_log, c.rank)) {}
-      while (drain(c.err, c.err_buf, c.err_console ? stderr : nullptr, c.err_log, c.rank))
-        c.err_at = std::chrono::steady_clock::now();
+      while (drain(c.out, stdout, c.rank)) {}
+      while (drain(c.err, stderr, c.rank)) c.err_at = std::chrono::steady_clock::now();
     }
     const bool was_stopping = stopping;
     reap(children, failures);
@@ -253,14 +276,14 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
     bool pipes_open = false;
     any_running = false;
     for (auto& c : children)
-      any_running = any_running || c.running, pipes_open = pipes_open || c.out >= 0 || c.err >= 0;
+      any_running = any_running || c.running, pipes_open = pipes_open || c.out.fd >= 0 || c.err.fd >= 0;
     if (!any_running && (!pipes_open || stopping)) break;  // a failed rank's children may still hold the pipes
   }
   for (auto& c : children) {
-    if (c.out >= 0) close(c.out);
-    if (c.err >= 0) close(c.err);
-    if (c.out_log) std::fclose(c.out_log);
-    if (c.err_log) std::fclose(c.err_log);
+    for (Stream* st : {&c.out, &c.err}) {
+      if (st->fd >= 0) close(st->fd);
+      if (st->log) std::fclose(st->log);
+    }
   }
   return out;
 }

@@ -18,15 +18,20 @@
 
 namespace engine::dist::launcher {
 
+// One of a rank's output streams (stdout or stderr), as the launcher passes it on.
+struct Stream {
+  const char* name = "stdout";
+  int fd = -1;          // the read end of its pipe
+  std::string buf;      // a partial last line waiting for its newline
+  FILE* log = nullptr;  // --log_dir: where it is also (or only) written
+  bool console = true;  // whether it is shown on the launcher's own stream
+};
+
 // One rank of this node, as the launcher started it.
 struct Child {
   int rank = 0, local_rank = 0;
   pid_t pid = -1;
-  int out = -1, err = -1;        // read ends of its stdout and stderr pipes
-  std::string out_buf, err_buf;  // a partial last line waiting for its newline
-  FILE* out_log = nullptr;       // --log_dir: where this rank's streams are also (or only) written
-  FILE* err_log = nullptr;
-  bool out_console = true, err_console = true;
+  Stream out{"stdout"}, err{"stderr"};
   bool running = true;
   int status = 0;
   std::chrono::steady_clock::time_point stopped_since{};  // when it was first seen stopped

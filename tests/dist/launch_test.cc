@@ -345,6 +345,23 @@ TEST_CASE("--log_dir with --redirects and --tee: per-rank log files, per attempt
                Catch::Contains("attempt 0\nfailing on purpose\n") && Catch::Contains("attempt 1\nsum 1\n"));
 }
 
+TEST_CASE("a log file that cannot be written is said once, and its stream goes to the console: nothing is lost") {
+  // A full disk: the log is a link to /dev/full, where every write fails with ENOSPC. The
+  // launcher used to write on, losing every line that was only to be logged, silently.
+  const std::string dir = engine::testing::tmp_path("full_logs");
+  std::filesystem::create_directories(dir + "/attempt_0/0");
+  std::filesystem::remove(dir + "/attempt_0/0/stdout.log");
+  std::filesystem::create_symlink("/dev/full", dir + "/attempt_0/0/stdout.log");
+  const Run r = run(kLaunch + " --nproc_per_node=2 --log_dir " + dir + " --redirects 1 " + kProbe);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("launch: cannot write rank 0's stdout log /dev/full (No space left on "
+                                         "device): its output goes to the console from here on"));
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 0] attempt 0") && Catch::Contains("[rank 0] sum 1"));
+  REQUIRE_THAT(r.output, !Catch::Contains("[rank 1] attempt"));  // rank 1's log is fine: only there
+  REQUIRE_THAT(engine::testing::read_bytes(dir + "/attempt_0/1/stdout.log"), Catch::Contains("attempt 0\nsum 1\n"));
+}
+
 TEST_CASE("torchrun's other variables: GROUP_WORLD_SIZE, TORCHELASTIC_RUN_ID, OMP_NUM_THREADS") {
   const Run r = run("env -u OMP_NUM_THREADS " + kLaunch +
                     " --nproc_per_node=1 --run_id=job7 /bin/sh -c "
