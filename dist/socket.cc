@@ -199,6 +199,14 @@ sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, 
 
 Socket Socket::connect(const std::string& host, int port, Deadline deadline, const std::string& peer) {
   const sockaddr_in addr = resolve_until(host, port, deadline, peer);
+  const std::string where = host + ":" + std::to_string(port);
+  // A connection is answered within a round trip: accepted, or refused by a machine with
+  // nothing on the port (then tried again: the server may not be listening yet). No answer
+  // at all is a machine that is down or unreachable, or a firewall that drops the port: said
+  // once, a third of the way to the deadline (10 s at most), as the wait goes on.
+  const auto start = Clock::now();
+  const Deadline warn_at = start + std::min<Clock::duration>(std::chrono::seconds(10), (deadline - start) / 3);
+  bool warned = false;
   std::string last = "no attempt";
   while (true) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -210,7 +218,17 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline, con
     tune(fd);
     int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
     if (rc != 0 && errno == EINPROGRESS) {
-      if (wait_fd(fd, true, deadline)) {
+      bool answered = wait_fd(fd, true, warned ? deadline : std::min(deadline, warn_at));
+      if (!answered && !warned && Clock::now() < deadline) {
+        warned = true;
+        std::fprintf(stderr,
+                     "[dist] %s at %s has not answered a connection for %.0f s: its machine is down or "
+                     "unreachable, or a firewall drops port %d (between machines, open MASTER_PORT and the ports "
+                     "the ranks listen on, which ENGINE_PORT_RANGE chooses); trying until the timeout\n",
+                     peer.c_str(), where.c_str(), std::chrono::duration<double>(Clock::now() - start).count(), port);
+        answered = wait_fd(fd, true, deadline);
+      }
+      if (answered) {
         int err = 0;
         socklen_t len = sizeof err;
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -221,10 +239,12 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline, con
       }
     }
     if (rc == 0) return s;
-    last = std::strerror(errno);
+    const int err = errno;
+    last = std::strerror(err);
     if (Clock::now() >= deadline)
-      throw Error("[dist] could not connect to " + peer + " at " + host + ":" + std::to_string(port) +
-                  " before the timeout (last error: " + last + "); is it running, and are the address and port right?");
+      throw Error("[dist] could not connect to " + peer + " at " + where + " before the timeout (last error: " + last +
+                  (err == ETIMEDOUT ? "); nothing answered: is its machine up and reachable, and the port open?"
+                                    : "); is it running, and are the address and port right?"));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the server may not be listening yet
   }
 }

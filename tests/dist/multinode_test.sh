@@ -19,7 +19,8 @@
 #  10. machine 0 named by its host name, which its own /etc/hosts maps to 127.0.1.1 (as
 #      Debian and Ubuntu do) and machine 1's to its address: the job runs, both with
 #      --master_addr and with c10d's --rdzv_endpoint, machine 0's ranks at its address; and
-#      when machine 1 can resolve the name only 2 s after its ranks start, they wait for it.
+#      when machine 1 can resolve the name only 2 s after its ranks start, they wait for it;
+#  11. a master address where nothing answers is said to be silent before the timeout.
 # Whole machines lost, and failing hard: machine_loss_test.sh.
 # Skips (and passes) where namespaces cannot be made, saying why.
 source "$TEST_SRCDIR/ddp_engine/tests/dist/emulated_machines.sh" 2
@@ -232,6 +233,23 @@ for r in 2 3; do
 done
 echo "ok: machine 0 named by its host name, 127.0.1.1 in its own /etc/hosts: the job ran (--master_addr and c10d)"
 echo "ok: machine 0's name resolved on machine 1 only 2 s after its ranks started: they looked it up again, and the job ran"
+
+# 11. A master address where nothing answers at all (a machine that is down, or a firewall
+# that drops the port; here an address on machine 1's network that no machine has): said a
+# third of the way into the wait, then named at the timeout. No other run said it.
+bash "$nodes" run "$NODES_ID" 1 ip neigh add "10.77.$NODES_ID.9" lladdr 02:00:00:00:00:09 dev eth0 nud permanent
+ENGINE_DIST_TIMEOUT=3 timeout 60 bash "$nodes" run "$NODES_ID" 1 env MASTER_ADDR="10.77.$NODES_ID.9" MASTER_PORT=29730 \
+  RANK=1 WORLD_SIZE=2 "$probe" >"$out.silent" 2>&1 && rc1=0 || rc1=$?
+cat "$out.silent"
+[[ $rc1 -ne 0 ]] || fail "a rank whose master never answers should fail"
+grep -q "^\[dist\] the rendezvous store (rank 0) at 10\.77\.$NODES_ID\.9:29730 has not answered a connection for 1 s: its machine is down or unreachable, or a firewall drops port 29730" \
+  "$out.silent" || fail "the rank should say, before the timeout, that nothing answers at the master's address"
+grep -q "could not connect to the rendezvous store (rank 0) at 10\.77\.$NODES_ID\.9:29730 before the timeout (last error: Connection timed out); nothing answered" \
+  "$out.silent" || fail "the rank should say at the timeout that nothing answered"
+if grep -l "has not answered a connection" "$out".[0-9a-z]* 2>/dev/null | grep -v "silent$"; then
+  fail "a run whose machines answered said they did not"
+fi
+echo "ok: a master address where nothing answers: said after 1 s of a 3 s wait, named at the timeout"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
