@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "dist/addresses.h"
 #include "dist/nccl_group.h"
 #include "dist/open_files.h"
 #include "dist/rendezvous_check.h"

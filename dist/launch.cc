@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/addresses.h"
 #include "dist/launch_args.h"
 #include "dist/launch_rendezvous.h"
 #include "dist/launch_watch.h"

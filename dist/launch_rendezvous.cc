@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "dist/addresses.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
 #include "tensor/parse.h"

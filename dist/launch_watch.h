@@ -20,7 +20,8 @@ namespace engine::dist::launcher {
 
 // One of a rank's output streams (stdout or stderr), as the launcher passes it on.
 struct Stream {
-  const char* name = "stdout";
+  explicit Stream(const char* stream_name) : name(stream_name) {}
+  const char* name;     // "stdout" or "stderr"
   int fd = -1;          // the read end of its pipe
   std::string buf;      // a partial last line waiting for its newline
   FILE* log = nullptr;  // --log_dir: where it is also (or only) written

@@ -1,9 +1,6 @@
 #include "dist/socket.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -18,6 +15,7 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/addresses.h"
 #include "dist/open_files.h"
 #include "tensor/check.h"
 
@@ -123,78 +121,6 @@ void tune(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-// Why `host` can never be resolved, "" when it may be.
-std::string not_a_name(const std::string& host) {
-  if (host.empty()) return "it is empty";
-  const size_t at = host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
-  if (at == std::string::npos) return "";
-  const unsigned char c = static_cast<unsigned char>(host[at]);
-  char shown[16];
-  if (c == ' ')
-    std::snprintf(shown, sizeof shown, "a space");
-  else if (c < 32 || c >= 127)
-    std::snprintf(shown, sizeof shown, "byte 0x%02x", unsigned(c));
-  else
-    std::snprintf(shown, sizeof shown, "'%c'", c);
-  return std::string("it holds ") + shown + " at position " + std::to_string(at);
-}
-
-// host's IPv4 address with port, or false with the resolver's reason. An IPv6 address is
-// refused at once: no retry can make it an IPv4 one.
-bool lookup(const std::string& host, int port, sockaddr_in* addr, std::string* why) {
-  *addr = sockaddr_in{};
-  addr->sin_family = AF_INET;
-  addr->sin_port = htons(uint16_t(port));
-  if (::inet_pton(AF_INET, host.c_str(), &addr->sin_addr) == 1) return true;
-  in6_addr v6{};
-  const std::string bare =
-      host.size() > 2 && host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
-  ENGINE_REQUIRE(::inet_pton(AF_INET6, bare.c_str(), &v6) != 1, "[dist] \"", host,
-                 "\" is an IPv6 address; the engine's sockets speak IPv4 only: give an IPv4 address, or a host name "
-                 "that has one");
-  // What no resolver can ever find fails at once, not at the timeout (a stray space in MASTER_ADDR).
-  const std::string why_not = not_a_name(host);
-  ENGINE_REQUIRE(why_not.empty(), "[dist] \"", host, "\" is not a host name or IPv4 address: ", why_not,
-                 " (a name holds letters, digits, dots, hyphens and underscores)");
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res) {
-    *why = rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc);
-    return false;
-  }
-  addr->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  ::freeaddrinfo(res);
-  return true;
-}
-
-sockaddr_in resolve(const std::string& host, int port) {
-  sockaddr_in addr{};
-  std::string why;
-  ENGINE_REQUIRE(lookup(host, port, &addr, &why), "[dist] cannot resolve host \"", host, "\": ", why);
-  return addr;
-}
-
-// host's address for a connection, looked up again until the deadline: on a cluster the
-// name of the master's machine may be published (DNS, a Kubernetes service) only once that
-// machine has started, after the other machines' ranks. Said once on the first failure, so
-// that a mistyped name is seen at once rather than at the timeout.
-sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, const std::string& peer) {
-  sockaddr_in addr{};
-  std::string why;
-  for (bool said = false; !lookup(host, port, &addr, &why); said = true) {
-    if (Clock::now() >= deadline)
-      throw Error("[dist] could not resolve \"" + host + "\", the host of " + peer + ", before the timeout: " + why +
-                  "; is the name right, and does this machine's resolver know it?");
-    if (!said)
-      std::fprintf(stderr,
-                   "[dist] cannot resolve \"%s\", the host of %s: %s; looking it up again until the timeout, in "
-                   "case its name is published later\n",
-                   host.c_str(), peer.c_str(), why.c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(ms_until(deadline), 0, 200)));
-  }
-  return addr;
-}
 }  // namespace
 
 Socket Socket::connect(const std::string& host, int port, Deadline deadline, const std::string& peer) {
@@ -322,63 +248,6 @@ Listener bind_in_range(const std::string& host, int lo, int hi) {
   }
   throw Error("[dist] cannot listen on " + host + ": every port in ENGINE_PORT_RANGE " + std::to_string(lo) + "-" +
               std::to_string(hi) + " is taken (widen the range; each rank needs one port)");
-}
-
-std::string interface_address(const std::string& name) {
-  ifaddrs* list = nullptr;
-  ENGINE_REQUIRE(::getifaddrs(&list) == 0, "[dist] cannot list the network interfaces: ", std::strerror(errno));
-  std::string found, seen;
-  for (ifaddrs* a = list; a; a = a->ifa_next) {
-    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
-    char buf[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (a->ifa_name == name && found.empty()) found = buf;
-    seen += std::string(seen.empty() ? "" : ", ") + a->ifa_name + " (" + buf + ")";
-  }
-  ::freeifaddrs(list);
-  ENGINE_REQUIRE(!found.empty(), "[init_process_group] ENGINE_SOCKET_IFNAME=", name,
-                 ": no interface of that name with an IPv4 address here; this machine has: ", seen);
-  return found;
-}
-
-std::string remote_address(int fd) {
-  sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sin_family != AF_INET) return "";
-  char buf[INET_ADDRSTRLEN] = {};
-  return ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf) ? buf : "";
-}
-
-bool name_is_loopback_here(const std::string& host) {
-  in_addr v4{};
-  if (host.empty() || host == "localhost" || ::inet_pton(AF_INET, host.c_str(), &v4) == 1) return false;
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
-  const uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
-  ::freeaddrinfo(res);
-  return (a >> 24) == 127;
-}
-
-std::string listen_address(const std::string& host, bool other_machines) {
-  return other_machines && name_is_loopback_here(host) ? "0.0.0.0" : host;
-}
-
-std::string route_source(const std::string& ip) {
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(9);  // any port: a datagram socket's connect only picks the route
-  if (::inet_pton(AF_INET, ip.c_str(), &to.sin_addr) != 1) return "";
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  sockaddr_in from{};
-  socklen_t len = sizeof from;
-  char buf[INET_ADDRSTRLEN] = {};
-  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&from), &len) == 0 &&
-                  ::inet_ntop(AF_INET, &from.sin_addr, buf, sizeof buf);
-  ::close(fd);
-  return ok ? buf : "";
 }
 
 Socket Listener::accept(Deadline deadline) const {

@@ -8,7 +8,7 @@
 //
 // Every blocking call takes a deadline and throws engine::Error when it passes, or when the
 // peer closes or resets the connection, naming `peer` (what is on the other end) so that
-// the error says who stopped answering.
+// the error says who stopped answering. Host names and addresses: dist/addresses.h.
 #pragma once
 
 #include <chrono>
@@ -81,27 +81,6 @@ class Listener {
 
 // Listens on host at the first free port in [lo, hi]; throws naming the range when none is.
 Listener bind_in_range(const std::string& host, int lo, int hi);
-
-// The IPv4 address of the network interface `name` (e.g. "eth0"); throws naming it, and
-// listing this machine's interfaces, when it has none.
-std::string interface_address(const std::string& name);
-
-// The IPv4 address at the other end of a connected socket, "" when it has none.
-std::string remote_address(int fd);
-
-// Whether `host` is a host name (not an address, not "localhost") that this machine
-// resolves to one of its loopback addresses: Debian and Ubuntu map a machine's own name to
-// 127.0.1.1 in /etc/hosts, while the other machines resolve it to the machine's address.
-bool name_is_loopback_here(const std::string& host);
-
-// Where a server for `host` listens: on every interface ("0.0.0.0", as PyTorch's store
-// does) where host names this machine by a loopback address and clients may come from other
-// machines, which dial its real address; otherwise at host itself.
-std::string listen_address(const std::string& host, bool other_machines);
-
-// The address of this machine's interface that the kernel would send from to reach the IPv4
-// address `ip` (its routing table: nothing is sent), "" where there is no route.
-std::string route_source(const std::string& ip);
 
 // A machine that fails hard (power, a kernel panic), or the network to it, closes nothing:
 // its connections look alive, and a wait on one would last until the caller's deadline.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dist/addresses.h"
 #include "dist/store_server.h"
 #include "tensor/check.h"
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "dist/addresses.h"
 #include "dist/open_files.h"
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"

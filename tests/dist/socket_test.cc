@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "dist/addresses.h"
 #include "dist/open_files.h"
 #include "dist/socket.h"
 

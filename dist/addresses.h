@@ -1,0 +1,51 @@
+// Host names and addresses for the CPU backend's sockets: looking a name up (again, until a
+// deadline, where a cluster's DNS learns names late), where a server listens, and which of
+// this machine's addresses reaches another.
+//
+//   sockaddr_in a = resolve_until("node0", 29500, deadline_in(30s), "rank 0's store");
+//   Listener::bind(listen_address("node0", /*other_machines=*/true), 29500);  // "0.0.0.0" where node0 is 127.0.1.1
+//   here std::string mine = route_source("10.0.0.2");  // e.g. "10.0.0.1": this machine's side of the route
+//
+// Only IPv4: an IPv6 address is refused by name, as is a host no resolver could find (a
+// stray space, a port in the address).
+#pragma once
+
+#include <netinet/in.h>
+
+#include <string>
+
+#include "dist/socket.h"
+
+namespace engine::dist {
+
+// host's address with port; throws naming the host when it does not resolve.
+sockaddr_in resolve(const std::string& host, int port);
+
+// The same, looked up again until the deadline: on a cluster the name of the master's
+// machine may be published (DNS, a Kubernetes service) only once that machine has started,
+// after the other machines' ranks. Said once on stderr at the first failure, so that a
+// mistyped name is seen at once; at the deadline the error names the host and `peer`.
+sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, const std::string& peer);
+
+// The IPv4 address of the network interface `name` (e.g. "eth0"); throws naming it, and
+// listing this machine's interfaces, when it has none.
+std::string interface_address(const std::string& name);
+
+// The IPv4 address at the other end of a connected socket, "" when it has none.
+std::string remote_address(int fd);
+
+// Whether `host` is a host name (not an address, not "localhost") that this machine
+// resolves to one of its loopback addresses: Debian and Ubuntu map a machine's own name to
+// 127.0.1.1 in /etc/hosts, while the other machines resolve it to the machine's address.
+bool name_is_loopback_here(const std::string& host);
+
+// Where a server for `host` listens: on every interface ("0.0.0.0", as PyTorch's store
+// does) where host names this machine by a loopback address and clients may come from other
+// machines, which dial its real address; otherwise at host itself.
+std::string listen_address(const std::string& host, bool other_machines);
+
+// The address of this machine's interface that the kernel would send from to reach the IPv4
+// address `ip` (its routing table: nothing is sent), "" where there is no route.
+std::string route_source(const std::string& ip);
+
+}  // namespace engine::dist
