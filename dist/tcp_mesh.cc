@@ -139,10 +139,10 @@ Listener listen_on(const std::string& host) {
 // Where this rank listens: the address of ENGINE_SOCKET_IFNAME when set (as gloo's
 // GLOO_SOCKET_IFNAME), else of the interface this rank reaches the store through. That is
 // a loopback address where the store's host name is this machine's own, which Debian and
-// Ubuntu map to 127.0.1.1 in /etc/hosts, while the other machines dial it by its real
-// address: then it is the interface that reaches the first rank on another machine (each
-// rank publishes its network before its address, and a rank whose route to the store is not
-// a loopback one publishes its address without waiting for anyone).
+// Ubuntu map to 127.0.1.1 in /etc/hosts, or is 0.0.0.0 (every interface), while the other
+// machines dial its real address: then it is the interface that reaches the first rank on
+// another machine (each rank publishes its network before its address, and a rank whose
+// route to the store is not a loopback one publishes its address without waiting for anyone).
 std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d) {
   const char* ifname = std::getenv("ENGINE_SOCKET_IFNAME");
   if (ifname && *ifname) {
@@ -150,8 +150,10 @@ std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d)
                    "\" is longer than an interface name can be (15 characters)");
     return interface_address(ifname);
   }
-  const std::string local = store_->local_address();
-  if (local.rfind("127.", 0) != 0 || options_.one_machine || network.empty() || !name_is_loopback_here(store_->host()))
+  const std::string local = store_->local_address(), host = store_->host();
+  const bool every_interface = host == "0.0.0.0";
+  if (local.rfind("127.", 0) != 0 || options_.one_machine || network.empty() ||
+      !(every_interface || name_is_loopback_here(host)))
     return local;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || wait_for_key("tcp/network/", r, "its network", d) == network) continue;
@@ -160,10 +162,13 @@ std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d)
     if (from.empty() || from.rfind("127.", 0) == 0) continue;
     if (rank_ == 0 && options_.key_prefix.empty())
       std::fprintf(stderr,
-                   "[init_process_group] \"%s\" is a loopback address on this machine (as /etc/hosts often maps a "
-                   "machine's own name), not the address other machines reach it at: its ranks listen at %s, the "
-                   "address that reaches %s's machine (ENGINE_SOCKET_IFNAME chooses another interface)\n",
-                   store_->host().c_str(), from.c_str(), peer_name(r).c_str());
+                   "[init_process_group] \"%s\" %s, not the address other machines reach it at: its ranks listen at "
+                   "%s, the address that reaches %s's machine (ENGINE_SOCKET_IFNAME chooses another interface)\n",
+                   host.c_str(),
+                   every_interface ? "means every interface of this machine"
+                                   : "is a loopback address on this machine (as /etc/hosts often maps a machine's own "
+                                     "name)",
+                   from.c_str(), peer_name(r).c_str());
     return from;
   }
   return local;

@@ -20,6 +20,7 @@
 #      Debian and Ubuntu do) and machine 1's to its address: the job runs, both with
 #      --master_addr and with c10d's --rdzv_endpoint, machine 0's ranks at its address; and
 #      when machine 1 can resolve the name only 2 s after its ranks start, they wait for it;
+#      and machine 0 given 0.0.0.0 (every interface) while machine 1 is given its address;
 #  11. a master address where nothing answers is said to be silent before the timeout.
 # Whole machines lost, and failing hard: machine_loss_test.sh.
 # Skips (and passes) where namespaces cannot be made, saying why.
@@ -197,15 +198,19 @@ printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$name0" >"$TEST_TMPDIR/hosts.0"
 printf '127.0.0.1 localhost\n%s %s\n' "$NODE0_ADDR" "$name0" >"$TEST_TMPDIR/hosts.1"
 # "late": machine 1's resolver learns the name only 2 s after its ranks start (a cluster's
 # DNS publishes a machine's name once it is up): they look it up again until it resolves.
-for form in static c10d late; do
+# "any": machine 0 given --master_addr=0.0.0.0 (every interface), machine 1 its address.
+for form in static c10d late any; do
   case $form in
     static) where=(--master_addr="$name0" --master_port=29700) ;;
     c10d) where=(--rdzv_backend=c10d --rdzv_endpoint="$name0:29710") ;;
     late) where=(--master_addr="$name0" --master_port=29720)
       printf '127.0.0.1 localhost\n' >"$TEST_TMPDIR/hosts.1" ;;
+    any) where=(--master_port=29740) ;;
   esac
   for k in 1 0; do
     rank_flag=(); [[ $form != c10d ]] && rank_flag=(--node_rank=$k)
+    [[ $form == any && $k == 0 ]] && rank_flag+=(--master_addr=0.0.0.0)
+    [[ $form == any && $k == 1 ]] && rank_flag+=(--master_addr="$NODE0_ADDR")
     on_k=(bash "$nodes" run "$NODES_ID" $k sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$TEST_TMPDIR/hosts.$k")
     ENGINE_DIST_TIMEOUT=20 timeout 120 "${on_k[@]}" "$launch" --nnodes=2 --nproc_per_node=2 "${where[@]}" \
       --job_token="$token" "${rank_flag[@]}" "$probe" >"$out.name.$form.$k" 2>&1 &
@@ -223,7 +228,9 @@ for form in static c10d late; do
     grep -qE "^\[rank $r\] rank $r on $name0 at 10\.77\.$NODES_ID\.1:[0-9]+: all_reduce runs hierarchical" "$out.name.$form.0" ||
       fail "$form: rank $r should listen at machine 0's address, 10.77.$NODES_ID.1"
   done
-  grep -q "^\[rank 0\] \[init_process_group\] \"$name0\" is a loopback address on this machine .*its ranks listen at 10\.77\.$NODES_ID\.1, the address that reaches rank 2's machine" \
+  said="\"$name0\" is a loopback address on this machine"
+  [[ $form == any ]] && said="\"0\.0\.0\.0\" means every interface of this machine"
+  grep -q "^\[rank 0\] \[init_process_group\] $said.*its ranks listen at 10\.77\.$NODES_ID\.1, the address that reaches rank 2's machine" \
     "$out.name.$form.0" || fail "$form: rank 0 should say which address its machine's ranks listen at, and why"
   grep -q "^\[rank 3\] rank 3: every collective equals its closed form" "$out.name.$form.1" || fail "$form: rank 3: collectives"
 done
@@ -233,6 +240,7 @@ for r in 2 3; do
 done
 echo "ok: machine 0 named by its host name, 127.0.1.1 in its own /etc/hosts: the job ran (--master_addr and c10d)"
 echo "ok: machine 0's name resolved on machine 1 only 2 s after its ranks started: they looked it up again, and the job ran"
+echo "ok: machine 0 given --master_addr=0.0.0.0, machine 1 its address: the job ran"
 
 # 11. A master address where nothing answers at all (a machine that is down, or a firewall
 # that drops the port; here an address on machine 1's network that no machine has): said a
