@@ -88,6 +88,7 @@ sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, 
   }
   return addr;
 }
+
 std::string interface_address(const std::string& name) {
   ifaddrs* list = nullptr;
   ENGINE_REQUIRE(::getifaddrs(&list) == 0, "[dist] cannot list the network interfaces: ", std::strerror(errno));

@@ -3,8 +3,9 @@
 // this machine's addresses reaches another.
 //
 //   sockaddr_in a = resolve_until("node0", 29500, deadline_in(30s), "rank 0's store");
-//   Listener::bind(listen_address("node0", /*other_machines=*/true), 29500);  // "0.0.0.0" where node0 is 127.0.1.1
-//   here std::string mine = route_source("10.0.0.2");  // e.g. "10.0.0.1": this machine's side of the route
+//   // "0.0.0.0" where this machine resolves node0 to 127.0.1.1, else "node0":
+//   Listener l = Listener::bind(listen_address("node0", /*other_machines=*/true), 29500);
+//   std::string mine = route_source("10.0.0.2");  // this machine's side of the route, e.g. "10.0.0.1"
 //
 // Only IPv4: an IPv6 address is refused by name, as is a host no resolver could find (a
 // stray space, a port in the address).

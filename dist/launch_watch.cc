@@ -83,8 +83,9 @@ void flush_lines(Stream& s, FILE* console, int rank, bool all) {
   if (s.log && (std::fflush(s.log) != 0 || std::ferror(s.log))) {
     const bool logged_only = !s.console;
     give_up_log(s, rank, errno);
-    for (const auto& [from, to] : pieces)  // what this call wrote may not have reached the log
-      if (logged_only) std::fprintf(console, "[rank %d] %.*s\n", rank, int(to - from), s.buf.data() + from);
+    if (logged_only)  // what this call wrote may not have reached the log
+      for (const auto& [from, to] : pieces)
+        std::fprintf(console, "[rank %d] %.*s\n", rank, int(to - from), s.buf.data() + from);
   }
   s.buf.erase(0, start);
   if (s.console) std::fflush(console);
