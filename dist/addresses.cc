@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tensor/check.h"
 
@@ -89,21 +91,35 @@ sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, 
   return addr;
 }
 
-std::string interface_address(const std::string& name) {
+namespace {
+// Each of this machine's interfaces with an IPv4 address, with it: {name, address}.
+std::vector<std::pair<std::string, std::string>> ipv4_interfaces() {
   ifaddrs* list = nullptr;
   ENGINE_REQUIRE(::getifaddrs(&list) == 0, "[dist] cannot list the network interfaces: ", std::strerror(errno));
-  std::string found, seen;
+  std::vector<std::pair<std::string, std::string>> found;
   for (ifaddrs* a = list; a; a = a->ifa_next) {
     if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
     char buf[INET_ADDRSTRLEN] = {};
     ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (a->ifa_name == name && found.empty()) found = buf;
-    seen += std::string(seen.empty() ? "" : ", ") + a->ifa_name + " (" + buf + ")";
+    found.push_back({a->ifa_name, buf});
   }
   ::freeifaddrs(list);
-  ENGINE_REQUIRE(!found.empty(), "[init_process_group] ENGINE_SOCKET_IFNAME=", name,
-                 ": no interface of that name with an IPv4 address here; this machine has: ", seen);
   return found;
+}
+}  // namespace
+
+std::string machine_addresses() {
+  std::string seen;
+  for (const auto& [name, address] : ipv4_interfaces())
+    seen += (seen.empty() ? "" : ", ") + name + " (" + address + ")";
+  return seen;
+}
+
+std::string interface_address(const std::string& name) {
+  for (const auto& [interface, address] : ipv4_interfaces())
+    if (interface == name) return address;
+  throw Error("[init_process_group] ENGINE_SOCKET_IFNAME=" + name +
+              ": no interface of that name with an IPv4 address here; this machine has: " + machine_addresses());
 }
 
 std::string remote_address(int fd) {

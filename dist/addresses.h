@@ -32,6 +32,9 @@ sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, 
 // listing this machine's interfaces, when it has none.
 std::string interface_address(const std::string& name);
 
+// This machine's interfaces and their IPv4 addresses, for errors: "lo (127.0.0.1), eth0 (10.0.0.1)".
+std::string machine_addresses();
+
 // The IPv4 address at the other end of a connected socket, "" when it has none.
 std::string remote_address(int fd);
 

@@ -227,10 +227,16 @@ Listener Listener::bind(const std::string& host, int port) {
   // is reset after about 30 s.
   if (!bound || ::listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
-    throw Error("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) +
-                (err == EADDRINUSE ? " (another process, perhaps another job, holds this port: give this job another "
-                                     "MASTER_PORT, or omit --master_port and the launcher picks a free one)"
-                                   : ""));
+    std::string why;
+    if (err == EADDRINUSE)
+      why =
+          " (another process, perhaps another job, holds this port: give this job another MASTER_PORT, or omit "
+          "--master_port and the launcher picks a free one)";
+    if (err == EADDRNOTAVAIL)  // e.g. --node_rank=0 given to a machine other than MASTER_ADDR's
+      why = " (" + host + " is not an address of this machine, which has " + machine_addresses() +
+            ": rank 0 serves the rendezvous at MASTER_ADDR, so it runs on the machine with that address, the one "
+            "given --node_rank=0)";
+    throw Error("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) + why);
   }
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);

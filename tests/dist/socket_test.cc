@@ -155,3 +155,17 @@ TEST_CASE("servers for a name this machine maps to a loopback address listen on 
   CHECK(route_source("127.0.0.1").rfind("127.", 0) == 0);
   CHECK(route_source("not an address").empty());
 }
+
+TEST_CASE("listening on an address this machine does not have names the machine's addresses") {
+  // --node_rank=0 given to the wrong machine: rank 0 cannot listen at MASTER_ADDR there.
+  // 198.51.100.0/24 is set aside for documentation (RFC 5737): no machine has it.
+  CHECK_THROWS_WITH(Listener::bind("198.51.100.77", 0),
+                    Catch::Contains("cannot listen on 198.51.100.77:0") &&
+                        Catch::Contains("(198.51.100.77 is not an address of this machine, which has ") &&
+                        Catch::Contains("lo (127.0.0.1)") &&
+                        Catch::Contains("so it runs on the machine with that address, the one given --node_rank=0)"));
+  CHECK_THROWS_WITH(interface_address("nosuch0"),
+                    Catch::Contains("ENGINE_SOCKET_IFNAME=nosuch0: no interface of that name with an IPv4 address "
+                                    "here; this machine has: ") &&
+                        Catch::Contains("lo (127.0.0.1)"));
+}
