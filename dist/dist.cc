@@ -152,15 +152,16 @@ std::shared_ptr<TCPStore> open_store(const std::string& m, const LaunchInfo& inf
   // Rank 0 listens on every interface where the address names this machine by a loopback
   // address but other machines may dial it by its real one.
   const bool others = info.world_size > 1 && !(info.local_world_given && info.local_world_size == info.world_size);
+  const auto listen_at = [&](const std::string& host) { return info.rank == 0 ? listen_address(host, others) : ""; };
   if (m == "env://") {
-    so.listen_host = listen_address(info.master_addr, others);
+    so.listen_host = listen_at(info.master_addr);
     return std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, so);
   }
   if (m.rfind("tcp://", 0) == 0) {
     std::string host;
     int port = 0;
     parse_host_port(m.substr(6), "init_method", &host, &port);
-    so.listen_host = listen_address(host, others);
+    so.listen_host = listen_at(host);
     ENGINE_REQUIRE(port != 0 || info.world_size == 1, "[init_process_group] init_method ", m,
                    " has port 0 with world "
                    "size ",
