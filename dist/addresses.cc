@@ -130,19 +130,20 @@ std::string remote_address(int fd) {
   return ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf) ? buf : "";
 }
 
-bool name_is_loopback_here(const std::string& host) {
+bool loopback_here(const std::string& host) {
+  sockaddr_in a{};
+  std::string why;
+  return not_a_name(host).empty() && lookup(host, 0, &a, &why) && (ntohl(a.sin_addr.s_addr) >> 24) == 127;
+}
+
+bool loopback_only_here(const std::string& host) {
   in_addr v4{};
-  if (host.empty() || host == "localhost" || ::inet_pton(AF_INET, host.c_str(), &v4) == 1) return false;
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
-  const uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
-  ::freeaddrinfo(res);
-  return (a >> 24) == 127;
+  if (host == "0.0.0.0") return true;
+  return host != "localhost" && ::inet_pton(AF_INET, host.c_str(), &v4) != 1 && loopback_here(host);
 }
 
 std::string listen_address(const std::string& host, bool other_machines) {
-  return other_machines && name_is_loopback_here(host) ? "0.0.0.0" : host;
+  return other_machines && loopback_only_here(host) ? "0.0.0.0" : host;
 }
 
 std::string route_source(const std::string& ip) {

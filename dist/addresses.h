@@ -38,14 +38,19 @@ std::string machine_addresses();
 // The IPv4 address at the other end of a connected socket, "" when it has none.
 std::string remote_address(int fd);
 
-// Whether `host` is a host name (not an address, not "localhost") that this machine
-// resolves to one of its loopback addresses: Debian and Ubuntu map a machine's own name to
-// 127.0.1.1 in /etc/hosts, while the other machines resolve it to the machine's address.
-bool name_is_loopback_here(const std::string& host);
+// Whether `host` (an IPv4 address or a name) is a loopback address on this machine (127.x);
+// false where it does not resolve.
+bool loopback_here(const std::string& host);
+
+// Whether this machine reaches `host` over loopback while other machines dial a real
+// address of it: a host name (not "localhost") it resolves to a loopback address, as Debian
+// and Ubuntu map a machine's own name to 127.0.1.1 in /etc/hosts; or 0.0.0.0 (every
+// interface).
+bool loopback_only_here(const std::string& host);
 
 // Where a server for `host` listens: on every interface ("0.0.0.0", as PyTorch's store
-// does) where host names this machine by a loopback address and clients may come from other
-// machines, which dial its real address; otherwise at host itself.
+// does) where loopback_only_here(host) and clients may come from other machines; otherwise
+// at host itself.
 std::string listen_address(const std::string& host, bool other_machines);
 
 // The address of this machine's interface that the kernel would send from to reach the IPv4

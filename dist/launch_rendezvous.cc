@@ -38,15 +38,14 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   // launchers on one machine, the first to try). A host name that this machine resolves to
   // a loopback address names this machine: its launcher listens on every interface.
   std::unique_ptr<TCPStore> host;
-  const std::string listen_at = listen_address(o->master_addr, /*other_machines=*/true);
-  so.listen_host = listen_at;
+  StoreOptions served = so;
+  served.listen_host = listen_address(o->master_addr, /*other_machines=*/true);
   try {
-    host = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/true, so);
+    host = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/true, served);
   } catch (const Error&) {}
-  so.listen_host = "";
   if (host) {
     o->node_rank = 0;
-    o->master_port = Listener::bind(listen_at, 0).port();  // free now; rank 0 binds it in every attempt
+    o->master_port = Listener::bind(served.listen_host, 0).port();  // free now; rank 0 binds it in every attempt
     host->set("master_port", std::to_string(o->master_port));
     host->set("flags", shared_flags(*o));
     return host;

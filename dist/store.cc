@@ -111,8 +111,7 @@ void TCPStore::connect_to_server() {
                    last);
     // A loopback address reaches only this machine: the usual slip on a second machine is
     // leaving --master_addr at its default.
-    const bool loopback = host_.rfind("127.", 0) == 0 || host_ == "localhost" || name_is_loopback_here(host_);
-    if (loopback && last.find("could not connect") != std::string::npos)
+    if (loopback_here(host_) && last.find("could not connect") != std::string::npos)
       return Error(last + " (" + host_ +
                    " is this machine itself: if rank 0 runs on another machine, MASTER_ADDR or --master_addr must be "
                    "that machine's address)");

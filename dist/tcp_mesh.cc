@@ -151,23 +151,21 @@ std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d)
     return interface_address(ifname);
   }
   const std::string local = store_->local_address(), host = store_->host();
-  const bool every_interface = host == "0.0.0.0";
-  if (local.rfind("127.", 0) != 0 || options_.one_machine || network.empty() ||
-      !(every_interface || name_is_loopback_here(host)))
-    return local;
+  if (!loopback_here(local) || options_.one_machine || network.empty() || !loopback_only_here(host)) return local;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || wait_for_key("tcp/network/", r, "its network", d) == network) continue;
     const std::string addr = wait_for_key("tcp/addr/", r, "its address", d);
     const std::string from = route_source(addr.substr(0, addr.rfind(':')));
-    if (from.empty() || from.rfind("127.", 0) == 0) continue;
+    if (from.empty() || loopback_here(from)) continue;
     if (rank_ == 0 && options_.key_prefix.empty())
       std::fprintf(stderr,
                    "[init_process_group] \"%s\" %s, not the address other machines reach it at: its ranks listen at "
                    "%s, the address that reaches %s's machine (ENGINE_SOCKET_IFNAME chooses another interface)\n",
                    host.c_str(),
-                   every_interface ? "means every interface of this machine"
-                                   : "is a loopback address on this machine (as /etc/hosts often maps a machine's own "
-                                     "name)",
+                   host == "0.0.0.0"
+                       ? "means every interface of this machine"
+                       : "is a loopback address on this machine (as /etc/hosts often maps a machine's own "
+                         "name)",
                    from.c_str(), peer_name(r).c_str());
     return from;
   }
@@ -236,8 +234,7 @@ void ProcessGroupTCP::connect_mesh() {
     const std::string peer_host = addr.substr(0, colon);
     // A loopback address reaches only the machine it is dialled from: published by a rank
     // on another machine, it can never be reached (ENGINE_SOCKET_IFNAME=lo there).
-    if (peer_host.rfind("127.", 0) == 0 && !network.empty() &&
-        store_->get(key("tcp/network/") + std::to_string(r)) != network)
+    if (loopback_here(peer_host) && !network.empty() && store_->get(key("tcp/network/") + std::to_string(r)) != network)
       mesh_failed("[init_process_group] " + peer_name(r) + " listens at " + addr +
                   ", a loopback address, but runs on another machine than rank " + std::to_string(rank_) + " (at " +
                   address_ +

@@ -148,10 +148,15 @@ TEST_CASE("servers for a name this machine maps to a loopback address listen on 
   CHECK(listen_address("10.1.2.3", true) == "10.1.2.3");
   char name[256] = {};
   REQUIRE(::gethostname(name, sizeof name - 1) == 0);
-  if (name_is_loopback_here(name)) {
+  if (loopback_only_here(name)) {
     CHECK(listen_address(name, true) == "0.0.0.0");
     CHECK(listen_address(name, false) == name);  // every rank on this machine: loopback is enough
   }
+  CHECK(listen_address("0.0.0.0", true) == "0.0.0.0");
+  CHECK(loopback_only_here("0.0.0.0"));  // every interface: other machines dial a real address
+  CHECK(loopback_here("localhost"));
+  CHECK(!loopback_only_here("localhost"));
+  CHECK(!loopback_here("::1"));  // not IPv4: no answer rather than an error
   CHECK(route_source("127.0.0.1").rfind("127.", 0) == 0);
   CHECK(route_source("not an address").empty());
 }
