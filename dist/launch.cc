@@ -348,8 +348,9 @@ int main(int argc, char** argv) {
   install_handlers();
   std::string first_failure;
   for (int attempt = 0;; ++attempt) {
+    const engine::dist::OomKills oom_before = engine::dist::read_oom_kills();
     std::vector<Child> children = spawn(job, attempt);
-    const Outcome out = watch(children, job.args.stopped_timeout, g_signal);
+    const Outcome out = watch(children, job.args.stopped_timeout, g_signal, oom_before);
     remove_job_segments(job.args.token);
     if (out.reason.empty()) return 0;
     if (first_failure.empty()) first_failure = out.reason;

@@ -116,9 +116,11 @@ std::string describe_status(int status) {
   return "stopped";
 }
 
-std::string describe_failure(const Child& c, const std::vector<Child>& children) {
+std::string describe_failure(const Child& c, const std::vector<Child>& children, const OomKills& oom_before) {
   std::string reason =
       "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+  // SIGKILL is what the out-of-memory killer sends, and what `kill -9` sends: its count tells them apart.
+  if (WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGKILL) reason += oom_note(oom_before, read_oom_kills());
   // A rank that times out is often not the culprit: the one it waited for is.
   for (auto& other : children)
     if (other.running && is_stopped(other.pid))
@@ -190,7 +192,8 @@ bool cause_still_exiting(const std::vector<Child>& children, const Failures& fai
 // kCauseGrace for a killed one, and up to kExitGrace for a rank that spoke first to exit,
 // unless `now` (no rank is left to wait for) or a rank is stopped (then that one is named,
 // by describe_failure).
-void decide(std::vector<Child>& children, const Failures& failures, bool now, Outcome& out, bool& stopping) {
+void decide(std::vector<Child>& children, const Failures& failures, bool now, const OomKills& oom_before, Outcome& out,
+            bool& stopping) {
   if (stopping || failures.empty()) return;
   const auto killed =
       std::find_if(failures.begin(), failures.end(), [](const Child* c) { return WIFSIGNALED(c->status); });
@@ -204,7 +207,7 @@ void decide(std::vector<Child>& children, const Failures& failures, bool now, Ou
                                          [](const Child* a, const Child* b) { return said_at(*a) < said_at(*b); });
   const Child& first = killed != failures.end() ? **killed : **earliest;
   out.exit_code = WIFEXITED(first.status) ? WEXITSTATUS(first.status) : 128 + WTERMSIG(first.status);
-  out.reason = describe_failure(first, children);
+  out.reason = describe_failure(first, children, oom_before);
   stopping = true;
 }
 
@@ -242,7 +245,8 @@ void install_reaper() {
   sigaction(SIGCHLD, &sa, nullptr);
 }
 
-Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal) {
+Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal,
+              const OomKills& oom_before) {
   Outcome out;
   auto stopping_since = std::chrono::steady_clock::time_point{};
   bool stopping = false;
@@ -262,7 +266,7 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
     reap(children, failures);
     bool any_running = false;
     for (auto& c : children) any_running = any_running || c.running;
-    decide(children, failures, !any_running, out, stopping);
+    decide(children, failures, !any_running, oom_before, out, stopping);
     if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
     if (stop_signal && !stopping) {
       out.reason = std::string("the launcher got signal ") + strsignal(stop_signal);

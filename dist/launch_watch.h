@@ -5,7 +5,8 @@
 //
 //   engine::dist::launcher::install_reaper();            // once, before the first fork
 //   std::vector<Child> children = ...;                   // forked, their pipes non-blocking
-//   const Outcome out = watch(children, 30, g_signal);   // returns when all have ended
+//   const OomKills oom = read_oom_kills();               // before the first fork of an attempt
+//   const Outcome out = watch(children, 30, g_signal, oom);  // returns when all have ended
 #pragma once
 
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "dist/oom_kills.h"
 
 namespace engine::dist::launcher {
 
@@ -54,7 +57,10 @@ void install_reaper();
 // Relays the ranks' output and waits until every rank has ended. At the first failure
 // the others get SIGTERM (SIGKILL 5 s later); a rank stopped (SIGSTOP, SIGTSTP) for
 // stopped_timeout seconds (0: never) counts as failed; a nonzero stop_signal (set by the
-// launcher's own signal handler) stops them all too. Closes the children's pipes and logs.
-Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal);
+// launcher's own signal handler) stops them all too. A rank killed by SIGKILL while the
+// out-of-memory kills counted since `oom_before` rose is said to be most likely the OOM
+// killer's. Closes the children's pipes and logs.
+Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal,
+              const OomKills& oom_before);
 
 }  // namespace engine::dist::launcher

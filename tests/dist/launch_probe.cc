@@ -23,8 +23,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dist/shm_allreduce.h"
 
@@ -68,6 +71,17 @@ int main() try {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
     }
     return 3;
+  }
+  if (const char* a = std::getenv("PROBE_ALLOCATE_RANK"); a && std::atoi(a) == rank) {
+    // Memory written to, 64 MiB at a time, up to 8 GiB: in a memory cgroup with a lower
+    // limit the kernel's out-of-memory killer ends this rank with SIGKILL.
+    std::vector<std::unique_ptr<char[]>> held;
+    for (int mib = 0; mib < 8192; mib += 64) {
+      held.emplace_back(new char[64 << 20]);
+      std::memset(held.back().get(), 1, 64 << 20);
+    }
+    std::fprintf(stderr, "allocated 8 GiB and was not killed\n");
+    return 4;
   }
   const char* stop = std::getenv("PROBE_STOP_RANK");
   if (stop && std::atoi(stop) == rank) raise(SIGSTOP);
