@@ -16,6 +16,7 @@
 #include "dist/open_files.h"
 #include "dist/rendezvous_check.h"
 #include "dist/shm_allreduce.h"
+#include "dist/socket.h"
 #include "dist/store.h"
 #include "dist/tcp_group.h"
 #include "tensor/check.h"
@@ -361,12 +362,29 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   g_default = std::move(g);
 }
 
+namespace {
+void warn_unmet(const Error& e) {
+  std::fprintf(stderr,
+               "[destroy_process_group] warning: rank %d could not meet the other ranks before closing its "
+               "connections, so they may not have received all it sent: %s\n",
+               g_default->info.rank, e.what());
+}
+}  // namespace
+
 void destroy_process_group() {
   if (!g_default) return;
   // Let every rank finish with the store before rank 0 stops serving it; a rank that has
-  // died makes this fail quickly, and teardown goes on regardless.
+  // exited (with or without destroying its group) makes this fail quickly, and teardown
+  // goes on regardless. A barrier that timed out, or a machine that stopped answering, is
+  // said, not thrown: this rank's own work is done, but a peer may not have received all
+  // of it (the last bytes of a collective leave a rank as it returns), and that peer's
+  // error alone would blame this rank for closing its connections.
   try {
     g_default->group->barrier().wait();
+  } catch (const TimedOut& e) {
+    warn_unmet(e);
+  } catch (const LinkLost& e) {
+    warn_unmet(e);
   } catch (const Error&) {}
   g_default->group.reset();
   if (!g_default->file_to_remove.empty()) std::remove(g_default->file_to_remove.c_str());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "dist/socket.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -40,6 +41,10 @@ void Work::wait() const {
   // runtime, so ThreadSanitizer cannot see that it orders the two).
   try {
     std::rethrow_exception(state_->error);
+  } catch (const TimedOut& e) {  // kept apart: destroy_process_group tells these from a peer that hung up
+    throw TimedOut(e.what());
+  } catch (const LinkLost& e) {
+    throw LinkLost(e.what());
   } catch (const std::exception& e) {  // out of memory in a collective, too, reaches the caller as an Error
     throw Error(e.what());
   }

@@ -272,10 +272,10 @@ void ShmAllReduce::barrier(Deadline deadline) {
         // same deadline. Its own timeout names whom it waits for there (and aborts this
         // group with that reason), so give it a moment to be the one reported.
         if (behind.empty() && Clock::now() < deadline + kLeaderGrace) continue;
-        throw Error("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
-                    " on rank " + std::to_string(ranks_[size_t(rank_)]) + ", waiting for " +
-                    (behind.empty() ? "the other ranks" : behind) +
-                    ": it may be stuck, still computing, or in a different collective");
+        throw TimedOut("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
+                       " on rank " + std::to_string(ranks_[size_t(rank_)]) + ", waiting for " +
+                       (behind.empty() ? "the other ranks" : behind) +
+                       ": it may be stuck, still computing, or in a different collective");
       }
     }
   }

@@ -93,6 +93,18 @@ int64_t link_silence_ms(int fd) {
   return int64_t(info.tcpi_last_ack_recv);
 }
 
+std::string jumbo_frames_note(int fd) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  // 1460: the largest segment a 1500-byte MTU carries (1500 less 20 of IP and 20 of TCP).
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 || info.tcpi_snd_mss <= 1460) return "";
+  return ". If that machine is up: this connection sends segments of " + std::to_string(info.tcpi_snd_mss) +
+         " bytes (a path MTU of " + std::to_string(info.tcpi_pmtu) +
+         "), and a link or switch between the machines with a smaller MTU drops every such packet while small "
+         "messages pass (an MTU mismatch): give every machine's interface and the network between them the same "
+         "MTU (ip link show; ip link set DEV mtu N)";
+}
+
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();

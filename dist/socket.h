@@ -36,6 +36,13 @@ class TimedOut : public Error {
   using Error::Error;
 };
 
+// A connection whose other end's machine stopped answering at the network level for the
+// link timeout (ENGINE_LINK_TIMEOUT): its machine, or the network to it, is gone.
+class LinkLost : public Error {
+ public:
+  using Error::Error;
+};
+
 class Socket {
  public:
   Socket() = default;
@@ -101,6 +108,12 @@ void watch_link(const Socket& s, std::chrono::seconds limit);
 // caller should see it grow on two looks apart before believing it: a probe just sent is
 // outstanding for a round trip.
 int64_t link_silence_ms(int fd);
+
+// For a connection found silent by link_silence_ms: words on jumbo frames when it sends
+// segments larger than a 1500-byte MTU allows, else "". Two machines with MTU 9000 and a
+// link or switch between them with 1500 meet (their small messages pass) and then lose
+// every full-size packet: an MTU black hole looks like a machine gone.
+std::string jumbo_frames_note(int fd);
 
 // Waits until fd is readable (or writable), or the deadline passes. Returns false on timeout.
 bool wait_fd(int fd, bool for_write, Deadline deadline);

@@ -319,11 +319,12 @@ std::string ProcessGroupTCP::waiting_for(int r) const {
 
 void ProcessGroupTCP::link_lost(int r, const MessageHeader& what) const {
   const std::string& address = peer_address_[size_t(r)];
-  throw Error("[dist] " + describe(what) + " on rank " + std::to_string(rank_) + ": " + peer_name(r) +
-              (on_another_machine(r) ? " on another machine" : "") + (address.empty() ? "" : " (" + address + ")") +
-              " has not answered at the network level for " + std::to_string(options_.link_timeout.count()) +
-              " s (ENGINE_LINK_TIMEOUT): its machine is down, or the network to it is (a process that is only "
-              "busy or stuck is still answered for by its machine)");
+  throw LinkLost("[dist] " + describe(what) + " on rank " + std::to_string(rank_) + ": " + peer_name(r) +
+                 (on_another_machine(r) ? " on another machine" : "") + (address.empty() ? "" : " (" + address + ")") +
+                 " has not answered at the network level for " + std::to_string(options_.link_timeout.count()) +
+                 " s (ENGINE_LINK_TIMEOUT): its machine is down, or the network to it is (a process that is only "
+                 "busy or stuck is still answered for by its machine)" +
+                 jumbo_frames_note(peers_[size_t(r)].fd()));
 }
 
 void ProcessGroupTCP::send_recv(const Outgoing& out, const Incoming& in, Deadline d) { transfer(&out, &in, d); }
@@ -359,9 +360,9 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
       continue;
     }
     if (r == 0) {
-      throw Error("[dist] timed out after " + std::to_string(options_.timeout.count() / 1000) + " s in " +
-                  describe(what) + " on rank " + std::to_string(rank_) + ", waiting for " +
-                  waiting_for(!recv_done() ? in->from : out->to));
+      throw TimedOut("[dist] timed out after " + std::to_string(options_.timeout.count() / 1000) + " s in " +
+                     describe(what) + " on rank " + std::to_string(rank_) + ", waiting for " +
+                     waiting_for(!recv_done() ? in->from : out->to));
     }
     if (r < 0) {
       if (errno == EINTR) continue;

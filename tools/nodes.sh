@@ -8,6 +8,7 @@
 #   eval "$(bash tools/nodes.sh up 2 [RATE])"   # e.g. RATE=1gbit; sets NODES_ID and NODE0_ADDR, NODE1_ADDR, ...
 #   bash tools/nodes.sh run "$NODES_ID" 1 CMD... # CMD on node 1 (its network, hostname, /dev/shm)
 #   bash tools/nodes.sh link "$NODES_ID" 1 down  # cuts node 1 off the network (up: back again)
+#   bash tools/nodes.sh mtu "$NODES_ID" 1 9000   # node 1's interface MTU (the switch keeps 1500)
 #   bash tools/nodes.sh down "$NODES_ID"         # kills what runs there, removes namespaces, links, bridge
 #   bash tools/nodes.sh check                    # exit 0 if nodes can be made here, else prints why
 #
@@ -108,6 +109,17 @@ cmd_link() {
   ip -n "$(ns "$id" "$k")" link set eth0 "$state"
 }
 
+# Node k's own interface MTU. The bridge's ports, the "switch", keep theirs (1500): a node
+# given 9000 sends frames the switch drops, as a real one does, while small packets pass.
+# Its frames leave one segment at a time (gso_max_segs 1): a veth otherwise hands the
+# bridge 64 KB super-packets, which pass whatever the MTU, and the loss would be partial.
+cmd_mtu() {
+  local id="$1" k="$2" mtu="${3:-}"
+  [[ "$mtu" =~ ^[0-9]+$ && "$mtu" -ge 576 && "$mtu" -le 65535 ]] || die "mtu: the MTU must be 576..65535, got '$mtu'"
+  ip netns list | grep -qw "$(ns "$id" "$k")" || die "mtu: node $k of set $id does not exist"
+  ip -n "$(ns "$id" "$k")" link set eth0 mtu "$mtu" gso_max_segs 1
+}
+
 cmd_down() {
   local id="$1"
   for name in $(ip netns list | awk '{print $1}' | grep -E "^en${id}n[0-9]+$" || true); do
@@ -128,6 +140,7 @@ case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   run) shift; cmd_run "$@" ;;
   link) shift; cmd_link "${1:?link: which NODES_ID}" "${2:?link: which node}" "${3:-}" ;;
+  mtu) shift; cmd_mtu "${1:?mtu: which NODES_ID}" "${2:?mtu: which node}" "${3:-}" ;;
   down) shift; cmd_down "${1:?down: which NODES_ID}" ;;
-  *) die "usage: nodes.sh check | up N [RATE] | run ID K CMD... | link ID K up|down | down ID" ;;
+  *) die "usage: nodes.sh check | up N [RATE] | run ID K CMD... | link ID K up|down | mtu ID K N | down ID" ;;
 esac

@@ -111,6 +111,10 @@ int main() try {
     std::printf("shared buffer sum %s\n", right ? "right" : "WRONG");
   }
   if (std::getenv("PROBE_PRINT_PARTIAL")) std::printf("no newline");
+  if (const char* r = std::getenv("PROBE_NO_DESTROY_RANK"); r && std::atoi(r) == rank) return 0;  // as many scripts do
+  if (const char* r = std::getenv("PROBE_LATE_DESTROY_RANK"); r && std::atoi(r) == rank)
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  std::fflush(stdout);
   dist::destroy_process_group();
   return 0;
 } catch (const std::exception& e) {
