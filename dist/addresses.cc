@@ -116,10 +116,22 @@ std::string machine_addresses() {
 }
 
 std::string interface_address(const std::string& name) {
-  for (const auto& [interface, address] : ipv4_interfaces())
+  std::string starting;  // an interface whose name begins with `name`, as NCCL's prefixes match
+  for (const auto& [interface, address] : ipv4_interfaces()) {
     if (interface == name) return address;
+    if (starting.empty() && interface.rfind(name, 0) == 0) starting = interface;
+  }
+  // The forms the variables of other libraries take, which a user may bring along.
+  std::string note;
+  if (name.find(',') != std::string::npos)
+    note = " (one interface name: a list, as GLOO_SOCKET_IFNAME takes, is not read here)";
+  else if (name[0] == '^' || name[0] == '=')
+    note = " (one whole interface name: NCCL_SOCKET_IFNAME's ^ and = forms are not read here)";
+  else if (!starting.empty())
+    note =
+        " (a whole name: NCCL_SOCKET_IFNAME matches prefixes, this variable does not; " + starting + " begins with it)";
   throw Error("[init_process_group] ENGINE_SOCKET_IFNAME=" + name +
-              ": no interface of that name with an IPv4 address here; this machine has: " + machine_addresses());
+              ": no interface of that name with an IPv4 address here; this machine has: " + machine_addresses() + note);
 }
 
 std::string remote_address(int fd) {

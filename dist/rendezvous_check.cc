@@ -81,6 +81,7 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
   }
   std::string error, missing;
   for (int r = 0; r < mine.world; ++r) {
+    if (r == rank) continue;  // its own claim is `mine`, set above
     std::string value;
     while (!read_while_waiting(store, "rdzv/rank/" + std::to_string(r), r, me, &value)) {
       if (read_while_waiting(store, "rdzv/error", r, me, &error)) fail(error);

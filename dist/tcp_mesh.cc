@@ -121,6 +121,17 @@ std::string network_id() {
   return id + "/" + ns;
 }
 
+// A rank's own setup error, as the other ranks repeat it: which rank, on which machine
+// (its "here" and "this machine" are the failing rank's, not theirs).
+std::string from_rank(int rank, const std::string& why) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string tag = "[init_process_group] ", who = "rank " + std::to_string(rank) + " (on " + host + "): ";
+  const std::string rest = why.rfind(tag, 0) == 0 ? why.substr(tag.size()) : why;
+  if (rest.rfind("rank " + std::to_string(rank) + " ", 0) == 0) return tag + rest;  // it names the rank already
+  return tag + who + rest;
+}
+
 // A listener on host: in ENGINE_PORT_RANGE ("lo-hi", for firewalls that open only those
 // ports) when set, else on any free port.
 Listener listen_on(const std::string& host) {
@@ -146,9 +157,16 @@ Listener listen_on(const std::string& host) {
 std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d) {
   const char* ifname = std::getenv("ENGINE_SOCKET_IFNAME");
   if (ifname && *ifname) {
-    ENGINE_REQUIRE(std::strlen(ifname) < 16, "[init_process_group] ENGINE_SOCKET_IFNAME=\"", ifname,
-                   "\" is longer than an interface name can be (15 characters)");
-    return interface_address(ifname);
+    // A bad name is told to the ranks waiting for this one's address, as a bad
+    // ENGINE_PORT_RANGE is (connect_mesh): rank 0 failing here would otherwise close the
+    // store under them, and they would be the ones named, for a closed connection.
+    try {
+      ENGINE_REQUIRE(std::strlen(ifname) < 16, "[init_process_group] ENGINE_SOCKET_IFNAME=\"", ifname,
+                     "\" is longer than an interface name can be (15 characters)");
+      return interface_address(ifname);
+    } catch (const Error& e) {
+      mesh_failed(from_rank(rank_, e.what()));
+    }
   }
   const std::string local = store_->local_address(), host = store_->host();
   if (!loopback_here(local) || options_.one_machine || network.empty() || !loopback_only_here(host)) return local;
@@ -224,7 +242,7 @@ void ProcessGroupTCP::connect_mesh() {
                                            " (a connection to each of " + std::to_string(size_ - 1) + " other ranks)");
     listener = listen_on(host);
   } catch (const Error& e) {
-    mesh_failed(e.what());
+    mesh_failed(from_rank(rank_, e.what()));
   }
   address_ = host + ":" + std::to_string(listener.port());
   store_->set(key("tcp/addr/") + std::to_string(rank_), address_);

@@ -326,16 +326,23 @@ TEST_CASE("ranks asked for different all-reduces fail within seconds, every one 
   }
 }
 
-TEST_CASE("a bad ENGINE_PORT_RANGE or ENGINE_LINK_TIMEOUT on one rank is named by every rank, rank 0 included") {
+TEST_CASE(
+    "a bad ENGINE_PORT_RANGE, ENGINE_LINK_TIMEOUT or ENGINE_SOCKET_IFNAME on one rank is named by every rank, with "
+    "that rank") {
   // On rank 0 alone (one machine's environment), then on rank 2 alone. Before, rank 0's
-  // error ended the store, and the others said only that its connection had closed.
+  // error ended the store, and the others said only that its connection had closed (for
+  // ENGINE_SOCKET_IFNAME, rank 1's said it "was waiting for rank 1"); and they did not say
+  // which rank, on which machine, had the bad value.
   struct Bad {
     const char *variable, *value, *error;
   };
   for (const Bad& v : {Bad{"ENGINE_PORT_RANGE", "29600-29500",
                            "ENGINE_PORT_RANGE's high port: expected an integer in [29600, 65535], got \"29500\""},
                        Bad{"ENGINE_LINK_TIMEOUT", "-1",
-                           "environment variable ENGINE_LINK_TIMEOUT: expected an integer in [0, 32767], got \"-1\""}})
+                           "environment variable ENGINE_LINK_TIMEOUT: expected an integer in [0, 32767], got \"-1\""},
+                       Bad{"ENGINE_SOCKET_IFNAME", "eth9",
+                           "ENGINE_SOCKET_IFNAME=eth9: no interface of that name with an IPv4 address here; this "
+                           "machine has: lo (127.0.0.1)"}})
     for (int bad : {0, 2}) {
       INFO(v.variable << "=" << v.value << " on rank " << bad);
       const int port = free_port();
@@ -347,6 +354,7 @@ TEST_CASE("a bad ENGINE_PORT_RANGE or ENGINE_LINK_TIMEOUT on one rank is named b
         INFO(r.output);
         REQUIRE(r.exit_code == 1);
         REQUIRE_THAT(r.output, Catch::Contains(v.error));
+        REQUIRE_THAT(r.output, Catch::Contains("[init_process_group] rank " + std::to_string(bad) + " (on "));
         REQUIRE(r.seconds < 10);  // the timeout is 60 s
       }
     }

@@ -172,5 +172,14 @@ TEST_CASE("listening on an address this machine does not have names the machine'
   CHECK_THROWS_WITH(interface_address("nosuch0"),
                     Catch::Contains("ENGINE_SOCKET_IFNAME=nosuch0: no interface of that name with an IPv4 address "
                                     "here; this machine has: ") &&
-                        Catch::Contains("lo (127.0.0.1)"));
+                        Catch::Contains("lo (127.0.0.1)") && !Catch::Contains("NCCL") && !Catch::Contains("GLOO"));
+  // The forms other libraries' variables take: gloo's list, NCCL's prefix, exclusion and exact match.
+  CHECK_THROWS_WITH(interface_address("lo,nosuch0"),
+                    Catch::EndsWith("(one interface name: a list, as GLOO_SOCKET_IFNAME takes, is not read here)"));
+  CHECK_THROWS_WITH(interface_address("l"), Catch::EndsWith("(a whole name: NCCL_SOCKET_IFNAME matches prefixes, this "
+                                                            "variable does not; lo begins with it)"));
+  CHECK_THROWS_WITH(
+      interface_address("^docker"),
+      Catch::EndsWith("(one whole interface name: NCCL_SOCKET_IFNAME's ^ and = forms are not read here)"));
+  CHECK(interface_address("lo") == "127.0.0.1");
 }
