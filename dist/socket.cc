@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "dist/addresses.h"
@@ -248,7 +249,12 @@ Listener Listener::bind(const std::string& host, int port) {
       why = " (" + host + " is not an address of this machine, which has " + machine_addresses() +
             ": rank 0 serves the rendezvous at MASTER_ADDR, so it runs on the machine with that address, the one "
             "given --node_rank=0)";
-    throw Error("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) + why);
+    if (err == EACCES)
+      why = " (ports below " + std::to_string(unprivileged_port_start()) +
+            ", net.ipv4.ip_unprivileged_port_start, are for root or CAP_NET_BIND_SERVICE: choose a port from there "
+            "to 65535, as 29500)";
+    throw BindError("[dist] cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(err) + why,
+                    err);
   }
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -257,15 +263,34 @@ Listener Listener::bind(const std::string& host, int port) {
   return l;
 }
 
+int unprivileged_port_start() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_unprivileged_port_start");
+  int start = 1024;
+  in >> start;
+  return start;
+}
+
 Listener bind_in_range(const std::string& host, int lo, int hi) {
+  int reserved = 0;  // ports this process may not use (EACCES), the rest were taken
   for (int port = lo; port <= hi; ++port) {
     try {
       return Listener::bind(host, port);
-    } catch (const Error&) {  // taken: try the next one
+    } catch (const BindError& e) {  // taken, or reserved for root: try the next one
+      if (e.err() != EADDRINUSE && e.err() != EACCES) throw;
+      reserved += e.err() == EACCES;
     }
   }
-  throw Error("[dist] cannot listen on " + host + ": every port in ENGINE_PORT_RANGE " + std::to_string(lo) + "-" +
-              std::to_string(hi) + " is taken (widen the range; each rank needs one port)");
+  const std::string range = "ENGINE_PORT_RANGE " + std::to_string(lo) + "-" + std::to_string(hi);
+  if (reserved == hi - lo + 1)
+    throw Error("[dist] cannot listen on " + host + ": every port in " + range + " is below " +
+                std::to_string(unprivileged_port_start()) +
+                " (net.ipv4.ip_unprivileged_port_start), for root or CAP_NET_BIND_SERVICE only: choose ports from "
+                "there to 65535, as 29600-29700");
+  throw Error("[dist] cannot listen on " + host + ": every port in " + range + " is taken" +
+              (reserved ? " (" + std::to_string(reserved) + " of them, below " +
+                              std::to_string(unprivileged_port_start()) + ", are for root only)"
+                        : "") +
+              " (widen the range; each rank needs one port)");
 }
 
 Socket Listener::accept(Deadline deadline) const {

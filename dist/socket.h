@@ -68,6 +68,21 @@ class Socket {
   int fd_ = -1;
 };
 
+// Listener::bind's failure, with the errno: bind_in_range goes on past a port that is
+// taken (EADDRINUSE) or reserved for root (EACCES), not past any other failure.
+class BindError : public Error {
+ public:
+  BindError(const std::string& what, int err) : Error(what), errno_(err) {}
+  int err() const { return errno_; }
+
+ private:
+  int errno_;
+};
+
+// The lowest port a process without root (CAP_NET_BIND_SERVICE) may listen on:
+// net.ipv4.ip_unprivileged_port_start, 1024 unless changed.
+int unprivileged_port_start();
+
 class Listener {
  public:
   // Listens on host:port (port 0: any free port). host "0.0.0.0" listens on every interface.
@@ -86,7 +101,8 @@ class Listener {
   int port_ = 0;
 };
 
-// Listens on host at the first free port in [lo, hi]; throws naming the range when none is.
+// Listens on host at the first free port in [lo, hi]; throws naming the range when none is
+// (and the ports of it reserved for root, if some are).
 Listener bind_in_range(const std::string& host, int lo, int hi);
 
 // A machine that fails hard (power, a kernel panic), or the network to it, closes nothing:

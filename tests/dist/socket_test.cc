@@ -183,3 +183,68 @@ TEST_CASE("listening on an address this machine does not have names the machine'
       Catch::EndsWith("(one whole interface name: NCCL_SOCKET_IFNAME's ^ and = forms are not read here)"));
   CHECK(interface_address("lo") == "127.0.0.1");
 }
+
+namespace {
+// What Listener::bind(127.0.0.1, 80) and bind_in_range(127.0.0.1, 100, 110) say to a
+// process that is not root (user nobody, in a child), one line each; "" when this process
+// cannot become nobody.
+std::string unprivileged_listen_errors() {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  const pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    std::string said;
+    for (int which = 0; which < 2; ++which) {
+      try {
+        if (which == 0) Listener::bind("127.0.0.1", 80);
+        if (which == 1) bind_in_range("127.0.0.1", 100, 110);
+        said += "listened\n";
+      } catch (const std::exception& e) {
+        said += std::string(e.what()) + "\n";
+      }
+    }
+    if (write(fds[1], said.data(), said.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? got : "";
+}
+}  // namespace
+
+TEST_CASE("a port reserved for root is named as such, not as taken") {
+  if (getuid() != 0 || unprivileged_port_start() <= 110) {
+    std::cout << "SKIPPED: ports for root only (not root here, or net.ipv4.ip_unprivileged_port_start is "
+              << unprivileged_port_start() << ")" << std::endl;
+    return;
+  }
+  const std::string said = unprivileged_listen_errors();
+  if (said.empty()) {  // Bazel's sandbox maps only root into its user namespace
+    std::cout << "SKIPPED: ports for root only (this process cannot become user nobody here)" << std::endl;
+    WARN("SKIPPED: cannot become user nobody here");
+    return;
+  }
+  INFO(said);
+  // MASTER_PORT=80 for a user's job: the store cannot listen there.
+  CHECK_THAT(said, Catch::Contains("cannot listen on 127.0.0.1:80: Permission denied (ports below 1024, "
+                                   "net.ipv4.ip_unprivileged_port_start, are for root or CAP_NET_BIND_SERVICE"));
+  // ENGINE_PORT_RANGE=100-110: it said "every port ... is taken", though none was.
+  CHECK_THAT(said,
+             Catch::Contains("every port in ENGINE_PORT_RANGE 100-110 is below 1024") && !Catch::Contains("is taken"));
+}
+
+TEST_CASE("a range whose ports are all taken says so") {
+  Listener a = Listener::bind("127.0.0.1", 0);
+  const int p = a.port();
+  CHECK_THROWS_WITH(bind_in_range("127.0.0.1", p, p),
+                    Catch::Contains("every port in ENGINE_PORT_RANGE " + std::to_string(p) + "-" + std::to_string(p) +
+                                    " is taken (widen the range"));
+  CHECK_THROWS_AS(bind_in_range("198.51.100.77", 40000, 40010), BindError);  // not this machine's: not "taken"
+}
