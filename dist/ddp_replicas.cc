@@ -100,7 +100,9 @@ void DistributedDataParallel::check_replicas() {
               ". DDP keeps them identical only while every rank changes its weights the same way; the usual causes: "
               "a checkpoint loaded on some ranks only after wrapping (load it on every rank, or before wrapping: "
               "DDP broadcasts rank 0's), an optimizer whose state differs between ranks (after a Join, give it to "
-              "the Join: JoinSync), or weights changed on one rank alone");
+              "the Join: JoinSync), a learning rate that differs between ranks (a schedule computed from a "
+              "dataset whose length differs: on several machines, a copy of the files that differs), or weights "
+              "changed on one rank alone");
 }
 
 }  // namespace engine::dist

@@ -54,6 +54,30 @@ fi
 grep -q "^\[rank 1\] 13_recap: \[recap\] the ranks were started with different settings; rank 1 has .*, lr 0.2," \
   "$TEST_TMPDIR/other_lr.txt" || fail "rank 1 should name its settings: $(cat "$TEST_TMPDIR/other_lr.txt")"
 echo "ok: ranks started with different flags are refused, each naming its settings"
+# A machine whose copy of the dataset differs (here one label of the first 500 changed, in
+# a copy rank 1 reads through FASHION_MNIST_DIR) would train on silently: refused at the
+# start, every rank naming its own copy.
+data="${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+mkdir -p "$TEST_TMPDIR/other_data"
+cp "$data"/*.gz "$TEST_TMPDIR/other_data/"
+zcat "$data/train-labels-idx1-ubyte.gz" >"$TEST_TMPDIR/labels"
+label=$(od -An -tu1 -j 108 -N 1 "$TEST_TMPDIR/labels" | tr -d ' ')  # image 100's label (8 bytes of header)
+printf "\\$(printf %o $(((label + 1) % 10)))" | dd of="$TEST_TMPDIR/labels" bs=1 seek=108 conv=notrunc status=none
+gzip -c "$TEST_TMPDIR/labels" >"$TEST_TMPDIR/other_data/train-labels-idx1-ubyte.gz"
+cat >"$TEST_TMPDIR/other_data.sh" <<'WRAP'
+#!/usr/bin/env bash
+if [[ $RANK == 1 ]]; then FASHION_MNIST_DIR="$TEST_TMPDIR/other_data" exec "$@"; else exec "$@"; fi
+WRAP
+chmod +x "$TEST_TMPDIR/other_data.sh"
+if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/other_data.sh" "$recap" --epochs 1 --train-limit 500 \
+  >"$TEST_TMPDIR/other_data.txt" 2>&1; then
+  fail "ranks that read different data should be refused"
+fi
+grep -q "^\[rank 1\] 13_recap: \[recap\] the training set ($TEST_TMPDIR/other_data) differs between the ranks: rank 1 has 500 samples, fingerprint 0x[0-9a-f/]* (the same count on every rank, other contents)" \
+  "$TEST_TMPDIR/other_data.txt" || fail "rank 1 should name its copy of the data: $(cat "$TEST_TMPDIR/other_data.txt")"
+grep -q "^\[rank 0\] 13_recap: \[recap\] the training set ($data) differs between the ranks: rank 0 has 500 samples" \
+  "$TEST_TMPDIR/other_data.txt" || fail "rank 0 should name its copy of the data: $(cat "$TEST_TMPDIR/other_data.txt")"
+echo "ok: a rank reading a copy of the data with one label changed is refused, every rank naming its copy"
 # A training state that only some ranks can read (on one machine's disk, not the other's)
 # would resume those ranks and start the rest afresh with other weights: every rank stops
 # at the start instead, naming what it found. Here rank 1 is pointed at a missing file.

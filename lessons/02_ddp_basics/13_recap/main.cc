@@ -23,6 +23,7 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
+#include "dist/same_data.h"
 #include "lessons/02_ddp_basics/13_recap/schedule.h"
 #include "lessons/02_ddp_basics/13_recap/training_state.h"
 #include "lessons/02_ddp_basics/13_recap/twin.h"
@@ -129,6 +130,9 @@ int main(int argc, char** argv) try {
   if (args.train_limit > 0)
     train = std::make_shared<data::TensorDataset>(train->inputs().narrow(0, 0, args.train_limit),
                                                   train->targets().narrow(0, 0, args.train_limit));
+  // Index i must be the same image on every rank: on several machines, each reads its own copy.
+  dist::require_same_data(dist::default_group(), train->inputs(), train->targets(),
+                          "[recap] the training set (" + data::fashion_mnist_root() + ")");
   auto sampler = std::make_shared<dist::DistributedSampler>(train->size());
   data::DataLoader loader(train, {.batch_size = args.batch}, sampler);
 
