@@ -8,35 +8,11 @@
 
 #include "autograd/variable.h"
 #include "dist/ddp.h"
+#include "dist/same_data.h"
 #include "dist/same_model.h"
 #include "tensor/ops.h"
 
 namespace engine::dist {
-namespace {
-
-// A 64-bit hash of a tensor's bytes, eight at a time (a multiply-xorshift mix).
-uint64_t hash_bytes(const Tensor& t, uint64_t h) {
-  const Tensor c = t.contiguous().to(Device::cpu());
-  const char* b = c.bytes();
-  const size_t n = c.nbytes();
-  auto mix = [&h](uint64_t w) {
-    h ^= w;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-  };
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, b + i, 8);
-    mix(w);
-  }
-  uint64_t tail = 0;
-  if (i < n) std::memcpy(&tail, b + i, n - i);
-  mix(tail ^ (uint64_t(n) << 56));
-  return h;
-}
-
-}  // namespace
 
 void DistributedDataParallel::check_replicas_if_due() {
   if (!options_.check_replicas || group_->size() == 1 || !autograd::is_grad_enabled()) return;

@@ -5,31 +5,36 @@
 
 #include "dist/same_model.h"
 #include "tensor/check.h"
+#include "tensor/ops.h"
 
 namespace engine::dist {
 
-uint64_t fingerprint(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  ENGINE_REQUIRE(!c.device().is_cuda(), "[fingerprint] takes a CPU tensor (a dataset as loaded)");
-  // FNV-1a's constants, taken a word at a time: each 8 bytes are mixed in with one xor and
-  // one multiply, and the shape and dtype first, so that a reshaped copy differs too.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](uint64_t w) { h = (h ^ w) * 1099511628211ull, h ^= h >> 29; };
-  mix(uint64_t(c.dtype()));
-  for (int64_t d : c.shape()) mix(uint64_t(d));
-  const auto* bytes =
-      static_cast<const unsigned char*>(c.storage()->data()) + c.offset() * int64_t(dtype_size(c.dtype()));
-  const size_t n = size_t(c.nbytes());
+uint64_t hash_bytes(const Tensor& t, uint64_t h) {
+  const Tensor c = t.contiguous().to(Device::cpu());
+  const char* b = c.bytes();
+  const size_t n = c.nbytes();
+  auto mix = [&h](uint64_t w) {  // a multiply-xorshift mix, eight bytes at a time
+    h ^= w;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+  };
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
-    std::memcpy(&w, bytes + i, 8);
+    std::memcpy(&w, b + i, 8);
     mix(w);
   }
   uint64_t tail = 0;
-  std::memcpy(&tail, bytes + i, n - i);
-  mix(tail ^ (uint64_t(n - i) << 56));
+  if (i < n) std::memcpy(&tail, b + i, n - i);
+  mix(tail ^ (uint64_t(n) << 56));
   return h;
+}
+
+uint64_t fingerprint(const Tensor& t) {
+  // The dtype and shape first, so that a reshaped or retyped copy of the same bytes differs.
+  std::vector<int64_t> head{int64_t(t.dtype())};
+  for (int64_t d : t.shape()) head.push_back(d);
+  return hash_bytes(t, hash_bytes(from_vector(head), 0));
 }
 
 void require_same_data(ProcessGroup& group, const Tensor& inputs, const Tensor& targets, const std::string& what) {

@@ -7,13 +7,7 @@
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
 
-namespace {
-using engine::testing::run;
-using engine::testing::Run;
-using engine::testing::runfile;
-
-const std::string kLaunch = runfile("dist/launch"), kProbe = runfile("tests/dist/launch_probe");
-}  // namespace
+using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
 
 TEST_CASE("a rank whose closing barrier times out warns that the others may not have all it sent") {
   for (const char* shm : {"1", "0"}) {  // one machine's shared memory, and the TCP path between machines

@@ -17,13 +17,7 @@
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
 
-namespace {
-using engine::testing::run;
-using engine::testing::Run;
-using engine::testing::runfile;
-
-const std::string kLaunch = runfile("dist/launch"), kProbe = runfile("tests/dist/launch_probe");
-}  // namespace
+using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
 
 TEST_CASE("containers on one host, with their own pids and /dev/shm, are separate machines") {
   // Two launchers, each in its own pid and mount namespace with its own /dev/shm, but with

@@ -19,13 +19,7 @@
 #include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
-namespace {
-using engine::testing::run;
-using engine::testing::Run;
-using engine::testing::runfile;
-
-const std::string kLaunch = runfile("dist/launch"), kProbe = runfile("tests/dist/launch_probe");
-}  // namespace
+using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
 
 TEST_CASE(
     "a rank stopped for longer than --stopped_timeout ends the job within seconds, not at the collective timeout") {

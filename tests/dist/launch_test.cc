@@ -20,13 +20,7 @@
 #include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
-namespace {
-using engine::testing::run;
-using engine::testing::Run;
-using engine::testing::runfile;
-
-const std::string kLaunch = runfile("dist/launch"), kProbe = runfile("tests/dist/launch_probe");
-}  // namespace
+using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
 
 TEST_CASE("each rank gets its environment; every line is labelled with its rank") {
   const Run r = run(kLaunch + " --nproc_per_node=3 " + kProbe);

@@ -21,6 +21,10 @@ inline std::string runfile(const std::string& path) {
   return std::string(root ? root : ".") + "/ddp_engine/" + path;
 }
 
+// The launcher, and the probe program its tests start under it (both in their data).
+inline const std::string kLaunch = runfile("dist/launch");
+inline const std::string kProbe = runfile("tests/dist/launch_probe");
+
 struct Run {
   int status;          // the exit status; -1 when killed by a signal or not started
   std::string output;  // stdout and stderr, interleaved as written

@@ -40,17 +40,22 @@ grep -q "curves_1_process.csv is from a run with model mlp, epochs 2, batch 64, 
 "$root/lessons/common/chart_check" "$LESSON_OUT/curves.png" "Fashion-MNIST mlp" "DDP x2=$LESSON_OUT/curves.csv" ||
   fail "the picture should show this run alone"
 echo "ok: one process's curves are drawn beside only a run with the same settings"
+# The recap on 2 ranks, rank 1 started by the command line $2 (ending in exec "$@" ...), as
+# another machine might start it, the others as usual: the output in $TEST_TMPDIR/$1.txt;
+# the test fails, saying $3, if the job succeeds.
+rank1_differs() {
+  local name=$1 rank1=$2 why=$3
+  shift 3
+  printf '#!/usr/bin/env bash\nif [[ $RANK == 1 ]]; then %s; else exec "$@"; fi\n' "$rank1" >"$TEST_TMPDIR/$name.sh"
+  chmod +x "$TEST_TMPDIR/$name.sh"
+  if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/$name.sh" "$recap" "$@" >"$TEST_TMPDIR/$name.txt" 2>&1; then
+    fail "$why"
+  fi
+}
 # Ranks started with different flags (here rank 1 with another learning rate, as a second
 # machine's launcher might be) are refused at the start, each naming its own settings.
-cat >"$TEST_TMPDIR/other_lr.sh" <<'WRAP'
-#!/usr/bin/env bash
-if [[ $RANK == 1 ]]; then exec "$@" --lr 0.2; else exec "$@"; fi
-WRAP
-chmod +x "$TEST_TMPDIR/other_lr.sh"
-if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/other_lr.sh" "$recap" --epochs 1 --train-limit 500 \
-  >"$TEST_TMPDIR/other_lr.txt" 2>&1; then
-  fail "ranks with different learning rates should be refused"
-fi
+rank1_differs other_lr 'exec "$@" --lr 0.2' "ranks with different learning rates should be refused" \
+  --epochs 1 --train-limit 500
 grep -q "^\[rank 1\] 13_recap: \[recap\] the ranks were started with different settings; rank 1 has .*, lr 0.2," \
   "$TEST_TMPDIR/other_lr.txt" || fail "rank 1 should name its settings: $(cat "$TEST_TMPDIR/other_lr.txt")"
 echo "ok: ranks started with different flags are refused, each naming its settings"
@@ -64,15 +69,8 @@ zcat "$data/train-labels-idx1-ubyte.gz" >"$TEST_TMPDIR/labels"
 label=$(od -An -tu1 -j 108 -N 1 "$TEST_TMPDIR/labels" | tr -d ' ')  # image 100's label (8 bytes of header)
 printf "\\$(printf %o $(((label + 1) % 10)))" | dd of="$TEST_TMPDIR/labels" bs=1 seek=108 conv=notrunc status=none
 gzip -c "$TEST_TMPDIR/labels" >"$TEST_TMPDIR/other_data/train-labels-idx1-ubyte.gz"
-cat >"$TEST_TMPDIR/other_data.sh" <<'WRAP'
-#!/usr/bin/env bash
-if [[ $RANK == 1 ]]; then FASHION_MNIST_DIR="$TEST_TMPDIR/other_data" exec "$@"; else exec "$@"; fi
-WRAP
-chmod +x "$TEST_TMPDIR/other_data.sh"
-if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/other_data.sh" "$recap" --epochs 1 --train-limit 500 \
-  >"$TEST_TMPDIR/other_data.txt" 2>&1; then
-  fail "ranks that read different data should be refused"
-fi
+rank1_differs other_data 'FASHION_MNIST_DIR="$TEST_TMPDIR/other_data" exec "$@"' \
+  "ranks that read different data should be refused" --epochs 1 --train-limit 500
 grep -q "^\[rank 1\] 13_recap: \[recap\] the training set ($TEST_TMPDIR/other_data) differs between the ranks: rank 1 has 500 samples, fingerprint 0x[0-9a-f/]* (the same count on every rank, other contents)" \
   "$TEST_TMPDIR/other_data.txt" || fail "rank 1 should name its copy of the data: $(cat "$TEST_TMPDIR/other_data.txt")"
 grep -q "^\[rank 0\] 13_recap: \[recap\] the training set ($data) differs between the ranks: rank 0 has 500 samples" \
@@ -81,15 +79,8 @@ echo "ok: a rank reading a copy of the data with one label changed is refused, e
 # A training state that only some ranks can read (on one machine's disk, not the other's)
 # would resume those ranks and start the rest afresh with other weights: every rank stops
 # at the start instead, naming what it found. Here rank 1 is pointed at a missing file.
-cat >"$TEST_TMPDIR/no_state.sh" <<'WRAP'
-#!/usr/bin/env bash
-if [[ $RANK == 1 ]]; then exec "$@" --state "$TEST_TMPDIR/missing.safetensors"; else exec "$@"; fi
-WRAP
-chmod +x "$TEST_TMPDIR/no_state.sh"
-if "$root/dist/launch" --nproc_per_node=2 "$TEST_TMPDIR/no_state.sh" "$recap" "${small[@]}" --resume \
-  >"$TEST_TMPDIR/no_state.txt" 2>&1; then
-  fail "ranks that find different training states should be refused"
-fi
+rank1_differs no_state 'exec "$@" --state "$TEST_TMPDIR/missing.safetensors"' \
+  "ranks that find different training states should be refused" "${small[@]}" --resume
 grep -q "^\[rank 1\] 13_recap: \[resume\] the ranks do not start from the same point: rank 1 found no training state" \
   "$TEST_TMPDIR/no_state.txt" || fail "rank 1 should say it found no state: $(cat "$TEST_TMPDIR/no_state.txt")"
 grep -q "^\[rank 0\] 13_recap: \[resume\] .*rank 0 resumed from $LESSON_OUT/state_mlp.safetensors at epoch 3" \
