@@ -36,6 +36,7 @@
 
 #include "dist/addresses.h"
 #include "dist/launch_args.h"
+#include "dist/launch_program.h"
 #include "dist/launch_rendezvous.h"
 #include "dist/launch_watch.h"
 #include "dist/open_files.h"
@@ -104,17 +105,6 @@ std::string random_token() {
   char hex[33];
   for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
   return hex;
-}
-
-// Under `bazel run` the working directory is the runfiles tree: a relative program path
-// is looked up there first, then in the directory bazel run was called from.
-std::string resolve_program(const std::string& p) {
-  if (p.find('/') == std::string::npos || p[0] == '/' || access(p.c_str(), X_OK) == 0) return p;
-  if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY")) {
-    const std::string q = std::string(wd) + "/" + p;
-    if (access(q.c_str(), X_OK) == 0) return q;
-  }
-  return p;
 }
 
 // Removes the shared-memory names this job left in /dev/shm. The ranks remove each name
@@ -275,7 +265,10 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       args[0] = const_cast<char*>(job.program.c_str());
       args.push_back(nullptr);
       execvp(args[0], args.data());
-      std::fprintf(stderr, "launch: cannot run %s: %s\n", job.program.c_str(), std::strerror(errno));
+      const int e = errno;  // checked before the first rank started; the file may have changed since
+      const auto u = engine::dist::launcher::why_not_runnable(job.program);
+      std::fprintf(stderr, "launch: cannot run %s: %s\n", job.program.c_str(),
+                   u.status ? u.why.c_str() : std::strerror(e));
       _exit(127);
     }
     close(out[1]), close(err[1]);
@@ -295,6 +288,12 @@ Job prepare(int argc, char** argv) {
   }
   if (job.args.help) help();
   auto& o = job.args;
+  // Once, before any rank starts: every rank would fail alike, and the file itself is the problem.
+  job.program = engine::dist::launcher::resolve_program(o.command[0]);
+  if (const auto u = engine::dist::launcher::why_not_runnable(job.program); u.status) {
+    std::fprintf(stderr, "launch: cannot run %s: %s\n", job.program.c_str(), u.why.c_str());
+    std::exit(u.status);
+  }
   if (o.master_port == 0) {
     try {  // a free port on the rendezvous address; rank 0 will listen on it (in every attempt)
       o.master_port = engine::dist::Listener::bind(engine::dist::listen_address(o.master_addr, o.nnodes > 1), 0).port();
@@ -306,7 +305,6 @@ Job prepare(int argc, char** argv) {
   job.endpoint_port = o.master_port;
   if (o.nnodes > 1 && !o.node_rank_given) job.node_store = join_node_rendezvous(o);
   job.launch_id = random_token().substr(0, 16);
-  job.program = resolve_program(o.command[0]);
   job.world = o.nproc_per_node * o.nnodes;
   return job;
 }
