@@ -76,8 +76,17 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
       *holder = other.who();
       return Rendezvous::kHeldByRunningGroup;
     }
+    // Two launchers of one job (another launch_id) with one node rank: the same --node_rank
+    // typed on two machines.
+    const bool same_node_rank = !other.launch_id.empty() && !mine.launch_id.empty() &&
+                                other.launch_id != mine.launch_id && other.group_rank == mine.group_rank &&
+                                mine.group_rank >= 0;
     fail("[init_process_group] two processes claim RANK=" + std::to_string(rank) + ": " + other.who() + " and " +
-         mine.who() + "; every process needs its own RANK");
+         mine.who() +
+         (same_node_rank ? "; both were started by launchers given --node_rank=" + std::to_string(mine.group_rank) +
+                               ": give each machine's launcher its own --node_rank, from 0 to --nnodes - 1 (or "
+                               "--rdzv_backend=c10d without --node_rank, which hands them out)"
+                         : "; every process needs its own RANK"));
   }
   std::string error, missing;
   for (int r = 0; r < mine.world; ++r) {

@@ -115,6 +115,19 @@ TEST_CASE("machines whose launchers differ in --nproc_per_node are told to give 
                              Catch::Contains("give every machine's launcher the same --nnodes and --nproc_per_node"));
 }
 
+TEST_CASE("two machines given the same --node_rank are told to give each its own") {
+  // Three launchers as machines 0, 1 and 1: both "machine 1" launchers start RANK=1.
+  const std::string common =
+      "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nnodes=3 --nproc_per_node=1 --master_port=29798 --job_token=t";
+  const Run r = run("sh -c '" + common + " --node_rank=1 " + kProbe + " & " + common + " --node_rank=1 " + kProbe +
+                    " & " + common + " --node_rank=0 " + kProbe + "; wait'");
+  INFO(r.output);
+  REQUIRE(r.seconds < 30);  // the timeout is 60 s
+  REQUIRE_THAT(r.output, Catch::Contains("two processes claim RANK=1: ") &&
+                             Catch::Contains("both were started by launchers given --node_rank=1: give each machine's "
+                                             "launcher its own --node_rank, from 0 to --nnodes - 1"));
+}
+
 TEST_CASE("--help and -h describe every flag and start nothing; torchrun's short -r and -t are flags") {
   for (const char* h : {" --help", " -h", " --nproc_per_node=2 --help /bin/false"}) {
     const Run r = run(kLaunch + h);
