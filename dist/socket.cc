@@ -145,7 +145,7 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline, con
   // once, a third of the way to the deadline (10 s at most), as the wait goes on.
   const auto start = Clock::now();
   const Deadline warn_at = start + std::min<Clock::duration>(std::chrono::seconds(10), (deadline - start) / 3);
-  bool warned = false;
+  bool warned = false, refusal_said = false;
   std::string last = "no attempt";
   while (true) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -180,6 +180,18 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline, con
     if (rc == 0) return s;
     const int err = errno;
     last = std::strerror(err);
+    // Refused all along: its server has not started yet, or listens on another port (a
+    // MASTER_PORT typed differently on one machine would otherwise wait out the timeout in
+    // silence). Said once, as the silence above is.
+    if (err == ECONNREFUSED && !refusal_said && Clock::now() >= warn_at && Clock::now() < deadline) {
+      refusal_said = true;
+      std::fprintf(stderr,
+                   "[dist] %s at %s has refused connections for %.1f s: nothing listens on port %d of that "
+                   "machine (not started yet? if it has, is the port the same on every machine: MASTER_PORT, "
+                   "--master_port, --rdzv_endpoint? a firewall that rejects the port looks the same); trying until "
+                   "the timeout\n",
+                   peer.c_str(), where.c_str(), std::chrono::duration<double>(Clock::now() - start).count(), port);
+    }
     if (Clock::now() >= deadline)
       throw Error("[dist] could not connect to " + peer + " at " + where + " before the timeout (last error: " + last +
                   (err == ETIMEDOUT ? "); nothing answered: is its machine up and reachable, and the port open?"
