@@ -128,8 +128,10 @@ void TCPStore::connect_to_server() {
       case Handshake::kDone:
         if (h.answer == kAccepted) return;
         if (h.answer == kRefused)
-          throw Error("[store] the store at " + where +
-                      " refused this process: its job token differs (is another job using this MASTER_PORT?)");
+          throw Error(
+              "[store] the store at " + where +
+              " refused this process: its job token differs (another job is using this MASTER_PORT, or the machines"
+              " were given different --job_token or ENGINE_JOB_TOKEN: give every machine the same)");
         throw Error("[store] the program at " + where + " is not a rendezvous store: it answered the handshake with " +
                     "byte " + byte_shown(h.answer) +
                     "; another program (an SSH or web server, another service) listens on that port");
