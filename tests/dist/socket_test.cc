@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -185,28 +186,16 @@ TEST_CASE("listening on an address this machine does not have names the machine'
 }
 
 namespace {
-// What Listener::bind(127.0.0.1, 80) and bind_in_range(127.0.0.1, 100, 110) say to a
-// process that is not root (user nobody, in a child), one line each; "" when this process
-// cannot become nobody.
-std::string unprivileged_listen_errors() {
+// What `body` writes to stderr, run in a child (which it may change: its user, its
+// stderr); "" when body returns false (it could not do what it needed).
+std::string in_child(const std::function<bool()>& body) {
   int fds[2];
   if (pipe(fds) != 0) return "";
   const pid_t child = fork();
   if (child == 0) {
     close(fds[0]);
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
-    std::string said;
-    for (int which = 0; which < 2; ++which) {
-      try {
-        if (which == 0) Listener::bind("127.0.0.1", 80);
-        if (which == 1) bind_in_range("127.0.0.1", 100, 110);
-        said += "listened\n";
-      } catch (const std::exception& e) {
-        said += std::string(e.what()) + "\n";
-      }
-    }
-    if (write(fds[1], said.data(), said.size()) < 0) _exit(3);
-    _exit(0);
+    dup2(fds[1], 2);
+    _exit(body() ? 0 : 2);
   }
   close(fds[1]);
   std::string got;
@@ -216,6 +205,38 @@ std::string unprivileged_listen_errors() {
   int status = 0;
   waitpid(child, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? got : "";
+}
+
+// What Listener::bind(127.0.0.1, 80) and bind_in_range(127.0.0.1, 100, 110) say to a
+// process that is not root (user nobody), one line each; "" when this process cannot
+// become nobody.
+std::string unprivileged_listen_errors() {
+  return in_child([] {
+    if (setgid(65534) != 0 || setuid(65534) != 0) return false;
+    for (int which = 0; which < 2; ++which) {
+      try {
+        if (which == 0) Listener::bind("127.0.0.1", 80);
+        if (which == 1) bind_in_range("127.0.0.1", 100, 110);
+        std::fprintf(stderr, "listened\n");
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+      }
+    }
+    return true;
+  });
+}
+
+// What Socket::connect writes to stderr and throws, dialling 127.0.0.1:port for `seconds`.
+std::string connect_output(int port, double seconds) {
+  return in_child([=] {
+    try {
+      Socket::connect("127.0.0.1", port, Clock::now() + std::chrono::milliseconds(int(seconds * 1000)), "the probe");
+      std::fprintf(stderr, "connected\n");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "threw: %s\n", e.what());
+    }
+    return true;
+  });
 }
 }  // namespace
 
@@ -248,34 +269,6 @@ TEST_CASE("a range whose ports are all taken says so") {
                                     " is taken (widen the range"));
   CHECK_THROWS_AS(bind_in_range("198.51.100.77", 40000, 40010), BindError);  // not this machine's: not "taken"
 }
-
-namespace {
-// What Socket::connect writes to stderr and throws, in a child, dialling 127.0.0.1:port for
-// `seconds`.
-std::string connect_output(int port, double seconds) {
-  int fds[2];
-  if (pipe(fds) != 0) return "pipe failed";
-  const pid_t child = fork();
-  if (child == 0) {
-    close(fds[0]);
-    dup2(fds[1], 2);
-    try {
-      Socket::connect("127.0.0.1", port, Clock::now() + std::chrono::milliseconds(int(seconds * 1000)), "the probe");
-      std::fprintf(stderr, "connected\n");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "threw: %s\n", e.what());
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string got;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, size_t(n));
-  close(fds[0]);
-  waitpid(child, nullptr, 0);
-  return got;
-}
-}  // namespace
 
 TEST_CASE("a port that refuses connections all along is said once, before the timeout") {
   // MASTER_PORT typed differently on one machine: the store is never there. It used to be
