@@ -42,18 +42,15 @@ OomKills read_oom_kills(const OomPaths& paths) {
   cgroup_paths(paths.self_cgroup, &v1, &v2);
   // Each place a memory cgroup's counter may be: under its path, or at the mount's root
   // when the mount is the cgroup itself (a container without its own cgroup namespace).
-  struct Place {
-    std::string file, key;
-  };
-  std::vector<Place> places;
+  std::vector<std::string> files;
   if (v2 != "-")
     for (const std::string& dir : {paths.cgroup_root + v2, paths.cgroup_root + "/unified" + v2, paths.cgroup_root})
-      places.push_back({dir + "/memory.events", "oom_kill"});
+      files.push_back(dir + "/memory.events");
   if (v1 != "-")
     for (const std::string& dir : {paths.cgroup_root + "/memory" + v1, paths.cgroup_root + "/memory"})
-      places.push_back({dir + "/memory.oom_control", "oom_kill"});
-  for (const Place& p : places)
-    if (const int64_t n = read_counter(p.file, p.key); n >= 0) return {n, p.file + ", this memory cgroup's count"};
+      files.push_back(dir + "/memory.oom_control");
+  for (const std::string& file : files)
+    if (const int64_t n = read_counter(file, "oom_kill"); n >= 0) return {n, file + ", this memory cgroup's count"};
   if (const int64_t n = read_counter(paths.vmstat, "oom_kill"); n >= 0)
     return {n, paths.vmstat + ", the machine's count"};
   return {};
@@ -65,8 +62,8 @@ std::string oom_note(const OomKills& before, const OomKills& after) {
          std::to_string(before.count) + " to " + std::to_string(after.count) + " since the ranks started (" +
          after.where +
          "; dmesg names the processes killed, which need not be the ones that asked for more). The job outgrew the "
-         "memory of this machine, or its "
-         "container's limit: use a smaller batch, fewer ranks on this machine (--nproc_per_node), or more memory";
+         "memory of this machine, or its container's limit: use a smaller batch, fewer ranks on this machine "
+         "(--nproc_per_node), or more memory";
 }
 
 }  // namespace engine::dist
