@@ -25,6 +25,7 @@ TCPStore::TCPStore(const std::string& host, int port, bool is_server, StoreOptio
     : host_(host), port_(port), options_(std::move(options)) {
   ENGINE_REQUIRE(options_.token.size() <= kMaxKey, "[store] the job token (ENGINE_JOB_TOKEN or --job_token) is ",
                  options_.token.size(), " bytes; at most ", kMaxKey, " are allowed");
+  watch_for_stops();  // a job stopped and continued as a whole keeps its deadlines (stop_clock.h)
   if (is_server) {
     Listener l = Listener::bind(options_.listen_host.empty() ? host : options_.listen_host, port);
     port_ = l.port();
@@ -255,8 +256,14 @@ std::string TCPStore::local_address() const {
 
 void fail_together(TCPStore& store, const std::string& prefix, int rank, int world, const std::string& why,
                    int readers) {
-  store.compare_set(prefix + "error", "", why);  // the first problem found is what every rank reports
-  if (rank != 0) store.add(prefix + "error_read", 1);
+  try {
+    store.compare_set(prefix + "error", "", why);  // the first problem found is what every rank reports
+    if (rank != 0) store.add(prefix + "error_read", 1);
+  } catch (const Error&) {
+    // Rank 0 may close the store as soon as it counts this rank's reading, before the
+    // reply to that count reaches it (or it stopped waiting): this rank has its reason.
+    if (rank == 0) throw;
+  }
   // Rank 0 waits for every other rank it expects, also the ones that have not connected yet
   // (a rank that starts late, on a busy machine, would otherwise find the store gone).
   if (readers < 0) readers = world - 1;

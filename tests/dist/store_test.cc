@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "catch2/catch.hpp"
@@ -361,4 +362,13 @@ TEST_CASE("a claimed key is held while its client is connected, and freed when i
   }
   std::this_thread::sleep_for(200ms);
   RANK_REQUIRE(server.get("node/3") == "set since");
+}
+
+TEST_CASE("fail_together: a rank whose store closes as it reports its reading throws its reason, not the closing") {
+  // Rank 0 exits as soon as it counts the last reading, maybe before the reply to that
+  // count is sent: the rank that counted has its reason and reports it.
+  auto server = std::make_unique<TCPStore>("127.0.0.1", 0, true, opts());
+  TCPStore rank1("127.0.0.1", server->port(), false, opts(1s));
+  server.reset();  // the store is gone
+  REQUIRE_THROWS_WITH(fail_together(rank1, "x/", 1, 2, "the reason"), "the reason");
 }
