@@ -344,6 +344,7 @@ void meet_new_endpoint_if_gone(Job& job) {
 int main(int argc, char** argv) {
   Job job = prepare(argc, argv);
   install_handlers();
+  engine::dist::watch_for_stops();  // the job stopped with its launcher (Ctrl-Z) is no rank stopped alone
   std::string first_failure;
   for (int attempt = 0;; ++attempt) {
     const engine::dist::OomKills oom_before = engine::dist::read_oom_kills();

@@ -156,7 +156,7 @@ void reap(std::vector<Child>& children, Failures& failures) {
       if (c.pid != rec[0] || !c.running) continue;
       c.status = rec[1];
       c.running = false;
-      c.reaped_at = std::chrono::steady_clock::now();
+      c.reaped_at = Clock::now();
       if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0) continue;
       failures.push_back(&c);
     }
@@ -167,9 +167,8 @@ void reap(std::vector<Child>& children, Failures& failures) {
 // within kExitGrace of its exit (a program prints its error, then exits), else its exit.
 // It is when the launcher read it: two ranks' errors written within one pass of the reads
 // (microseconds, more on a loaded machine) may be read in either order.
-std::chrono::steady_clock::time_point said_at(const Child& c) {
-  return c.err_at != std::chrono::steady_clock::time_point{} && c.reaped_at - c.err_at <= kExitGrace ? c.err_at
-                                                                                                     : c.reaped_at;
+Clock::time_point said_at(const Child& c) {
+  return c.err_at != Clock::time_point{} && c.reaped_at - c.err_at <= kExitGrace ? c.err_at : c.reaped_at;
 }
 
 // True when a rank still running printed to stderr before every failed rank said why, and
@@ -178,10 +177,9 @@ std::chrono::steady_clock::time_point said_at(const Child& c) {
 bool cause_still_exiting(const std::vector<Child>& children, const Failures& failures) {
   auto first_said = said_at(*failures.front());
   for (const Child* f : failures) first_said = std::min(first_said, said_at(*f));
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = Clock::now();
   return std::any_of(children.begin(), children.end(), [&](const Child& c) {
-    return c.running && c.err_at != std::chrono::steady_clock::time_point{} && c.err_at < first_said &&
-           now - c.err_at < kExitGrace;
+    return c.running && c.err_at != Clock::time_point{} && c.err_at < first_said && now - c.err_at < kExitGrace;
   });
 }
 
@@ -200,8 +198,7 @@ void decide(std::vector<Child>& children, const Failures& failures, bool now, co
   const bool peer_stopped =
       std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running && is_stopped(c.pid); });
   if (killed == failures.end() && !now && !peer_stopped &&
-      (std::chrono::steady_clock::now() - failures.front()->reaped_at < kCauseGrace ||
-       cause_still_exiting(children, failures)))
+      (Clock::now() - failures.front()->reaped_at < kCauseGrace || cause_still_exiting(children, failures)))
     return;
   const auto earliest = std::min_element(failures.begin(), failures.end(),
                                          [](const Child* a, const Child* b) { return said_at(*a) < said_at(*b); });
@@ -216,13 +213,13 @@ void decide(std::vector<Child>& children, const Failures& failures, bool now, co
 // the attempt at once, named.
 void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& stopping) {
   if (limit <= 0) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = Clock::now();
   for (auto& c : children) {
     if (!c.running || !is_stopped(c.pid)) {
       c.stopped_since = {};
       continue;
     }
-    if (c.stopped_since == std::chrono::steady_clock::time_point{}) c.stopped_since = now;
+    if (c.stopped_since == Clock::time_point{}) c.stopped_since = now;
     if (now - c.stopped_since < std::chrono::seconds(limit)) continue;
     out.exit_code = 128 + SIGSTOP;
     out.reason = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") has been stopped for " +
@@ -248,7 +245,7 @@ void install_reaper() {
 Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal,
               const OomKills& oom_before) {
   Outcome out;
-  auto stopping_since = std::chrono::steady_clock::time_point{};
+  auto stopping_since = Clock::time_point{};
   bool stopping = false;
   Failures failures;
   while (true) {
@@ -260,7 +257,7 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
     poll(fds.data(), nfds_t(fds.size()), 50);
     for (auto& c : children) {
       while (drain(c.out, stdout, c.rank)) {}
-      while (drain(c.err, stderr, c.rank)) c.err_at = std::chrono::steady_clock::now();
+      while (drain(c.err, stderr, c.rank)) c.err_at = Clock::now();
     }
     const bool was_stopping = stopping;
     reap(children, failures);
@@ -273,9 +270,9 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
       out.exit_code = 128 + stop_signal;
       out.signalled = stopping = true;
     }
-    if (stopping && !was_stopping) stopping_since = std::chrono::steady_clock::now(), stop_all(children);
+    if (stopping && !was_stopping) stopping_since = Clock::now(), stop_all(children);
     // Ranks that ignore SIGTERM for 5 s are killed.
-    if (stopping && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(5))
+    if (stopping && Clock::now() - stopping_since > std::chrono::seconds(5))
       for (auto& c : children)
         if (c.running && c.pid > 0) kill(c.pid, SIGKILL);  // never kill(-1, ...): every process
     bool pipes_open = false;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dist/oom_kills.h"
+#include "dist/stop_clock.h"
 
 namespace engine::dist::launcher {
 
@@ -38,9 +39,9 @@ struct Child {
   Stream out{"stdout"}, err{"stderr"};
   bool running = true;
   int status = 0;
-  std::chrono::steady_clock::time_point stopped_since{};  // when it was first seen stopped
-  std::chrono::steady_clock::time_point err_at{};         // when its stderr last had output
-  std::chrono::steady_clock::time_point reaped_at{};
+  Clock::time_point stopped_since{};  // when it was first seen stopped
+  Clock::time_point err_at{};         // when its stderr last had output
+  Clock::time_point reaped_at{};
 };
 
 // How an attempt ended.

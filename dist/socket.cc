@@ -30,9 +30,14 @@ int ms_until(Deadline deadline) {
 bool wait_fd(int fd, bool for_write, Deadline deadline) {
   pollfd p{fd, short(for_write ? POLLOUT : POLLIN), 0};
   while (true) {
-    const int r = ::poll(&p, 1, ms_until(deadline));
+    // In slices of a second, so that a stopped and continued process sees its stop
+    // (stop_clock.h) rather than a deadline passed while it was stopped.
+    const int r = ::poll(&p, 1, std::min(ms_until(deadline), 1000));
     if (r > 0) return true;
-    if (r == 0) return false;
+    if (r == 0) {
+      if (Clock::now() >= deadline) return false;
+      continue;
+    }
     if (errno != EINTR) return true;  // let the following read/write report the error
   }
 }

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <string>
 
+#include "dist/stop_clock.h"
 #include "tensor/check.h"
 
 namespace engine::dist {
 
-using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 inline Deadline deadline_in(std::chrono::milliseconds d) { return Clock::now() + d; }
 

@@ -12,6 +12,8 @@
 //   PROBE_LEAK_SHM=1 : rank 0 creates a shared-memory name of the job's, then kill -9s itself
 //   PROBE_HOLD_MS=t : every rank waits t ms after the rendezvous (keeps a job's store up, so
 //                     two jobs started together surely overlap on a busy machine)
+//   PROBE_HOLD_RANK=r : with PROBE_HOLD_MS, only rank r waits (the others wait for it in the
+//                       all-reduce); it prints "holding" first
 //   PROBE_SHARED_FLOATS=n : also sums rank + 1 over a shared buffer of n floats (DDP keeps
 //                           its buckets in these) and says whether every element is right
 //   PROBE_COUNT_FILES=1 : says how many files the rank had open when it started
@@ -94,8 +96,11 @@ int main() try {
     std::fflush(stdout);
     raise(SIGKILL);
   }
-  if (const char* hold = std::getenv("PROBE_HOLD_MS"))
+  const char* hold_rank = std::getenv("PROBE_HOLD_RANK");
+  if (const char* hold = std::getenv("PROBE_HOLD_MS"); hold && (!hold_rank || std::atoi(hold_rank) == rank)) {
+    if (hold_rank) std::printf("holding\n"), std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(hold)));
+  }
   Tensor t = full({1}, double(rank));
   dist::all_reduce(t);
   std::printf("sum %d\n", int(t.item()));

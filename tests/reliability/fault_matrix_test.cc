@@ -31,7 +31,6 @@ using engine::testing::tmp_path;
 using namespace engine;
 using namespace engine::dist;
 using namespace engine::nn;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -130,7 +129,7 @@ std::vector<Outcome> run_cell(const Cell& cell, int faulty, const std::string& c
   const int port = engine::testing::held_port();  // rank 0 listens on it
   std::vector<pid_t> pids;
   std::vector<int> fds;
-  const auto start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < kWorld; ++r) {
     int p[2];
     REQUIRE(pipe(p) == 0);
@@ -149,10 +148,10 @@ std::vector<Outcome> run_cell(const Cell& cell, int faulty, const std::string& c
     int status = 0;
     // No survivor may hang: after 30 s it is killed and the cell fails below.
     while (waitpid(pids[size_t(r)], &status, WNOHANG) == 0) {
-      if (Clock::now() - start > std::chrono::seconds(30)) kill(pids[size_t(r)], SIGKILL);
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(30)) kill(pids[size_t(r)], SIGKILL);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    out[size_t(r)].seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    out[size_t(r)].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out[size_t(r)].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
   kill(pids[size_t(faulty)], SIGKILL);  // a stopped rank stays stopped until killed

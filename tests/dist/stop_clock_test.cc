@@ -1,0 +1,87 @@
+// The clock deadlines are measured with: the time this process spends stopped and then
+// continued (SIGSTOP, Ctrl-Z and `fg`) is taken off; a long gap with no stop counts in full.
+// Then a whole job stopped for longer than its timeout and continued carries on.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "catch2/catch.hpp"
+#include "dist/stop_clock.h"
+#include "tests/dist/run_command.h"
+
+using namespace engine::dist;
+using namespace engine::testing;  // run, Run, kLaunch, kProbe
+using std::chrono::duration;
+
+namespace {
+
+// Process `pid`'s state letter from /proc (T: stopped), or '?'.
+char state_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
+
+}  // namespace
+
+TEST_CASE("a gap between readings with no stop counts in full") {
+  watch_for_stops();
+  const auto stopped = time_stopped();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // no reading meanwhile: a gap
+  const auto t1 = Clock::now();
+  CHECK(duration<double>(t1 - t0).count() >= 1.3);
+  CHECK(time_stopped() == stopped);
+}
+
+TEST_CASE("the time this process was stopped and continued is taken off the clock") {
+  watch_for_stops();
+  const pid_t self = getpid();
+  const pid_t helper = fork();
+  REQUIRE(helper >= 0);
+  if (helper == 0) {
+    // Waits (at most 10 s) for the test to be stopped, leaves it stopped 1.5 s, continues it.
+    for (int i = 0; i < 1000 && state_of(self) != 'T'; ++i) usleep(10000);
+    usleep(1500000);
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  const auto steady0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
+  raise(SIGSTOP);
+  const auto t1 = Clock::now();
+  const double steady = duration<double>(std::chrono::steady_clock::now() - steady0).count();
+  int status = 0;
+  waitpid(helper, &status, 0);
+  REQUIRE(steady >= 1.5);  // it was stopped
+  CHECK(duration<double>(t1 - t0).count() < 0.5);
+  CHECK(duration<double>(time_stopped()).count() >= 1.5);
+}
+
+TEST_CASE("a job stopped as a whole for longer than its timeout carries on when continued") {
+  // Rank 1 holds the others in the all-reduce for 1.5 s; 0.3 s into that the launcher and its
+  // ranks are stopped for 4 s (their process group, as Ctrl-Z does), with a 3 s timeout.
+  for (const char* shm : {"1", "0"}) {  // one machine's shared memory, and the TCP path between machines
+    INFO("ENGINE_SHM=" << shm);
+    const std::string out = "/tmp/stop_clock_test." + std::to_string(getpid()) + ".out";
+    const Run r =
+        run(std::string("ENGINE_SHM=") + shm + " ENGINE_DIST_TIMEOUT=3 PROBE_HOLD_RANK=1 PROBE_HOLD_MS=1500 setsid " +
+            kLaunch + " --nproc_per_node=2 " + kProbe + " > " + out + " 2>&1 & job=$!; " +
+            "for i in $(seq 200); do grep -q holding " + out + " && break; sleep 0.05; done; " +
+            "sleep 0.3; kill -STOP -$job; sleep 4; kill -CONT -$job; wait $job; s=$?; cat " + out + "; rm -f " + out +
+            "; exit $s");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("holding"));
+    CHECK_THAT(r.output, Catch::Contains("[rank 0] sum 1") && Catch::Contains("[rank 1] sum 1"));
+    CHECK_THAT(r.output, !Catch::Contains("timed out") && !Catch::Contains("stopped for"));
+    CHECK(r.seconds >= 4);  // the stop happened while the job ran
+  }
+}
