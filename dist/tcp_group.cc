@@ -350,9 +350,9 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
     int peer[2], n = 0, si = -1, ri = -1;
     if (sent < send_total) si = n, peer[n] = out->to, p[n++] = {peers_[out->to].fd(), POLLOUT, 0};
     if (!recv_done()) ri = n, peer[n] = in->from, p[n++] = {peers_[in->from].fd(), POLLIN, 0};
-    const int r = ::poll(p, nfds_t(n), limit_ms > 0 ? std::min(ms_until(d), 1000) : ms_until(d));
-    if (r == 0 && Clock::now() < d) {
-      for (int i = 0; i < n; ++i) {
+    const int r = ::poll(p, nfds_t(n), std::min(ms_until(d), 1000));
+    if (r == 0 && Clock::now() < d) {  // a second of nothing, or a stop (stop_clock.h) the deadline outlasts
+      for (int i = 0; i < n && limit_ms > 0; ++i) {
         const int64_t s = link_silence_ms(p[i].fd);
         if (s >= limit_ms && silent[i] >= limit_ms && s >= silent[i] + 500) link_lost(peer[i], what);
         silent[i] = s;
