@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <utility>
 #include <vector>
 
+#include "dist/process_state.h"
 #include "tensor/check.h"
 
 namespace engine::dist::launcher {
@@ -24,13 +24,7 @@ namespace {
 // but will never answer, and the others will time out waiting for it. A tracing stop
 // (state t) is not counted: tools stop a process that way for a moment (LeakSanitizer
 // does, at every exit under ASan), and a rank under a debugger is being looked at.
-bool is_stopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'T';
-}
+bool is_stopped(pid_t pid) { return process_state(pid) == 'T'; }
 
 // Children are reaped in the SIGCHLD handler, the moment they exit, and reported through a
 // pipe in that order. When one rank dies its peers fail a moment later (their connections

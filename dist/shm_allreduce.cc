@@ -13,11 +13,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "dist/process_state.h"
 #include "dist/reduce_ranks.h"
 #include "dist/shm_segment.h"
 #include "tensor/check.h"
@@ -93,11 +93,8 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ti
 bool alive(pid_t pid) {
   if (pid <= 0) return true;
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() || (line[close + 2] != 'Z' && line[close + 2] != 'X');
+  const char state = process_state(pid);
+  return state != 'Z' && state != 'X';
 }
 
 // Polls the store until `key` exists. Rank `owner` (process `pid`) is the one to set it:
@@ -263,10 +260,12 @@ void ShmAllReduce::barrier(Deadline deadline) {
       if (h->generation.load(std::memory_order_acquire) != gen) break;
       check_peers_alive();
       if (Clock::now() > deadline) {
-        std::string behind;
+        std::string behind, why;
         for (int r = 0; r < size_; ++r)
-          if (control(r)->posted < posted_)
+          if (control(r)->posted < posted_) {
             behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(ranks_[size_t(r)]);
+            if (why.empty()) why = state_words(control(r)->pid), behind += why;  // stopped, say
+          }
         // Every rank here is inside this call: the one not back is busy in it, as a
         // hierarchical all-reduce's leader exchanging with the other machines is, under the
         // same deadline. Its own timeout names whom it waits for there (and aborts this
@@ -275,7 +274,7 @@ void ShmAllReduce::barrier(Deadline deadline) {
         throw TimedOut("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " + current_call_ +
                        " on rank " + std::to_string(ranks_[size_t(rank_)]) + ", waiting for " +
                        (behind.empty() ? "the other ranks" : behind) +
-                       ": it may be stuck, still computing, or in a different collective");
+                       (why.empty() ? ": it may be stuck, still computing, or in a different collective" : ""));
       }
     }
   }
