@@ -14,6 +14,9 @@
 //                     two jobs started together surely overlap on a busy machine)
 //   PROBE_HOLD_RANK=r : with PROBE_HOLD_MS, only rank r waits (the others wait for it in the
 //                       all-reduce); it prints "holding" first
+//   PROBE_TERM_RANK=r : every rank asks stop_requested() up to 100 times and says at which call
+//                       it stopped; rank r sends itself SIGTERM before the 5th call (and
+//                       again after stopping, with PROBE_TERM_TWICE=1)
 //   PROBE_SHARED_FLOATS=n : also sums rank + 1 over a shared buffer of n floats (DDP keeps
 //                           its buckets in these) and says whether every element is right
 //   PROBE_COUNT_FILES=1 : says how many files the rank had open when it started
@@ -35,6 +38,7 @@
 
 #include "dist/dist.h"
 #include "dist/open_files.h"
+#include "dist/stop_request.h"
 #include "tensor/ops.h"
 
 using namespace engine;
@@ -95,6 +99,20 @@ int main() try {
     std::printf("left /dev/shm%s (fd %d)\n", name.c_str(), fd);
     std::fflush(stdout);
     raise(SIGKILL);
+  }
+  if (const char* t = std::getenv("PROBE_TERM_RANK")) {
+    dist::catch_stop_signals();
+    int call = 1;
+    for (; call <= 100; ++call) {
+      if (call == 5 && std::atoi(t) == rank) raise(SIGTERM);
+      if (dist::stop_requested()) break;
+    }
+    std::printf("stopped at call %d (%s)\n", call,
+                dist::stop_signal().empty() ? "a signal to another rank" : dist::stop_signal().c_str());
+    std::fflush(stdout);
+    if (std::getenv("PROBE_TERM_TWICE") && std::atoi(t) == rank) raise(SIGTERM);  // the default action now
+    dist::destroy_process_group();
+    return dist::kStoppedOnRequest;
   }
   const char* hold_rank = std::getenv("PROBE_HOLD_RANK");
   if (const char* hold = std::getenv("PROBE_HOLD_MS"); hold && (!hold_rank || std::atoi(hold_rank) == rank)) {

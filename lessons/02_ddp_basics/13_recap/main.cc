@@ -24,6 +24,7 @@
 #include "dist/dist.h"
 #include "dist/distributed_sampler.h"
 #include "dist/same_data.h"
+#include "dist/stop_request.h"
 #include "lessons/02_ddp_basics/13_recap/schedule.h"
 #include "lessons/02_ddp_basics/13_recap/training_state.h"
 #include "lessons/02_ddp_basics/13_recap/twin.h"
@@ -113,6 +114,7 @@ int main(int argc, char** argv) try {
 
   // ---- Init the process group.            dist.init_process_group(backend="nccl")
   dist::init_process_group(args.backend);
+  dist::catch_stop_signals();  // SIGTERM or Ctrl-C: stop after a step, saved (below)
   // ---- Rank and world size.               rank = dist.get_rank(); world = dist.get_world_size()
   const int rank = dist::get_rank(), world = dist::get_world_size();
   // ---- Pin each process to one device.    torch.cuda.set_device(local_rank)
@@ -228,6 +230,21 @@ int main(int argc, char** argv) try {
       ++batches;
       ++state.step;
       if (args.save_every > 0 && state.step % args.save_every == 0) save_state("by step " + std::to_string(state.step));
+      // ---- Asked to stop (SIGTERM from a scheduler, Ctrl-C): every rank stops after this
+      // same step, rank 0 saves it, and --resume continues from it exactly. Asked every 8
+      // steps: the question is a collective (an int all-reduced, 2-3% of an MLP step here),
+      // and 8 steps take milliseconds, well within the seconds a scheduler allows.
+      if (state.step % 8 == 0 && dist::stop_requested(device)) {
+        save_state("by step " + std::to_string(state.step));
+        if (rank == 0)
+          std::printf(
+              "asked to stop (%s): stopped after step %lld (epoch %d, batch %lld of %lld); the training state "
+              "is saved in %s, and the same command with --resume continues from this step\n",
+              dist::stop_signal().empty() ? "a signal to another rank" : dist::stop_signal().c_str(),
+              (long long)state.step, epoch + 1, (long long)batches, (long long)loader.size(), state_path.c_str());
+        dist::destroy_process_group();
+        return dist::kStoppedOnRequest;
+      }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t trained = batches - resumed_at;  // in this run, for the throughput

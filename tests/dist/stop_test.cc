@@ -1,6 +1,7 @@
-// The clock deadlines are measured with: the time this process spends stopped and then
-// continued (SIGSTOP, Ctrl-Z and `fg`) is taken off; a long gap with no stop counts in full.
-// Then a whole job stopped for longer than its timeout and continued carries on.
+// Jobs stopped and jobs asked to stop. The clock deadlines are measured with takes off the
+// time a process spends stopped and then continued (SIGSTOP, Ctrl-Z and `fg`), while a long
+// gap with no stop counts in full: a whole job stopped for longer than its timeout carries
+// on. And stop_requested(): a SIGTERM to any rank stops every rank after the same call.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,7 +71,7 @@ TEST_CASE("a job stopped as a whole for longer than its timeout carries on when 
   // ranks are stopped for 4 s (their process group, as Ctrl-Z does), with a 3 s timeout.
   for (const char* shm : {"1", "0"}) {  // one machine's shared memory, and the TCP path between machines
     INFO("ENGINE_SHM=" << shm);
-    const std::string out = "/tmp/stop_clock_test." + std::to_string(getpid()) + ".out";
+    const std::string out = "/tmp/stop_test." + std::to_string(getpid()) + ".out";
     const Run r =
         run(std::string("ENGINE_SHM=") + shm + " ENGINE_DIST_TIMEOUT=3 PROBE_HOLD_RANK=1 PROBE_HOLD_MS=1500 setsid " +
             kLaunch + " --nproc_per_node=2 " + kProbe + " > " + out + " 2>&1 & job=$!; " +
@@ -97,4 +98,17 @@ TEST_CASE("a rank stopped alone still times the others out, and they say it is s
                            Catch::Contains("waiting for rank 1, which is stopped (pid ") &&
                            Catch::Contains(": SIGSTOP, or Ctrl-Z; kill -CONT "));
   CHECK(r.seconds < 30);
+}
+
+TEST_CASE("stop_requested: a SIGTERM to one rank stops every rank after the same call; a second one ends it") {
+  const Run r = run("PROBE_TERM_RANK=1 " + kLaunch + " --nproc_per_node=3 " + kProbe);
+  INFO(r.output);
+  CHECK(r.status == 143);
+  CHECK_THAT(r.output, Catch::Contains("[rank 1] stopped at call 5 (SIGTERM)") &&
+                           Catch::Contains("[rank 0] stopped at call 5 (a signal to another rank)") &&
+                           Catch::Contains("[rank 2] stopped at call 5 (a signal to another rank)"));
+  const Run twice = run("PROBE_TERM_RANK=1 PROBE_TERM_TWICE=1 " + kLaunch + " --nproc_per_node=2 " + kProbe);
+  INFO(twice.output);
+  CHECK_THAT(twice.output, Catch::Contains("[rank 1] stopped at call 5 (SIGTERM)") && Catch::Contains("rank 1 (pid ") &&
+                               Catch::Contains("signal 15"));
 }
