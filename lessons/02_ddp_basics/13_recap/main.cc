@@ -238,7 +238,7 @@ int main(int argc, char** argv) try {
         save_state("by step " + std::to_string(state.step));
         if (rank == 0)
           std::printf(
-              "asked to stop (%s): stopped after step %lld (epoch %d, batch %lld of %lld); the training state "
+              "asked to stop by %s: stopped after step %lld (epoch %d, batch %lld of %lld); the training state "
               "is saved in %s, and the same command with --resume continues from this step\n",
               dist::stop_signal().empty() ? "a signal to another rank" : dist::stop_signal().c_str(),
               (long long)state.step, epoch + 1, (long long)batches, (long long)loader.size(), state_path.c_str());

@@ -21,7 +21,7 @@ expect "^   \[rank 0\] resumed from .*machines/state.safetensors: epoch [1-4], a
 expect "^   bit-identical: [0-9]+ tensors, [0-9]+ values, not one bit differs" "the judge: the machine lost cost not one bit"
 # A job told to stop (SIGTERM, as a scheduler preempting it) stops after a step the ranks
 # agree on, saved, and the same command with --resume ends bit-identical.
-expect "^   \[rank 0\] asked to stop \(a signal to another rank|SIGTERM\): stopped after step [0-9]+ \(epoch [1-4], batch [0-9]+ of [0-9]+\); the training state is saved in .*stopped/state.safetensors" \
+expect "^   \[rank 0\] asked to stop by (a signal to another rank|SIGTERM): stopped after step [0-9]+ \(epoch [1-4], batch [0-9]+ of [0-9]+\); the training state is saved in .*stopped/state.safetensors" \
   "the recap stopped after a step, its state saved"
 expect "^   launch: the launcher got signal Terminated" "the launcher was sent SIGTERM"
 expect "^   exit status 143$" "the job's exit status says it was stopped, not finished"
