@@ -278,8 +278,11 @@ int main(int argc, char** argv) try {
     draw_curves(dir, settings, world, curves);
     if (!save_ms.empty()) {
       std::sort(save_ms.begin(), save_ms.end());
-      std::printf("training state saved %zu times by rank 0 (%s), %.1f ms each (median)\n", save_ms.size(),
-                  state_path.c_str(), save_ms[save_ms.size() / 2]);
+      if (save_ms.size() == 1)
+        std::printf("training state saved once by rank 0 (%s), in %.1f ms\n", state_path.c_str(), save_ms[0]);
+      else
+        std::printf("training state saved %zu times by rank 0 (%s), %.1f ms each (median)\n", save_ms.size(),
+                    state_path.c_str(), save_ms[save_ms.size() / 2]);
     }
   }
 
