@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dist/process_state.h"
 #include "dist/start_thread.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -54,8 +55,15 @@ void ProcessGroupTCP::discover_topology() {
   std::vector<std::string> hosts(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
     hosts[size_t(r)] = r == rank_ ? me : store_->get(key("topo/host/") + std::to_string(r));
+  peer_pid_.assign(size_t(size_), 0);
   for (int r = 0; r < size_; ++r) {
     if (hosts[size_t(r)] == me) local_ranks_.push_back(r);
+    if (hosts[size_t(r)] == me && r != rank_) {  // a pid means something only on its own machine
+      const std::string pid = store_->get(key("topo/pid/") + std::to_string(r));
+      char* end = nullptr;
+      const long v = std::strtol(pid.c_str(), &end, 10);
+      if (end != pid.c_str() && *end == '\0' && v > 0 && v < (1L << 22)) peer_pid_[size_t(r)] = pid_t(v);
+    }
     if (std::find(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]) == hosts.begin() + r) leaders_.push_back(r);
   }
   // Machine order: machine k's ranks (ascending) after machine k-1's.
@@ -311,7 +319,10 @@ bool ProcessGroupTCP::on_another_machine(int r) const {
 
 std::string ProcessGroupTCP::waiting_for(int r) const {
   const std::string causes = "it may be stuck, still computing, or in a different collective";
-  if (!on_another_machine(r)) return peer_name(r) + ": " + causes;
+  if (!on_another_machine(r)) {  // then /proc may say why it does not answer: stopped, say
+    const std::string state = state_words(peer_pid_.empty() ? 0 : peer_pid_[size_t(r)]);
+    return peer_name(r) + (state.empty() ? ": " + causes : state);
+  }
   const std::string& address = peer_address_[size_t(r)];
   return peer_name(r) + " on another machine" + (address.empty() ? "" : " (" + address + ")") + ": " + causes +
          ", or the network between the machines is down";

@@ -26,6 +26,8 @@
 // (an ABORT message), so every survivor raises the same error instead of waiting.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -246,6 +248,7 @@ class ProcessGroupTCP : public ProcessGroup {
   std::vector<int> block_at_, machine_start_;      // machine order (above); machine_start_ has one entry more
   std::string address_;                            // "host:port" where this rank listens
   std::vector<std::string> peer_address_;          // the IPv4 address of each peer's end (for errors)
+  std::vector<pid_t> peer_pid_;                    // each peer's pid where it shares this machine, else 0
   std::string machine_;                            // the machine this rank is on (options_.host_id or machine_id())
   std::vector<uint64_t> sent_to_, received_from_;  // point-to-point counters per peer
   uint64_t next_seq_ = 0;
