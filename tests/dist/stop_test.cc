@@ -90,14 +90,17 @@ TEST_CASE("a job stopped as a whole for longer than its timeout carries on when 
 TEST_CASE("a rank stopped alone still times the others out, and they say it is stopped") {
   // Without a launcher to end the job (--stopped_timeout=0, as under srun or by hand), the
   // others wait out their timeout: their clocks run on while rank 1 alone is stopped.
-  const Run r =
-      run("ENGINE_DIST_TIMEOUT=2 PROBE_STOP_RANK=1 " + kLaunch + " --stopped_timeout=0 --nproc_per_node=2 " + kProbe);
-  INFO(r.output);
-  CHECK(r.status != 0);
-  CHECK_THAT(r.output, Catch::Contains("[rank 0] launch_probe: [dist] timed out after 2 s in all_reduce") &&
-                           Catch::Contains("waiting for rank 1, which is stopped (pid ") &&
-                           Catch::Contains(": SIGSTOP, or Ctrl-Z; kill -CONT "));
-  CHECK(r.seconds < 30);
+  for (const char* shm : {"1", "0"}) {  // shared memory, and the TCP path (ENGINE_ALLREDUCE=ring takes it too)
+    INFO("ENGINE_SHM=" << shm);
+    const Run r = run(std::string("ENGINE_SHM=") + shm + " ENGINE_DIST_TIMEOUT=2 PROBE_STOP_RANK=1 " + kLaunch +
+                      " --stopped_timeout=0 --nproc_per_node=2 " + kProbe);
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Catch::Contains("[rank 0] launch_probe: [dist] timed out after 2 s in all_reduce") &&
+                             Catch::Contains("waiting for rank 1, which is stopped (pid ") &&
+                             Catch::Contains(": SIGSTOP, or Ctrl-Z; kill -CONT "));
+    CHECK(r.seconds < 30);
+  }
 }
 
 TEST_CASE("stop_requested: a SIGTERM to one rank stops every rank after the same call; a second one ends it") {
