@@ -6,7 +6,8 @@
 // Rank 0 also saves the whole training state every --save-every steps and at each epoch's
 // end (training_state.h); with --resume, or when the launcher restarts the job after a
 // failure (`launch --max_restarts`), training continues from it and ends bit-identical to
-// a run that was never interrupted (lesson 4, step 5).
+// a run that was never interrupted (lesson 4, step 5). Told to stop (SIGTERM, Ctrl-C), every
+// rank stops after the same step and rank 0 saves it first, so --resume loses nothing.
 //
 //   bazel run //lessons/02_ddp_basics:train                 # the same as :13_recap: 2 processes
 //   bazel run //lessons/02_ddp_basics:train -- --epochs 3 --model cnn
