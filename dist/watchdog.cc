@@ -22,7 +22,7 @@ Watchdog::~Watchdog() {
 void Watchdog::watch(const std::string& description, std::function<bool()> done) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!error_.empty()) return;  // already aborted: nothing will run
-  entries_.push_back({description, std::move(done), std::chrono::steady_clock::now() + timeout_});
+  entries_.push_back({description, std::move(done), Clock::now() + timeout_});
   cv_.notify_all();
 }
 
@@ -55,7 +55,7 @@ void Watchdog::loop() {
       if (std::string e = async_error_(); !e.empty()) {
         fail("[dist] " + e + " in " + entries_.front().description + " on rank " + std::to_string(rank_) +
              " (nccl): a peer failed or the connection broke");
-      } else if (std::chrono::steady_clock::now() > entries_.front().deadline) {
+      } else if (Clock::now() > entries_.front().deadline) {
         fail("[dist] timed out after " + std::to_string(timeout_.count() / 1000) + " s in " +
              entries_.front().description + " on rank " + std::to_string(rank_) +
              " (nccl): another rank may be stuck, still computing, or in a different collective; the communicator "

@@ -19,6 +19,8 @@
 #include <string>
 #include <thread>
 
+#include "dist/stop_clock.h"
+
 namespace engine::dist {
 
 class Watchdog {
@@ -41,7 +43,7 @@ class Watchdog {
   struct Entry {
     std::string description;
     std::function<bool()> done;
-    std::chrono::steady_clock::time_point deadline;
+    Clock::time_point deadline;  // stop_clock.h: a job stopped and continued is not overdue
   };
   void loop();
   void fail(const std::string& why);  // with mu_ held

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "catch2/catch.hpp"
 #include "dist/stop_clock.h"
+#include "dist/watchdog.h"
 #include "tests/dist/run_command.h"
 
 using namespace engine::dist;
@@ -30,6 +32,26 @@ char state_of(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
 }
 
+// Stops this process (SIGSTOP) for `ms`: a helper process continues it. Returns the seconds
+// the steady clock moved meanwhile.
+double stop_self_for(int ms) {
+  const pid_t self = getpid();
+  const pid_t helper = fork();
+  if (helper < 0) return 0;
+  if (helper == 0) {  // waits (at most 10 s) for the test to be stopped, then continues it `ms` later
+    for (int i = 0; i < 1000 && state_of(self) != 'T'; ++i) usleep(10000);
+    usleep(useconds_t(ms) * 1000);
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  raise(SIGSTOP);
+  const double seconds = duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int status = 0;
+  waitpid(helper, &status, 0);
+  return seconds;
+}
+
 }  // namespace
 
 TEST_CASE("a gap between readings with no stop counts in full") {
@@ -44,26 +66,27 @@ TEST_CASE("a gap between readings with no stop counts in full") {
 
 TEST_CASE("the time this process was stopped and continued is taken off the clock") {
   watch_for_stops();
-  const pid_t self = getpid();
-  const pid_t helper = fork();
-  REQUIRE(helper >= 0);
-  if (helper == 0) {
-    // Waits (at most 10 s) for the test to be stopped, leaves it stopped 1.5 s, continues it.
-    for (int i = 0; i < 1000 && state_of(self) != 'T'; ++i) usleep(10000);
-    usleep(1500000);
-    kill(self, SIGCONT);
-    _exit(0);
-  }
-  const auto steady0 = std::chrono::steady_clock::now();
   const auto t0 = Clock::now();
-  raise(SIGSTOP);
+  const double steady = stop_self_for(1500);
   const auto t1 = Clock::now();
-  const double steady = duration<double>(std::chrono::steady_clock::now() - steady0).count();
-  int status = 0;
-  waitpid(helper, &status, 0);
   REQUIRE(steady >= 1.5);  // it was stopped
   CHECK(duration<double>(t1 - t0).count() < 0.5);
   CHECK(duration<double>(time_stopped()).count() >= 1.5);
+}
+
+TEST_CASE("the nccl watchdog does not take a collective for overdue after the job was stopped and continued") {
+  watch_for_stops();
+  std::atomic<bool> done{false};
+  Watchdog dog(
+      0, std::chrono::milliseconds(1000), [](const std::string&) {}, [] { return std::string(); },
+      std::chrono::milliseconds(10));
+  dog.watch("all_reduce(SUM, 1 x float32) #0", [&] { return done.load(); });
+  REQUIRE(stop_self_for(1500) >= 1.5);                          // longer than the watchdog's timeout
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // some of its polls after the stop
+  done = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(dog.error() == "");
+  CHECK(dog.in_flight() == 0);
 }
 
 TEST_CASE("a job stopped as a whole for longer than its timeout carries on when continued") {

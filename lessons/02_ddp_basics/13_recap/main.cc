@@ -233,8 +233,8 @@ int main(int argc, char** argv) try {
       if (args.save_every > 0 && state.step % args.save_every == 0) save_state("by step " + std::to_string(state.step));
       // ---- Asked to stop (SIGTERM from a scheduler, Ctrl-C): every rank stops after this
       // same step, rank 0 saves it, and --resume continues from it exactly. Asked every 8
-      // steps: the question is a collective (an int all-reduced, 2-3% of an MLP step here),
-      // and 8 steps take milliseconds, well within the seconds a scheduler allows.
+      // steps: the question is a collective (an int all-reduced, microseconds), and 8 steps
+      // take milliseconds, well within the seconds a scheduler allows.
       if (state.step % 8 == 0 && dist::stop_requested(device)) {
         save_state("by step " + std::to_string(state.step));
         if (rank == 0)
