@@ -26,6 +26,7 @@ constexpr int64_t kGapNs = 1000000000;
 // How long the reading that ends a gap waits for SIGCONT's handler: the kernel wakes every
 // thread at once and runs the handler on one of them, perhaps a moment after this one.
 constexpr int64_t kHandlerWaitNs = 2000000;
+constexpr int64_t kStepNs = 1000000;  // the latest reading is kept to this
 
 std::atomic<bool> g_watching{false};
 std::atomic<int64_t> g_last{0};          // the latest reading (steady ns)
@@ -63,7 +64,9 @@ Clock::time_point Clock::now() noexcept {
     // Accounted before the latest reading moves on, so that a thread reading the clock
     // meanwhile sees the gap too and waits for the account rather than read past it.
     if (last != 0 && t - last > kGapNs) account_gap(last, t);
-    while (last < t && !g_last.compare_exchange_weak(last, t)) {}
+    // Moved on at most once a millisecond: waits that spin read the clock far more often,
+    // and the gaps that matter are seconds.
+    while (last + kStepNs < t && !g_last.compare_exchange_weak(last, t)) {}
   }
   return time_point(std::chrono::nanoseconds(t - g_stopped.load()));
 }
