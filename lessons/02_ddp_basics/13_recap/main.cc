@@ -163,7 +163,10 @@ int main(int argc, char** argv) try {
     state = recap::load_training_state(state_path, settings, world, rank);
     ddp.module().load_state_dict(state.model);
     opt.load_state_dict(state.optimizer);
-    if (rank == 0)
+    if (rank == 0 && state.epoch >= args.epochs)
+      std::printf("resumed from %s: all %d epochs were done (step %lld); nothing is left to train\n",
+                  state_path.c_str(), args.epochs, (long long)state.step);
+    else if (rank == 0)
       std::printf("resumed from %s: epoch %d, after batch %lld (step %lld)%s\n", state_path.c_str(), state.epoch + 1,
                   (long long)state.batch, (long long)state.step, restarted ? ", after a restart by the launcher" : "");
   } else if (args.resume && rank == 0) {
@@ -257,8 +260,12 @@ int main(int argc, char** argv) try {
     double acc = 0;
     if (rank == 0) {
       acc = fmnist::test_accuracy(ddp.module(), args.test_limit);
-      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, loss,
-                  100 * acc, double(trained * args.batch * world) / seconds);
+      if (trained > 0)
+        std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s (all ranks)\n", epoch + 1, loss,
+                    100 * acc, double(trained * args.batch * world) / seconds);
+      else  // resumed after the epoch's last step: its steps ran before
+        std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  (its steps ran before the resume)\n", epoch + 1, loss,
+                    100 * acc);
       std::fflush(stdout);
       lessons::report("loss_epoch_" + std::to_string(epoch + 1), loss);
       lessons::report("accuracy_epoch_" + std::to_string(epoch + 1), 100 * acc);
