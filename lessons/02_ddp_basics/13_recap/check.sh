@@ -146,3 +146,32 @@ grep -q "was saved by 2 ranks in the middle of epoch 1 (after batch [0-9]*): wit
 grep -q "^\[rank 0\] resumed from $TEST_TMPDIR/mid_state.safetensors: epoch 1, after batch [1-9]" "$TEST_TMPDIR/mid_two.txt" ||
   fail "2 ranks should resume in epoch 1: $(grep -i resum "$TEST_TMPDIR/mid_two.txt")"
 echo "ok: a state from the middle of an epoch is resumed by as many ranks as saved it, and refused by others, saying why"
+# Told to stop (SIGTERM) at an epoch's last step: 1024 images are 8 steps an epoch on 2
+# ranks, and the recap asks every 8 steps, so it stops exactly there. Resumed, the epoch's
+# end (evaluation, curves) runs in the new process, and the weights end bit-identical to a
+# run never stopped; resumed once more, a finished run has nothing left to train.
+edge=(--epochs 120 --train-limit 1024 --test-limit 100)
+for name in straight stopped; do
+  "$root/dist/launch" --nproc_per_node=2 "$recap" "${edge[@]}" --state "$TEST_TMPDIR/edge_$name.st" \
+    --checkpoint "$TEST_TMPDIR/edge_$name.safetensors" >"$TEST_TMPDIR/edge_$name.txt" 2>&1 &
+  job=$!
+  if [[ $name == stopped ]]; then
+    for _ in $(seq 1 6000); do [[ -s "$TEST_TMPDIR/edge_$name.st" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+    kill -TERM $job 2>/dev/null || true
+  fi
+  wait $job || true
+done
+grep -q "asked to stop by SIGTERM: stopped after step [0-9]* (epoch [0-9]*, batch 8 of 8)" "$TEST_TMPDIR/edge_stopped.txt" ||
+  fail "the recap should stop at an epoch's last step: $(cat "$TEST_TMPDIR/edge_stopped.txt")"
+for pass in resumed finished; do
+  "$root/dist/launch" --nproc_per_node=2 "$recap" "${edge[@]}" --state "$TEST_TMPDIR/edge_stopped.st" \
+    --checkpoint "$TEST_TMPDIR/edge_stopped.safetensors" --resume >"$TEST_TMPDIR/edge_$pass.txt" 2>&1 ||
+    { cat "$TEST_TMPDIR/edge_$pass.txt"; fail "the $pass run failed"; }
+done
+grep -q "^\[rank 0\] epoch *[0-9]*  loss [0-9.]*  test accuracy [0-9.]*%  (its steps ran before the resume)" \
+  "$TEST_TMPDIR/edge_resumed.txt" || fail "the resumed epoch should say its steps ran before: $(cat "$TEST_TMPDIR/edge_resumed.txt")"
+grep -q "^\[rank 0\] resumed from .*edge_stopped.st: all 120 epochs were done (step 960); nothing is left to train" \
+  "$TEST_TMPDIR/edge_finished.txt" || fail "a finished run should say so: $(cat "$TEST_TMPDIR/edge_finished.txt")"
+cmp -s "$TEST_TMPDIR/edge_straight.safetensors" "$TEST_TMPDIR/edge_stopped.safetensors" ||
+  fail "stopped at an epoch's last step and resumed, the weights should be bit-identical"
+echo "ok: stopped by SIGTERM at an epoch's last step and resumed, the run ends bit-identical"
