@@ -264,7 +264,10 @@ void ShmAllReduce::barrier(Deadline deadline) {
         for (int r = 0; r < size_; ++r)
           if (control(r)->posted < posted_) {
             behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(ranks_[size_t(r)]);
-            if (why.empty()) why = state_words(control(r)->pid), behind += why;  // stopped, say
+            if (why.empty()) {  // the first one stopped (or in a debugger...) is said to be
+              why = state_words(control(r)->pid);
+              behind += why;
+            }
           }
         // Every rank here is inside this call: the one not back is busy in it, as a
         // hierarchical all-reduce's leader exchanging with the other machines is, under the

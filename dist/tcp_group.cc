@@ -53,17 +53,24 @@ const char* algorithm_name(AllReduceAlgorithm a) {
 void ProcessGroupTCP::discover_topology() {
   const std::string& me = machine_;  // published by connect_mesh(), before its address
   std::vector<std::string> hosts(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    hosts[size_t(r)] = r == rank_ ? me : store_->get(key("topo/host/") + std::to_string(r));
+  std::vector<std::string> pids(static_cast<size_t>(size_));  // meaningful only on this machine
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) {
+      hosts[size_t(r)] = me;
+      continue;
+    }
+    const std::string v = store_->get(key("topo/host/") + std::to_string(r));  // "machine\npid"
+    const size_t nl = v.rfind('\n');
+    hosts[size_t(r)] = v.substr(0, nl);
+    if (nl != std::string::npos) pids[size_t(r)] = v.substr(nl + 1);
+  }
   peer_pid_.assign(size_t(size_), 0);
   for (int r = 0; r < size_; ++r) {
     if (hosts[size_t(r)] == me) local_ranks_.push_back(r);
-    if (hosts[size_t(r)] == me && r != rank_) {  // a pid means something only on its own machine
-      const std::string pid = store_->get(key("topo/pid/") + std::to_string(r));
-      char* end = nullptr;
-      const long v = std::strtol(pid.c_str(), &end, 10);
-      if (end != pid.c_str() && *end == '\0' && v > 0 && v < (1L << 22)) peer_pid_[size_t(r)] = pid_t(v);
-    }
+    char* end = nullptr;
+    const long pid = std::strtol(pids[size_t(r)].c_str(), &end, 10);
+    if (hosts[size_t(r)] == me && !pids[size_t(r)].empty() && *end == '\0' && pid > 0 && pid < (1L << 22))
+      peer_pid_[size_t(r)] = pid_t(pid);
     if (std::find(hosts.begin(), hosts.begin() + r, hosts[size_t(r)]) == hosts.begin() + r) leaders_.push_back(r);
   }
   // Machine order: machine k's ranks (ascending) after machine k-1's.

@@ -224,8 +224,8 @@ void ProcessGroupTCP::connect_mesh() {
   const std::string network = network_id();
   machine_ = options_.host_id.empty() ? machine_id() : options_.host_id;
   store_->set(key("tcp/network/") + std::to_string(rank_), network);
-  store_->set(key("topo/host/") + std::to_string(rank_), machine_);
-  store_->set(key("topo/pid/") + std::to_string(rank_), std::to_string(getpid()));  // for waiting_for()
+  // With its pid after the last newline: what waiting_for() looks up in /proc on the same machine.
+  store_->set(key("topo/host/") + std::to_string(rank_), machine_ + "\n" + std::to_string(getpid()));
   peer_address_.assign(size_t(size_), "");
   if (size_ == 1) return;
   const Deadline d = deadline_in(options_.timeout);
