@@ -118,8 +118,11 @@ void remove_job_segments(const std::string& token) {
       shm_unlink(("/" + it->path().filename().string()).c_str());
 }
 
-volatile sig_atomic_t g_signal = 0;
-void on_signal(int sig) { g_signal = sig; }
+engine::dist::launcher::LauncherSignals g_signals;
+void on_signal(int sig) {
+  if (g_signals.first == 0) g_signals.first = sig;
+  if (sig == SIGINT) g_signals.interrupts = g_signals.interrupts + 1;
+}
 
 // ---- One attempt: start the node's ranks (launch_watch.h watches them, and stops them all
 // at the first failure).
@@ -309,10 +312,11 @@ Job prepare(int argc, char** argv) {
   return job;
 }
 
-// The signals that stop the job as torchrun's do: its ranks stopped, then the launcher ends
-// saying why. SIGHUP is what an ssh session that drops sends.
+// The signals that stop the job as torchrun's do: passed on to its ranks (which save where
+// they are, if they can), then the launcher ends saying why. SIGHUP is what an ssh session
+// that drops sends; SIGUSR1 and SIGUSR2, a batch scheduler's warning before the time limit.
 void install_handlers() {
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signal(sig, on_signal);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, on_signal);
   signal(SIGPIPE, SIG_IGN);
   try {
     engine::dist::launcher::install_reaper();
@@ -349,12 +353,14 @@ int main(int argc, char** argv) {
   for (int attempt = 0;; ++attempt) {
     const engine::dist::OomKills oom_before = engine::dist::read_oom_kills();
     std::vector<Child> children = spawn(job, attempt);
-    const Outcome out = watch(children, job.args.stopped_timeout, g_signal, oom_before);
+    const Outcome out = watch(children, job.args.stopped_timeout, g_signals, oom_before);
     remove_job_segments(job.args.token);
     if (out.reason.empty()) return 0;
     if (first_failure.empty()) first_failure = out.reason;
     if (out.signalled || attempt >= job.args.max_restarts) {
-      if (attempt == 0 || out.signalled) {
+      if (out.signalled) {
+        std::fprintf(stderr, "launch: %s: %s\n", out.reason.c_str(), out.ranks_ended.c_str());
+      } else if (attempt == 0) {
         std::fprintf(stderr, "launch: %s; the other ranks were stopped\n", out.reason.c_str());
       } else {
         std::fprintf(stderr, "launch: %s; giving up after %d restart%s (the first failure: %s)\n", out.reason.c_str(),

@@ -15,6 +15,7 @@
 
 #include "dist/process_state.h"
 #include "tensor/check.h"
+#include "tools/stop_signals/stop_signals.h"
 
 namespace engine::dist::launcher {
 
@@ -103,6 +104,10 @@ bool drain(Stream& s, FILE* console, int rank) {
 }
 
 std::string describe_status(int status) {
+  // 143 = 128 + SIGTERM: what a program that stops on request exits with (having saved, if
+  // it saves), and what a shell says when its command was ended by SIGTERM.
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kStoppedOnRequest)
+    return "exited with status 143 (128 + SIGTERM: it was told to stop)";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status))
     return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
@@ -123,9 +128,28 @@ std::string describe_failure(const Child& c, const std::vector<Child>& children,
   return reason;
 }
 
-void stop_all(std::vector<Child>& children) {
+// Sends `sig` to every rank still running (and SIGCONT, for a stopped one).
+void stop_all(std::vector<Child>& children, int sig) {
   for (auto& c : children)
-    if (c.running && c.pid > 0) kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);  // a stopped rank, too
+    if (c.running && c.pid > 0) kill(c.pid, sig), kill(c.pid, SIGCONT);
+}
+
+// The signal the launcher passes on to its ranks when it is told to stop. A scheduler's
+// warning (SIGUSR1, SIGUSR2: Slurm's --signal, submitit) is passed on as it is, since it is
+// the ranks' cue to save; the others become SIGTERM (SIGQUIT would dump every rank's core).
+int passed_on(int sig) { return sig == SIGUSR1 || sig == SIGUSR2 ? sig : SIGTERM; }
+
+// How the ranks ended after the launcher passed a stop signal on, in words.
+std::string how_ranks_ended(const std::vector<Child>& children) {
+  const bool all_stopped = std::all_of(children.begin(), children.end(), [](const Child& c) {
+    return WIFEXITED(c.status) && WEXITSTATUS(c.status) == kStoppedOnRequest;
+  });
+  if (all_stopped) return "every rank stopped on request (status 143)";
+  std::string said;
+  for (const Child& c : children)
+    said +=
+        (said.empty() ? "" : ", ") + std::string("rank ") + std::to_string(c.rank) + " " + describe_status(c.status);
+  return said;
 }
 
 // The ranks that failed, in the order they were reaped (each knows when: reaped_at).
@@ -141,6 +165,12 @@ constexpr auto kCauseGrace = std::chrono::milliseconds(1000);
 // flushing, its destructors: on a loaded machine more than a second). A rank's last
 // stderr output within this of its exit is when it said why it failed.
 constexpr auto kExitGrace = std::chrono::milliseconds(5000);
+
+// How long ranks may take to end once stopped, before they are killed (SIGKILL): after a
+// failure, 5 s; after the launcher was told to stop, 30 s (torchrun's and Slurm's default),
+// time for a rank that saves on request to reach the end of its step and save.
+constexpr auto kFailureGrace = std::chrono::seconds(5);
+constexpr auto kStopGrace = std::chrono::seconds(30);
 
 // Reaps what exited since the last call.
 void reap(std::vector<Child>& children, Failures& failures) {
@@ -236,11 +266,12 @@ void install_reaper() {
   sigaction(SIGCHLD, &sa, nullptr);
 }
 
-Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal,
+Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherSignals& signals,
               const OomKills& oom_before) {
   Outcome out;
   auto stopping_since = Clock::time_point{};
   bool stopping = false;
+  int pass_on = SIGTERM;
   Failures failures;
   while (true) {
     std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
@@ -259,14 +290,18 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
     for (auto& c : children) any_running = any_running || c.running;
     decide(children, failures, !any_running, oom_before, out, stopping);
     if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
-    if (stop_signal && !stopping) {
-      out.reason = std::string("the launcher got signal ") + strsignal(stop_signal);
-      out.exit_code = 128 + stop_signal;
+    const int sig = signals.first;
+    if (sig && !stopping) {
+      pass_on = passed_on(sig);
+      out.reason = std::string("the launcher got signal ") + strsignal(sig) + " and passed " +
+                   (pass_on == sig ? "it" : "SIGTERM") + " on to the ranks";
+      out.exit_code = 128 + sig;
       out.signalled = stopping = true;
     }
-    if (stopping && !was_stopping) stopping_since = Clock::now(), stop_all(children);
-    // Ranks that ignore SIGTERM for 5 s are killed.
-    if (stopping && Clock::now() - stopping_since > std::chrono::seconds(5))
+    if (stopping && !was_stopping) stopping_since = Clock::now(), stop_all(children, pass_on);
+    // Ranks still running after the grace (or at a second Ctrl-C) are killed.
+    const auto grace = out.signalled ? kStopGrace : kFailureGrace;
+    if (stopping && (Clock::now() - stopping_since > grace || signals.interrupts >= 2))
       for (auto& c : children)
         if (c.running && c.pid > 0) kill(c.pid, SIGKILL);  // never kill(-1, ...): every process
     bool pipes_open = false;
@@ -281,6 +316,7 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile 
       if (st->log) std::fclose(st->log);
     }
   }
+  if (out.signalled) out.ranks_ended = how_ranks_ended(children);
   return out;
 }
 

@@ -6,7 +6,7 @@
 //   engine::dist::launcher::install_reaper();            // once, before the first fork
 //   std::vector<Child> children = ...;                   // forked, their pipes non-blocking
 //   const OomKills oom = read_oom_kills();               // before the first fork of an attempt
-//   const Outcome out = watch(children, 30, g_signal, oom);  // returns when all have ended
+//   const Outcome out = watch(children, 30, g_signals, oom);  // returns when all have ended
 #pragma once
 
 #include <signal.h>
@@ -46,9 +46,16 @@ struct Child {
 
 // How an attempt ended.
 struct Outcome {
-  int exit_code = 0;       // 0: every rank succeeded
-  std::string reason;      // the first failure, in words
-  bool signalled = false;  // the launcher itself was told to stop: no restart
+  int exit_code = 0;        // 0: every rank succeeded
+  std::string reason;       // the first failure, in words
+  bool signalled = false;   // the launcher itself was told to stop: no restart
+  std::string ranks_ended;  // when signalled: how the ranks ended, in words
+};
+
+// The stop signals the launcher was sent, as its handler records them.
+struct LauncherSignals {
+  volatile sig_atomic_t first = 0;       // the first (0: none yet)
+  volatile sig_atomic_t interrupts = 0;  // SIGINTs: at the second Ctrl-C the ranks are killed at once
 };
 
 // Reaps children in a SIGCHLD handler from now on, in the order they exit. Throws Error
@@ -57,11 +64,12 @@ void install_reaper();
 
 // Relays the ranks' output and waits until every rank has ended. At the first failure
 // the others get SIGTERM (SIGKILL 5 s later); a rank stopped (SIGSTOP, SIGTSTP) for
-// stopped_timeout seconds (0: never) counts as failed; a nonzero stop_signal (set by the
-// launcher's own signal handler) stops them all too. A rank killed by SIGKILL while the
-// out-of-memory kills counted since `oom_before` rose is said to be most likely the OOM
-// killer's. Closes the children's pipes and logs.
-Outcome watch(std::vector<Child>& children, int stopped_timeout, const volatile sig_atomic_t& stop_signal,
+// stopped_timeout seconds (0: never) counts as failed. Once `signals` has a first signal
+// (set by the launcher's own handler) every rank is passed it (SIGUSR1 and SIGUSR2 as they
+// are, the others as SIGTERM), and has 30 s to save and end, or until a second SIGINT. A rank killed by SIGKILL while
+// the out-of-memory kills counted since `oom_before` rose is said to be most likely the OOM killer's. Closes the
+// children's pipes and logs.
+Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherSignals& signals,
               const OomKills& oom_before);
 
 }  // namespace engine::dist::launcher

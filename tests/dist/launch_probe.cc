@@ -16,7 +16,12 @@
 //                       all-reduce); it prints "holding" first
 //   PROBE_TERM_RANK=r : every rank asks stop_requested() up to 100 times and says at which call
 //                       it stopped; rank r sends itself SIGTERM before the 5th call (and
-//                       again after stopping, with PROBE_TERM_TWICE=1)
+//                       SIGTERM, then SIGINT twice, after stopping, with PROBE_TERM_TWICE=1)
+//   PROBE_WAIT_STOP=1 : every rank catches the stop signals, prints "waiting to be stopped", and
+//                       asks stop_requested() every 20 ms (for at most 60 s); then says at which
+//                       call it stopped and why, and exits 143
+//   PROBE_DEAF=1 : every rank catches the stop signals, prints "deaf", and holds 60 s without
+//                  asking (a step that takes long)
 //   PROBE_SHARED_FLOATS=n : also sums rank + 1 over a shared buffer of n floats (DDP keeps
 //                           its buckets in these) and says whether every element is right
 //   PROBE_COUNT_FILES=1 : says how many files the rank had open when it started
@@ -110,9 +115,29 @@ int main() try {
     std::printf("stopped at call %d (%s)\n", call,
                 dist::stop_signal().empty() ? "a signal to another rank" : dist::stop_signal().c_str());
     std::fflush(stdout);
-    if (std::getenv("PROBE_TERM_TWICE") && std::atoi(t) == rank) raise(SIGTERM);  // the default action now
+    // A repeated SIGTERM changes nothing; Ctrl-C pressed twice ends the process at once.
+    if (std::getenv("PROBE_TERM_TWICE") && std::atoi(t) == rank) raise(SIGTERM), raise(SIGINT), raise(SIGINT);
     dist::destroy_process_group();
     return dist::kStoppedOnRequest;
+  }
+  if (std::getenv("PROBE_WAIT_STOP")) {
+    dist::catch_stop_signals();
+    std::printf("waiting to be stopped\n");
+    std::fflush(stdout);
+    int call = 1;
+    for (; call <= 3000 && !dist::stop_requested(); ++call) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::printf("stopped at call %d (%s)\n", call,
+                dist::stop_signal().empty() ? "a signal to another rank" : dist::stop_signal().c_str());
+    std::fflush(stdout);
+    dist::destroy_process_group();
+    return dist::kStoppedOnRequest;
+  }
+  if (std::getenv("PROBE_DEAF")) {
+    dist::catch_stop_signals();
+    std::printf("deaf\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 0;
   }
   const char* hold_rank = std::getenv("PROBE_HOLD_RANK");
   if (const char* hold = std::getenv("PROBE_HOLD_MS"); hold && (!hold_rank || std::atoi(hold_rank) == rank)) {

@@ -1,6 +1,7 @@
 // The launcher and signals: a rank stopped (SIGSTOP) for too long, and the launcher itself
 // killed with kill -9, hung up on (SIGHUP) or sent SIGQUIT: no rank is left running, and the
-// launcher says what happened.
+// launcher says what happened. Told to stop (SIGTERM to the whole job, a scheduler's SIGUSR1
+// warning), it passes the request on and the ranks have time to save; Ctrl-C twice ends them.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,12 +54,13 @@ bool running(pid_t pid) {  // a zombie has ended; it only waits to be reaped
   return false;
 }
 
-// A launcher with 2 ranks that hold for 60 s after the rendezvous, printing nothing, its
-// output in `log`; returns once both ranks are past the rendezvous, with their pids.
-pid_t start_holding_job(const std::string& log, std::vector<pid_t>* ranks) {
+// A launcher with 2 ranks of the probe, with `env` (NAME=VALUE) set, in a process group of
+// its own, its output in `log`; returns once both ranks have printed `ready`, with their pids.
+pid_t start_job(const std::string& log, const std::string& env, const std::string& ready, std::vector<pid_t>* ranks) {
   const pid_t launcher = fork();
   if (launcher == 0) {
-    setenv("PROBE_HOLD_MS", "60000", 1);
+    setpgid(0, 0);  // as `timeout` and a batch scheduler start a job: its own group
+    putenv(const_cast<char*>(env.c_str()));
     if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
     execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", kProbe.c_str(), nullptr);
     _exit(127);
@@ -66,10 +68,15 @@ pid_t start_holding_job(const std::string& log, std::vector<pid_t>* ranks) {
   for (int i = 0; launcher > 0 && i < 200 && ranks->size() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::string text = engine::testing::read_bytes(log);
-    if (text.find("[rank 0] attempt 0") != std::string::npos && text.find("[rank 1] attempt 0") != std::string::npos)
+    if (text.find("[rank 0] " + ready) != std::string::npos && text.find("[rank 1] " + ready) != std::string::npos)
       *ranks = children_of(launcher);
   }
   return launcher;
+}
+
+// Ranks that hold for 60 s after the rendezvous, printing nothing.
+pid_t start_holding_job(const std::string& log, std::vector<pid_t>* ranks) {
+  return start_job(log, "PROBE_HOLD_MS=60000", "attempt 0", ranks);
 }
 
 // How many of `ranks` still run `limit` after the call, at the longest; kills any left.
@@ -117,7 +124,85 @@ TEST_CASE("a launcher whose terminal hangs up (SIGHUP) or that gets SIGQUIT stop
     REQUIRE(left == 0);
     REQUIRE(WIFEXITED(status));
     REQUIRE(WEXITSTATUS(status) == 128 + sig);
-    REQUIRE_THAT(engine::testing::read_bytes(log), Catch::Contains(std::string("launch: the launcher got signal ") +
-                                                                   strsignal(sig) + "; the other ranks were stopped"));
+    REQUIRE_THAT(engine::testing::read_bytes(log),
+                 Catch::Contains(std::string("launch: the launcher got signal ") + strsignal(sig) +
+                                 " and passed SIGTERM on to the ranks: rank 0 was killed by signal 15 (Terminated)"));
   }
+}
+
+namespace {
+// Waits for the launcher; returns its exit status (128 + the signal that ended it), or -1
+// when it did not end within `limit` (then its whole group is killed).
+int launcher_status(pid_t launcher, std::chrono::seconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  while (waitpid(launcher, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - t0 > limit) {
+      kill(-launcher, SIGKILL);
+      waitpid(launcher, nullptr, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+}  // namespace
+
+TEST_CASE("SIGTERM to the whole job (as `timeout` and Slurm send it) stops every rank on request, once") {
+  // Every process of the job gets the scheduler's SIGTERM, and then the launcher passes its
+  // own on: the second is the same request again. It used to end the ranks at once (the
+  // handler had been taken off by the first), before they could save.
+  const std::string log = engine::testing::tmp_path("group_term.log");
+  std::vector<pid_t> ranks;
+  const pid_t launcher = start_job(log, "PROBE_WAIT_STOP=1", "waiting to be stopped", &ranks);
+  REQUIRE(launcher > 0);
+  REQUIRE(ranks.size() == 2);
+  kill(-launcher, SIGTERM);
+  const int status = launcher_status(launcher, std::chrono::seconds(20));
+  const std::string text = engine::testing::read_bytes(log);
+  INFO(text);
+  CHECK(left_running(ranks, std::chrono::seconds(5)) == 0);
+  CHECK(status == 128 + SIGTERM);
+  CHECK_THAT(text, Catch::Contains("[rank 0] stopped at call") && Catch::Contains("[rank 1] stopped at call") &&
+                       Catch::Contains("launch: the launcher got signal Terminated and passed it on to the ranks: "
+                                       "every rank stopped on request (status 143)"));
+}
+
+TEST_CASE("a scheduler's warning (SIGUSR1, SIGUSR2) to the launcher is passed on as it is, and the ranks stop on it") {
+  for (const int sig : {SIGUSR1, SIGUSR2}) {
+    const std::string name = sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2";
+    const std::string log = engine::testing::tmp_path("usr.log");
+    std::vector<pid_t> ranks;
+    const pid_t launcher = start_job(log, "PROBE_WAIT_STOP=1", "waiting to be stopped", &ranks);
+    REQUIRE(launcher > 0);
+    REQUIRE(ranks.size() == 2);
+    kill(launcher, sig);  // it used to end the launcher at once, saying nothing
+    const int status = launcher_status(launcher, std::chrono::seconds(20));
+    const std::string text = engine::testing::read_bytes(log);
+    INFO(text);
+    CHECK(left_running(ranks, std::chrono::seconds(5)) == 0);
+    CHECK(status == 128 + sig);
+    CHECK_THAT(text, Catch::Contains("[rank 0] stopped at call") && Catch::Contains("(" + name + ")") &&
+                         Catch::Contains(std::string("launch: the launcher got signal ") + strsignal(sig) +
+                                         " and passed it on to the ranks: every rank stopped on request (status 143)"));
+  }
+}
+
+TEST_CASE("ranks told to stop have time to save, and a second Ctrl-C ends them at once") {
+  const std::string log = engine::testing::tmp_path("deaf.log");
+  std::vector<pid_t> ranks;
+  const pid_t launcher = start_job(log, "PROBE_DEAF=1", "deaf", &ranks);
+  REQUIRE(launcher > 0);
+  REQUIRE(ranks.size() == 2);
+  kill(launcher, SIGINT);
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // past the 5 s a failed job's ranks get
+  int alive = 0;
+  for (pid_t r : ranks) alive += running(r);
+  CHECK(alive == 2);
+  kill(launcher, SIGINT);
+  const int status = launcher_status(launcher, std::chrono::seconds(10));
+  INFO(engine::testing::read_bytes(log));
+  CHECK(status == 128 + SIGINT);
+  CHECK(left_running(ranks, std::chrono::seconds(1)) == 0);
+  CHECK_THAT(engine::testing::read_bytes(log), Catch::Contains("rank 0 was killed by signal 9 (Killed)"));
 }

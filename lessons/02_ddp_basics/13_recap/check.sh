@@ -175,3 +175,23 @@ grep -q "^\[rank 0\] resumed from .*edge_stopped.st: all 120 epochs were done (s
 cmp -s "$TEST_TMPDIR/edge_straight.safetensors" "$TEST_TMPDIR/edge_stopped.safetensors" ||
   fail "stopped at an epoch's last step and resumed, the weights should be bit-identical"
 echo "ok: stopped by SIGTERM at an epoch's last step and resumed, the run ends bit-identical"
+# The launcher killed (kill -9, the out-of-memory killer): its ranks are sent SIGTERM and
+# stop on request, although their output now leads nowhere. Rank 0 used to die of SIGPIPE at
+# its next epoch line, before it saved. 128 images are 1 step an epoch on 2 ranks, so there
+# is an epoch line after every step; the save on request is the one after batch 1 of 1 (an
+# epoch's own save is "after batch 0") at a step the ranks ask at (every 8th).
+orphan=(--epochs 5000 --train-limit 128 --test-limit 100 --state "$TEST_TMPDIR/orphan.st" --checkpoint "$TEST_TMPDIR/orphan.safetensors")
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${orphan[@]}" >"$TEST_TMPDIR/orphan.txt" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do [[ -s "$TEST_TMPDIR/orphan.st" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+sleep 0.3
+kill -9 $job 2>/dev/null || true
+wait $job 2>/dev/null || true
+for _ in $(seq 1 1000); do pgrep -f -- "--state $TEST_TMPDIR/orphan.st" >/dev/null || break; sleep 0.01; done
+pgrep -f -- "--state $TEST_TMPDIR/orphan.st" >/dev/null && { pkill -9 -f -- "--state $TEST_TMPDIR/orphan.st"; fail "the ranks should end within 10 s of their launcher"; }
+header=$(head -c 2000 "$TEST_TMPDIR/orphan.st" | tr -d '\0')
+[[ $header =~ \"batch\":\"([0-9]+)\" ]] && batch=${BASH_REMATCH[1]} || fail "no batch in the state's header: $header"
+[[ $header =~ \"step\":\"([0-9]+)\" ]] && step=${BASH_REMATCH[1]} || fail "no step in the state's header: $header"
+[[ $batch == 1 && $((step % 8)) == 0 ]] ||
+  fail "the ranks of a killed launcher should save where they stop (after batch 1, at a step that is a multiple of 8), but the state holds batch $batch, step $step: $(tail -3 "$TEST_TMPDIR/orphan.txt")"
+echo "ok: the ranks of a launcher killed with kill -9 stop on request and save (step $step), with nowhere to print"

@@ -19,11 +19,12 @@ expect "^   \[rank [01]\] \[dist\] rank [01]: this machine's launcher is at rest
 expect "^   \[rank 0\] resumed from .*machines/state.safetensors: epoch [1-4], after batch [0-9]+ \(step [0-9]+\), after a restart by the launcher" \
   "the recap resumed from its state on the two machines"
 expect "^   bit-identical: [0-9]+ tensors, [0-9]+ values, not one bit differs" "the judge: the machine lost cost not one bit"
-# A job told to stop (SIGTERM, as a scheduler preempting it) stops after a step the ranks
-# agree on, saved, and the same command with --resume ends bit-identical.
-expect "^   \[rank 0\] asked to stop by (a signal to another rank|SIGTERM): stopped after step [0-9]+ \(epoch [1-4], batch [0-9]+ of [0-9]+\); the training state is saved in .*stopped/state.safetensors" \
+# A job told to stop (SIGTERM to every process, as a scheduler preempting it) stops after a
+# step the ranks agree on, saved, and the same command with --resume ends bit-identical.
+expect "^   \[rank 0\] asked to stop by SIGTERM: stopped after step [0-9]+ \(epoch [1-4], batch [0-9]+ of [0-9]+\); the training state is saved in .*stopped/state.safetensors" \
   "the recap stopped after a step, its state saved"
-expect "^   launch: the launcher got signal Terminated" "the launcher was sent SIGTERM"
+expect "^   launch: the launcher got signal Terminated and passed it on to the ranks: every rank stopped on request \(status 143\)" \
+  "the launcher was sent SIGTERM, passed it on, and every rank stopped on request (not killed by the second SIGTERM)"
 expect "^   exit status 143$" "the job's exit status says it was stopped, not finished"
 expect "^   \[rank 0\] resumed from .*stopped/state.safetensors: epoch [1-4], after batch [0-9]+ \(step [0-9]+\)$" \
   "--resume continued from the saved step"

@@ -93,18 +93,20 @@ grep -hE "launch: .*restarting|joining the job's restart|resumed from|epoch  4" 
 echo "   the judge: the uninterrupted run of 1. against this one"
 "$judge" "$out/straight/final.safetensors" "$out/machines/final0.safetensors" | sed "s/^/   /"
 
-# 5. A job told to stop: a scheduler preempting it (or Slurm at its time limit) sends
-# SIGTERM, and SIGKILL a while later. The recap stops after a step every rank agrees on,
-# saves it, and exits 143; the same command with --resume ends bit-identical to 1.
+# 5. A job told to stop: a scheduler preempting it (or Slurm at its time limit, or
+# `timeout`) sends SIGTERM to every process of the job, and SIGKILL a while later. The
+# launcher passes its own on, so each rank is asked twice; the recap stops after a step
+# every rank agrees on, saves it, and exits 143; the same command with --resume ends
+# bit-identical to 1. (setsid: the job in a process group of its own, as a scheduler starts it.)
 rm -rf "$out/stopped" && mkdir -p "$out/stopped"
 delay_ms=$((RANDOM % 300))
-echo "5. the same run, its launcher sent SIGTERM ${delay_ms} ms after the first saved state (a scheduler preempting the job); then the same command with --resume"
+echo "5. the same run, sent SIGTERM (the launcher and every rank) ${delay_ms} ms after the first saved state (a scheduler preempting the job); then the same command with --resume"
 stopped=(--state "$out/stopped/state.safetensors" --checkpoint "$out/stopped/final.safetensors")
-LESSON_OUT="$out/stopped" "$launch" --nproc_per_node=2 "$recap" "${run[@]}" "${stopped[@]}" >"$out/stopped/log.txt" 2>&1 &
+LESSON_OUT="$out/stopped" setsid "$launch" --nproc_per_node=2 "$recap" "${run[@]}" "${stopped[@]}" >"$out/stopped/log.txt" 2>&1 &
 job=$!
 for _ in $(seq 1 6000); do [[ -s "$out/stopped/state.safetensors" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
 sleep "$(awk -v ms=$delay_ms 'BEGIN { print ms / 1000 }')"
-kill -TERM $job 2>/dev/null || true
+kill -TERM -- -$job 2>/dev/null || true
 status=0 && wait $job || status=$?
 { grep -E "asked to stop|launch:" "$out/stopped/log.txt" || true; } | sed "s/^/   /"
 echo "   exit status $status"

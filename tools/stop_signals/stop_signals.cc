@@ -1,0 +1,49 @@
+#include "tools/stop_signals/stop_signals.h"
+
+#include <signal.h>
+
+namespace engine {
+namespace {
+
+volatile sig_atomic_t g_stop_signal = 0;
+
+// Keeps the first: it is the one the program reports.
+void on_stop(int sig) {
+  if (g_stop_signal == 0) g_stop_signal = sig;
+}
+
+// True when `sig` still has its default action (the program has not chosen one).
+bool is_default(int sig) {
+  struct sigaction old {};
+  return sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO);
+}
+
+}  // namespace
+
+void catch_stop_signals() {
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) {
+    if (!is_default(sig)) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop;
+    // Ctrl-C pressed twice ends the process at once: the handler is taken off when it runs.
+    sa.sa_flags = SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0);
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+  if (is_default(SIGPIPE)) signal(SIGPIPE, SIG_IGN);
+}
+
+bool stop_signal_caught() { return g_stop_signal != 0; }
+
+std::string stop_signal() {
+  switch (g_stop_signal) {
+    case 0: return "";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT (Ctrl-C)";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "SIGUSR2";
+  }
+}
+
+}  // namespace engine
