@@ -49,3 +49,21 @@ echo "ok: a missing checkpoint folder -> $(head -1 "$dir/err")"
 grep -qF -- "--resume: no checkpoint at $dir/fresh.safetensors yet, so training starts at epoch 1" "$dir/out" ||
   { echo "FAIL: --resume without a checkpoint did not say so"; cat "$dir/out"; exit 1; }
 echo "ok: --resume without a checkpoint says it starts at epoch 1"
+
+# Told to stop (SIGTERM) in the middle of an epoch: it saves after the step it is in, says
+# where, and exits 143; --resume continues from there and ends byte-identical (the same
+# checkpoint file) to a run never stopped.
+run=(--epochs 3)
+"$train" "${run[@]}" --checkpoint "$dir/straight.safetensors" >"$dir/out"
+"$train" "${run[@]}" --checkpoint "$dir/stopped.safetensors" >"$dir/stopped.txt" &
+job=$!
+for _ in $(seq 1 6000); do [[ -s "$dir/stopped.safetensors" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+sleep 0.1
+kill -TERM $job 2>/dev/null || true
+rc=0 && wait $job || rc=$?
+[[ $rc -eq 143 ]] && grep -qE "^asked to stop by SIGTERM: stopped after batch [0-9]+ of 938 in epoch [23]; $dir/stopped.safetensors holds this step, and the same command with --resume continues from it$" "$dir/stopped.txt" ||
+  { echo "FAIL: told to stop, the trainer should save where it is and exit 143 (exit $rc)"; cat "$dir/stopped.txt"; exit 1; }
+"$train" "${run[@]}" --checkpoint "$dir/stopped.safetensors" --resume >"$dir/out"
+cmp -s "$dir/straight.safetensors" "$dir/stopped.safetensors" ||
+  { echo "FAIL: stopped and resumed, the checkpoint should be byte-identical to a run never stopped"; exit 1; }
+echo "ok: $(grep asked "$dir/stopped.txt" | cut -d';' -f1), exit 143; resumed, byte-identical to a run never stopped"

@@ -7,6 +7,8 @@
 //
 // The checkpoint goes to checkpoints/<model>.safetensors in the workspace (under bazel run)
 // or the current folder, unless --checkpoint says otherwise; --no-checkpoint skips it.
+// Told to stop (Ctrl-C, SIGTERM, SIGHUP, a scheduler's SIGUSR1 or SIGUSR2), it saves after
+// the step it is in, says where, and exits 143; --resume continues from that step.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include "nn/safetensors.h"
 #include "tensor/check.h"
 #include "tools/flags/flags.h"
+#include "tools/stop_signals/stop_signals.h"
 
 int main(int argc, char** argv) try {
   fmnist::TrainOptions o;
@@ -32,7 +35,9 @@ int main(int argc, char** argv) try {
   flags.add("--autocast", &o.autocast, {"off", "bf16", "fp16"}, "mixed precision: multiply in 16 bits");
   flags.add("--seed", &o.seed, "seed of the initial weights and the data order");
   flags.add("--train-limit", &o.train_limit, 0, 60000, "train on the first N images (0: all)");
-  flags.add("--checkpoint", &o.checkpoint, "where to save after each epoch (default: checkpoints/MODEL.safetensors)");
+  flags.add(
+      "--checkpoint", &o.checkpoint,
+      "where to save after each epoch, and where a run told to stop stops (default: checkpoints/MODEL.safetensors)");
   flags.add("--no-checkpoint", &no_checkpoint, "save nothing");
   flags.add("--resume", &o.resume, "continue from the checkpoint");
   flags.exclusive("--no-checkpoint", "--checkpoint");
@@ -57,14 +62,34 @@ int main(int argc, char** argv) try {
   std::printf("Fashion-MNIST, %s, %s lr %g, batch %lld, %d epochs, 1 process\n", o.model.c_str(), o.optimizer.c_str(),
               o.lr, (long long)o.batch_size, o.epochs);
   std::fflush(stdout);  // before any error on stderr
+  engine::catch_stop_signals();
+  o.stop = [] { return engine::stop_signal_caught(); };
   int trained = 0;
-  auto model = fmnist::train(o, [&](const fmnist::EpochStats& s) {
+  bool stopped = false;
+  auto on_epoch = [&](const fmnist::EpochStats& s) {
     ++trained;
     const double loss = std::isnan(s.train_loss) ? std::nan("") : s.train_loss;  // "nan", never printf's "-nan"
-    std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s%s\n", s.epoch, loss, 100 * s.test_accuracy,
-                s.samples_per_s, o.checkpoint.empty() ? "" : "  (checkpoint saved)");
+    const std::string saved = o.checkpoint.empty() ? "" : "  (checkpoint saved)";
+    if (s.samples_per_s > 0)
+      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  %8.0f samples/s%s\n", s.epoch, loss,
+                  100 * s.test_accuracy, s.samples_per_s, saved.c_str());
+    else  // resumed after the epoch's last step: its steps ran before
+      std::printf("epoch %2d  loss %.4f  test accuracy %.2f%%  (its steps ran before the resume)%s\n", s.epoch, loss,
+                  100 * s.test_accuracy, saved.c_str());
     std::fflush(stdout);
-  });
+  };
+  auto on_stop = [&](const fmnist::StopPoint& at) {
+    stopped = true;
+    std::printf("asked to stop by %s: stopped after batch %lld of %lld in epoch %d; %s\n",
+                engine::stop_signal().c_str(), (long long)at.batch, (long long)at.batches, at.epoch,
+                o.checkpoint.empty() ? "nothing was saved (--no-checkpoint)"
+                                     : (o.checkpoint + " holds this step, and the same command with --resume "
+                                                       "continues from it")
+                                           .c_str());
+    std::fflush(stdout);
+  };
+  auto model = fmnist::train(o, on_epoch, on_stop);
+  if (stopped) return engine::kStoppedOnRequest;
   if (trained == 0) {
     std::printf("the checkpoint %s already holds all %d epochs; its test accuracy: %.2f%%\n", o.checkpoint.c_str(),
                 o.epochs, 100 * fmnist::test_accuracy(*model));

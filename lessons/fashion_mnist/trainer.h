@@ -8,7 +8,9 @@
 //
 // With a checkpoint path the model, optimizer and sampler state are saved (atomically, as
 // safetensors) after every epoch; with resume, training continues from the saved epoch and
-// ends exactly where an uninterrupted run would.
+// ends exactly where an uninterrupted run would. A run told to stop (o.stop returns true,
+// asked after every step) saves where it is, in the middle of its epoch, and returns; a
+// resumed run continues from that very step.
 #pragma once
 
 #include <functional>
@@ -38,21 +40,29 @@ struct TrainOptions {
   bool progress = false;         // a progress line on stderr during each epoch
   std::string autocast = "off";  // "bf16" or "fp16": forward under nn::Autocast (fp16 adds a GradScaler)
   double init_scale = 65536;     // fp16: the GradScaler's first loss scale (saved with the checkpoint)
+  std::function<bool()> stop;    // asked after every step: true stops the run there, saved (null: never)
+};
+
+// Where a run told to stop stopped: after batch `batch` of `batches` of epoch `epoch`.
+struct StopPoint {
+  int epoch;  // 1-based
+  int64_t batch, batches;
 };
 
 struct EpochStats {
   int epoch;             // 1-based
   double train_loss;     // mean over the epoch's batches
   double test_accuracy;  // fraction in [0, 1]
-  double samples_per_s;  // training throughput over the epoch
-  bool resumed = false;  // this epoch was loaded from the checkpoint, not trained
+  double samples_per_s;  // training throughput over the epoch's steps in this run (0: none)
 };
 
 std::shared_ptr<engine::nn::Module> make_model(const std::string& name, uint64_t seed);
 
-// Trains and evaluates; calls on_epoch after each epoch. Returns the final model.
+// Trains and evaluates; calls on_epoch after each epoch, and on_stop where options.stop
+// stopped the run. Returns the model as it is at the end (or at the stop).
 std::shared_ptr<engine::nn::Module> train(const TrainOptions& options,
-                                          const std::function<void(const EpochStats&)>& on_epoch);
+                                          const std::function<void(const EpochStats&)>& on_epoch,
+                                          const std::function<void(const StopPoint&)>& on_stop = nullptr);
 
 // The epoch a checkpoint was saved after, read strictly from its metadata: an integer in
 // [0, kMaxEpochs], or an engine::Error that names the file and the key.

@@ -203,3 +203,86 @@ TEST_CASE("kill -9 at any moment, then resume: bit-identical to an uninterrupted
     }
   }
 }
+
+namespace {
+// The straight run's weights equal the stopped-and-resumed run's, bit for bit.
+void require_same(const nn::StateDict& a, const nn::StateDict& b) {
+  for (const auto& [k, t] : a) {
+    INFO(k);
+    REQUIRE(b.at(k).to_vector<float>() == t.to_vector<float>());
+  }
+}
+}  // namespace
+
+TEST_CASE("a run told to stop saves after that step, and resumed from there ends bit-identical") {
+  // Stopped in the middle of epoch 2 (3000 images are 47 batches an epoch: after step 70),
+  // and after epoch 1's last step (its evaluation and save then run in the resumed run).
+  for (const char* model : {"mlp", "cnn"}) {
+    fmnist::TrainOptions o = small(model);
+    if (std::string(model) == "cnn") o.train_limit = 640, o.test_limit = 200;  // 10 batches an epoch, with BatchNorm
+    const int64_t batches = (o.train_limit + 63) / 64;
+    const auto straight = fmnist::train(o, [](const fmnist::EpochStats&) {})->state_dict();
+    for (const int64_t stop_after : {batches + batches / 2, batches}) {
+      INFO(model << ", stopped after step " << stop_after);
+      o.checkpoint = tmp_path(std::string("stopped_") + model + ".safetensors");
+      std::filesystem::remove(o.checkpoint);
+      int64_t steps = 0;
+      o.stop = [&] { return ++steps == stop_after; };
+      std::vector<fmnist::StopPoint> stops;
+      std::vector<int> epochs;
+      fmnist::train(
+          o, [&](const fmnist::EpochStats& s) { epochs.push_back(s.epoch); },
+          [&](const fmnist::StopPoint& at) { stops.push_back(at); });
+      REQUIRE(stops.size() == 1);
+      CHECK(stops[0].epoch == int(1 + (stop_after - 1) / batches));
+      CHECK(stops[0].batch == (stop_after - 1) % batches + 1);
+      CHECK(stops[0].batches == batches);
+      CHECK(epochs.size() == size_t((stop_after - 1) / batches));  // the stopped epoch did not end
+      nn::Metadata meta;
+      nn::load_safetensors(o.checkpoint, &meta);
+      CHECK(meta.at("batch") == std::to_string(stops[0].batch));
+
+      fmnist::TrainOptions r = o;
+      r.stop = nullptr;
+      r.resume = true;
+      std::vector<fmnist::EpochStats> resumed_epochs;
+      const auto resumed =
+          fmnist::train(r, [&](const fmnist::EpochStats& s) { resumed_epochs.push_back(s); })->state_dict();
+      REQUIRE(resumed_epochs.size() == size_t(o.epochs) - epochs.size());
+      CHECK(resumed_epochs[0].epoch == stops[0].epoch);
+      // An epoch whose steps all ran before the resume trained nothing in this run.
+      CHECK((resumed_epochs[0].samples_per_s == 0) == (stops[0].batch == batches));
+      require_same(straight, resumed);
+    }
+  }
+}
+
+TEST_CASE("a checkpoint saved in the middle of an epoch is resumed only with the same batches") {
+  fmnist::TrainOptions o = small("mlp");
+  o.checkpoint = tmp_path("stopped_batches.safetensors");
+  std::filesystem::remove(o.checkpoint);
+  int steps = 0;
+  o.stop = [&] { return ++steps == 10; };
+  fmnist::train(o, [](const fmnist::EpochStats&) {});
+  o.stop = nullptr;
+  o.resume = true;
+  o.batch_size = 32;
+  int trained = 0;
+  REQUIRE_THROWS_WITH(fmnist::train(o, [&](const fmnist::EpochStats&) { ++trained; }),
+                      Catch::Contains("was saved in the middle of epoch 1 (after batch 10) of a run with --batch 64 on "
+                                      "3000 training images; this run has --batch 32 on 3000") &&
+                          Catch::Contains("resume with --batch 64 and --train-limit 3000"));
+  o.batch_size = 64;
+  o.train_limit = 2000;
+  REQUIRE_THROWS_WITH(fmnist::train(o, [&](const fmnist::EpochStats&) { ++trained; }),
+                      Catch::Contains("this run has --batch 64 on 2000"));
+  CHECK(trained == 0);
+  // A position past the epoch's end is refused by name.
+  o.train_limit = 3000;
+  nn::Metadata meta;
+  const nn::StateDict good = nn::load_safetensors(o.checkpoint, &meta);
+  meta["batch"] = "48";
+  nn::save_safetensors(o.checkpoint, good, meta);
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
+                      Catch::Contains("\"batch\" is 48, but an epoch has 47 batches"));
+}
