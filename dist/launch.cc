@@ -315,8 +315,15 @@ Job prepare(int argc, char** argv) {
 // The signals that stop the job as torchrun's do: passed on to its ranks (which save where
 // they are, if they can), then the launcher ends saying why. SIGHUP is what an ssh session
 // that drops sends; SIGUSR1 and SIGUSR2, a batch scheduler's warning before the time limit.
+// A signal the launcher was started ignoring stays ignored, by the ranks too (they inherit
+// it): `nohup launch ...` must outlive the terminal (torchrun stops there, "got signal: 1"),
+// and a shell starts a background command with SIGINT ignored, so that Ctrl-C spares it.
 void install_handlers() {
-  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, on_signal);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    signal(sig, on_signal);
+  }
   signal(SIGPIPE, SIG_IGN);
   try {
     engine::dist::launcher::install_reaper();

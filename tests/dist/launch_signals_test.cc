@@ -56,10 +56,13 @@ bool running(pid_t pid) {  // a zombie has ended; it only waits to be reaped
 
 // A launcher with 2 ranks of the probe, with `env` (NAME=VALUE) set, in a process group of
 // its own, its output in `log`; returns once both ranks have printed `ready`, with their pids.
-pid_t start_job(const std::string& log, const std::string& env, const std::string& ready, std::vector<pid_t>* ranks) {
+// `ignored`: a signal the launcher starts ignoring (as nohup starts it ignoring SIGHUP).
+pid_t start_job(const std::string& log, const std::string& env, const std::string& ready, std::vector<pid_t>* ranks,
+                int ignored = 0) {
   const pid_t launcher = fork();
   if (launcher == 0) {
     setpgid(0, 0);  // as `timeout` and a batch scheduler start a job: its own group
+    if (ignored) signal(ignored, SIG_IGN);
     putenv(const_cast<char*>(env.c_str()));
     if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
     execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", kProbe.c_str(), nullptr);
@@ -205,4 +208,29 @@ TEST_CASE("ranks told to stop have time to save, and a second Ctrl-C ends them a
   CHECK(status == 128 + SIGINT);
   CHECK(left_running(ranks, std::chrono::seconds(1)) == 0);
   CHECK_THAT(engine::testing::read_bytes(log), Catch::Contains("rank 0 was killed by signal 9 (Killed)"));
+}
+
+TEST_CASE("a job started under nohup (SIGHUP ignored) outlives a hangup, and still stops on SIGTERM") {
+  // An ssh session that drops sends SIGHUP to the job; nohup starts it ignoring SIGHUP. The
+  // launcher used to put its own handler over that, and stopped the job.
+  const std::string log = engine::testing::tmp_path("nohup.log");
+  std::vector<pid_t> ranks;
+  const pid_t launcher = start_job(log, "PROBE_WAIT_STOP=1", "waiting to be stopped", &ranks, SIGHUP);
+  REQUIRE(launcher > 0);
+  REQUIRE(ranks.size() == 2);
+  kill(-launcher, SIGHUP);  // the launcher and its ranks
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  int alive = 0;
+  for (pid_t r : ranks) alive += running(r);
+  CHECK(alive == 2);
+  CHECK(waitpid(launcher, nullptr, WNOHANG) == 0);
+  CHECK_THAT(engine::testing::read_bytes(log), !Catch::Contains("stopped at call"));
+  kill(-launcher, SIGTERM);
+  const int status = launcher_status(launcher, std::chrono::seconds(20));
+  INFO(engine::testing::read_bytes(log));
+  CHECK(status == 128 + SIGTERM);
+  CHECK(left_running(ranks, std::chrono::seconds(5)) == 0);
+  CHECK_THAT(engine::testing::read_bytes(log), Catch::Contains("[rank 1] stopped at call") &&
+                                                   Catch::Contains("(SIGTERM)") &&
+                                                   Catch::Contains("every rank stopped on request (status 143)"));
 }
