@@ -1,9 +1,18 @@
 #include "dist/stop_request.h"
 
+#include <signal.h>
+
 #include "dist/dist.h"
 #include "tensor/ops.h"
 
 namespace engine::dist {
+
+void catch_stop_signals() {
+  engine::catch_stop_signals();
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+    signal(SIGPIPE, SIG_IGN);
+}
 
 bool stop_requested(Device device) {
   Tensor flag = full({1}, stop_signal_caught() ? 1.0 : 0.0).to(device);

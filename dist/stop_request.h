@@ -20,9 +20,14 @@
 
 namespace engine::dist {
 
-using engine::catch_stop_signals;
 using engine::kStoppedOnRequest;
 using engine::stop_signal;
+
+// engine::catch_stop_signals(), and SIGPIPE ignored: a rank that saves on request must
+// outlive its output. When its launcher is killed (kill -9, the out-of-memory killer), a
+// rank is sent SIGTERM and its stdout leads nowhere; SIGPIPE would end it at its next line,
+// before it saves.
+void catch_stop_signals();
 
 // True on every rank when any rank has been asked to stop (collective, on the default
 // group; `device`: where the backend wants the flag, a CUDA device for "nccl").

@@ -30,7 +30,6 @@ void catch_stop_signals() {
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);
   }
-  if (is_default(SIGPIPE)) signal(SIGPIPE, SIG_IGN);
 }
 
 bool stop_signal_caught() { return g_stop_signal != 0; }

@@ -31,10 +31,8 @@ namespace engine {
 // ended it (a launcher must not take the job for finished, and restarts it if told to).
 constexpr int kStoppedOnRequest = 143;
 
-// Installs the handlers (not over handlers the program set itself), and ignores SIGPIPE: a
-// program that saves on request must outlive its output. When a launcher is killed (the
-// out-of-memory killer, kill -9), its ranks are sent SIGTERM and their stdout leads nowhere;
-// SIGPIPE would end them at their next line, before they save.
+// Installs the handlers, where the program has not set one itself and was not started
+// ignoring the signal (nohup, a shell's background job: left as they are).
 void catch_stop_signals();
 
 // Whether a stop signal has arrived (async-signal-safe to read: a flag).
