@@ -347,6 +347,12 @@ void meet_new_endpoint_if_gone(Job& job) {
   job.node_store = join_node_rendezvous(o, o.node_rank);
 }
 
+// What the launcher did to this machine's other ranks after a failure (nothing, where the
+// failed rank was its only one).
+std::string others_stopped(const Job& job) {
+  return job.args.nproc_per_node > 1 ? "; the other ranks were stopped" : "";
+}
+
 }  // namespace
 
 // Runs the group; after a failure, stops it and (--max_restarts) starts it again whole,
@@ -368,15 +374,15 @@ int main(int argc, char** argv) {
       if (out.signalled) {
         std::fprintf(stderr, "launch: %s: %s\n", out.reason.c_str(), out.ranks_ended.c_str());
       } else if (attempt == 0) {
-        std::fprintf(stderr, "launch: %s; the other ranks were stopped\n", out.reason.c_str());
+        std::fprintf(stderr, "launch: %s%s\n", out.reason.c_str(), others_stopped(job).c_str());
       } else {
         std::fprintf(stderr, "launch: %s; giving up after %d restart%s (the first failure: %s)\n", out.reason.c_str(),
                      attempt, attempt == 1 ? "" : "s", first_failure.c_str());
       }
       return out.exit_code ? out.exit_code : 1;
     }
-    std::fprintf(stderr, "launch: %s; the other ranks were stopped; restarting the group (restart %d of %d)\n",
-                 out.reason.c_str(), attempt + 1, job.args.max_restarts);
+    std::fprintf(stderr, "launch: %s%s; restarting the group (restart %d of %d)\n", out.reason.c_str(),
+                 others_stopped(job).c_str(), attempt + 1, job.args.max_restarts);
     meet_new_endpoint_if_gone(job);
   }
 }

@@ -107,7 +107,7 @@ std::string describe_status(int status) {
   // 143 = 128 + SIGTERM: what a program that stops on request exits with (having saved, if
   // it saves), and what a shell says when its command was ended by SIGTERM.
   if (WIFEXITED(status) && WEXITSTATUS(status) == kStoppedOnRequest)
-    return "exited with status 143 (128 + SIGTERM: it was told to stop)";
+    return "exited with status 143 (128 + SIGTERM: it stopped on request)";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status))
     return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +

@@ -64,6 +64,11 @@ TEST_CASE("when a rank fails, the others are stopped and its status is returned 
   REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") &&
                              Catch::Contains("exited with status 3; the other ranks were stopped"));
   REQUIRE(r.seconds < 15);
+  // A machine's only rank: there were no others to stop, and the launcher does not say so.
+  const Run alone = run("PROBE_FAIL_RANK=0 " + kLaunch + " --nproc_per_node=1 " + kProbe);
+  INFO(alone.output);
+  CHECK(alone.status == 3);
+  CHECK_THAT(alone.output, Catch::Contains("exited with status 3\n") && !Catch::Contains("other ranks"));
 }
 
 TEST_CASE("the rank that failed first is named, not a peer that lost it and was reaped before it") {

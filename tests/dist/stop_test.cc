@@ -135,7 +135,7 @@ TEST_CASE(
   CHECK_THAT(r.output, Catch::Contains("[rank 1] stopped at call 5 (SIGTERM)") &&
                            Catch::Contains("[rank 0] stopped at call 5 (a signal to another rank)") &&
                            Catch::Contains("[rank 2] stopped at call 5 (a signal to another rank)") &&
-                           Catch::Contains("exited with status 143 (128 + SIGTERM: it was told to stop)"));
+                           Catch::Contains("exited with status 143 (128 + SIGTERM: it stopped on request)"));
   const Run twice = run("PROBE_TERM_RANK=1 PROBE_TERM_TWICE=1 " + kLaunch + " --nproc_per_node=2 " + kProbe);
   INFO(twice.output);
   CHECK_THAT(twice.output, Catch::Contains("[rank 1] stopped at call 5 (SIGTERM)") && Catch::Contains("rank 1 (pid ") &&
