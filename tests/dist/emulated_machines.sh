@@ -1,5 +1,5 @@
 # What the tests on emulated machines share (multinode_test.sh, machine_loss_test.sh,
-# link_window_test.sh). Sourced with the number of machines to make, it skips (and passes)
+# link_window_test.sh, preemption_test.sh). Sourced with the number of machines to make, it skips (and passes)
 # the test where namespaces cannot be made, saying why, and otherwise makes the machines
 # (tools/nodes.sh), removes them when the test ends however it ends, and defines:
 #   token          the job's secret, fresh for each test
