@@ -95,8 +95,9 @@ void save(const TrainOptions& o, const Module& model, const Optimizer& opt, cons
   for (auto& [k, t] : opt.state_dict()) all["optimizer." + k] = t;
   for (auto& [k, t] : scaler.state_dict()) all["scaler." + k] = t;  // none unless --autocast fp16
   all["sampler.generator"] = sampler;
-  char loss_sum[32];
-  std::snprintf(loss_sum, sizeof loss_sum, "%.17g", at.loss_sum);  // round-trips exactly
+  char loss_sum[32];  // "%.17g" round-trips exactly; a step whose float16 forward overflowed made it inf or nan
+  std::snprintf(loss_sum, sizeof loss_sum, "%.17g", at.loss_sum);
+  if (!std::isfinite(at.loss_sum)) std::snprintf(loss_sum, sizeof loss_sum, std::isnan(at.loss_sum) ? "nan" : "inf");
   save_safetensors(o.checkpoint, all,
                    {{"epoch", std::to_string(at.epoch)},
                     {"batch", std::to_string(at.batch)},
@@ -130,7 +131,10 @@ Position checkpoint_position(const Metadata& meta, const std::string& path, cons
                  ", whose batches differ, so it cannot take up that epoch where it stopped: resume with --batch ",
                  batch_size, " and --train-limit ", size);
   ENGINE_REQUIRE(at.batch <= batches, where, "\"batch\" is ", at.batch, ", but an epoch has ", batches, " batches");
-  at.loss_sum = parse_double(meta.at("loss_sum"), where + "\"loss_sum\"", 0, 1e300);
+  const std::string& sum = meta.at("loss_sum");
+  at.loss_sum = sum == "nan"   ? std::nan("")
+                : sum == "inf" ? HUGE_VAL
+                               : parse_double(sum, where + "\"loss_sum\"", 0, std::numeric_limits<double>::max());
   return at;
 }
 

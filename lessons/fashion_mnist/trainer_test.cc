@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -285,4 +286,18 @@ TEST_CASE("a checkpoint saved in the middle of an epoch is resumed only with the
   nn::save_safetensors(o.checkpoint, good, meta);
   REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
                       Catch::Contains("\"batch\" is 48, but an epoch has 47 batches"));
+  // The epoch's losses so far: inf or nan (a float16 forward that overflowed) are kept as
+  // they are; anything else that is not a number is refused by name.
+  meta["batch"] = "10";
+  meta["loss_sum"] = "x1";
+  nn::save_safetensors(o.checkpoint, good, meta);
+  REQUIRE_THROWS_WITH(fmnist::train(o, [](const fmnist::EpochStats&) {}),
+                      Catch::Contains("metadata \"loss_sum\": expected a number"));
+  meta["loss_sum"] = "inf";
+  nn::save_safetensors(o.checkpoint, good, meta);
+  std::vector<double> losses;
+  fmnist::train(o, [&](const fmnist::EpochStats& s) { losses.push_back(s.train_loss); });
+  REQUIRE(losses.size() == 2);
+  CHECK(std::isinf(losses[0]));
+  CHECK(std::isfinite(losses[1]));
 }
