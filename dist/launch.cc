@@ -90,6 +90,10 @@ constexpr const char* kUsage =
       "The ranks also read: ENGINE_SOCKET_IFNAME (the interface machines share, as GLOO_SOCKET_IFNAME),\n"
       "ENGINE_PORT_RANGE (ports ranks listen on, e.g. 29600-29700), ENGINE_DIST_TIMEOUT (seconds a\n"
       "collective may wait, default 300), ENGINE_ALLREDUCE (ring, shm or hierarchical) and ENGINE_SHM (0 or 1).\n\n"
+      "Told to stop, the launcher passes the signal on: SIGTERM, SIGINT (Ctrl-C), SIGHUP and SIGQUIT as\n"
+      "SIGTERM, a scheduler's warning (SIGUSR1, SIGUSR2) as it is. The ranks then have 30 s to save and\n"
+      "end (a second Ctrl-C ends them at once), and the launcher exits with 128 + the signal. A signal it\n"
+      "was started ignoring (nohup) stays ignored, by the ranks too.\n\n"
       "Example: launch --nproc_per_node=2 bazel-bin/lessons/02_ddp_basics/13_recap_main --epochs 3\n",
       kUsage);
   std::exit(0);
