@@ -68,7 +68,8 @@ constexpr const char* kUsage =
       "Starts PROGRAM once per rank with the environment init_process_group reads (RANK,\n"
       "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), labels every line with its rank,\n"
       "and when a rank fails stops the others and says which one and why.\n\n"
-      "  --nproc_per_node N   processes on this machine (default 1)\n"
+      "  --nproc_per_node N   processes on this machine (default 1); gpu: one per GPU, cpu: one per CPU,\n"
+      "                       auto: one per GPU where there is one, else one per CPU\n"
       "  --nnodes N           machines in the job (default 1); start one launcher on each\n"
       "  --node_rank R        this machine's number, 0 to N-1 (default 0)\n"
       "  --master_addr A      address of node 0, where rank 0 serves the rendezvous (default 127.0.0.1)\n"
@@ -289,12 +290,13 @@ Job prepare(int argc, char** argv) {
   Job job;
   try {
     job.args = engine::dist::parse_launch_args(std::vector<std::string>(argv + 1, argv + argc),
-                                               std::getenv("ENGINE_JOB_TOKEN"));
+                                               std::getenv("ENGINE_JOB_TOKEN"), engine::dist::count_machine());
   } catch (const Error& e) {
     usage(e.what());
   }
   if (job.args.help) help();
   auto& o = job.args;
+  if (!o.nproc_from.empty()) std::fprintf(stderr, "launch: %s\n", o.nproc_from.c_str());
   // Once, before any rank starts: every rank would fail alike, and the file itself is the problem.
   job.program = engine::dist::launcher::resolve_program(o.command[0]);
   if (const auto u = engine::dist::launcher::why_not_runnable(job.program); u.status) {

@@ -1,9 +1,13 @@
 #include "dist/launch_args.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 #include "tensor/check.h"
 
@@ -60,6 +64,23 @@ std::string parse_backend(const std::string& v) {
   return v;
 }
 
+// --nproc_per_node: a number, or torchrun's gpu, cpu and auto, counted in `here`.
+int parse_nproc(const std::string& flag, const std::string& v, const MachineCounts& here, std::string* from) {
+  if (v != "auto" && v != "cpu" && v != "gpu") {
+    if (!v.empty() && !std::isdigit(static_cast<unsigned char>(v[0])))
+      throw Error(flag + " expects an integer in 1..1024, or auto, cpu or gpu, got \"" + v + "\"");
+    return parse_int(flag, v, 1, 1024);
+  }
+  const bool gpu = v == "gpu" || (v == "auto" && here.gpus > 0);
+  if (gpu && here.gpus == 0) throw Error(flag + "=gpu: no GPU is visible here (" + here.gpus_seen + ")");
+  const int n = std::min(gpu ? here.gpus : here.cpus, 1024);
+  *from =
+      flag + "=" + v + ": " + std::to_string(n) +
+      (gpu ? " ranks, one per GPU (" + here.gpus_seen + ")"
+           : " ranks, one per CPU this launcher may run on" + std::string(v == "auto" ? " (no GPU is visible)" : ""));
+  return std::max(n, 1);
+}
+
 // "--name", "--name=value", and torchrun's short forms -r, -t (and -h).
 bool is_flag(const std::string& a) {
   if (a.rfind("--", 0) == 0) return true;
@@ -69,7 +90,38 @@ bool is_flag(const std::string& a) {
 
 }  // namespace
 
-LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token) {
+MachineCounts count_machine() {
+  MachineCounts m;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) m.cpus = std::max(CPU_COUNT(&set), 1);
+  int devices = 0;  // /dev/nvidia0, /dev/nvidia1, ... (not nvidiactl, nvidia-uvm)
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 && name.find_first_not_of("0123456789", 6) == std::string::npos)
+      ++devices;
+  }
+  m.gpus = devices;
+  m.gpus_seen = std::to_string(devices) + " /dev/nvidiaN device file" + (devices == 1 ? "" : "s");
+  // CUDA_VISIBLE_DEVICES narrows them: its entries up to the first that names no device
+  // ("" or -1: none), as CUDA counts them.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    int listed = 0;
+    std::string v = visible;
+    for (size_t start = 0; start <= v.size();) {
+      const size_t comma = std::min(v.find(',', start), v.size());
+      const std::string entry = v.substr(start, comma - start);
+      if (entry.empty() || entry[0] == '-') break;
+      ++listed, start = comma + 1;
+    }
+    m.gpus = std::min(devices, listed);
+    m.gpus_seen += ", CUDA_VISIBLE_DEVICES=\"" + v + "\"";
+  }
+  return m;
+}
+
+LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token, const MachineCounts& here) {
   LaunchArgs o;
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -88,7 +140,7 @@ LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* e
       return o;
     }
     if (key == "--nproc_per_node" || key == "--nproc-per-node")
-      o.nproc_per_node = parse_int(key, need(), 1, 1024);
+      o.nproc_per_node = parse_nproc(key, need(), here, &o.nproc_from);
     else if (key == "--nnodes")
       o.nnodes = parse_nnodes(need());
     else if (key == "--node_rank" || key == "--node-rank")

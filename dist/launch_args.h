@@ -4,6 +4,7 @@
 //   LaunchArgs a = parse_launch_args({"--nproc_per_node=2", "./train", "--epochs", "3"},
 //   std::getenv("ENGINE_JOB_TOKEN"));
 //   // a.nproc_per_node == 2, a.command == {"./train", "--epochs", "3"}
+//   LaunchArgs b = parse_launch_args({"--nproc_per_node=auto", "./train"}, nullptr, count_machine());
 #pragma once
 
 #include <string>
@@ -24,12 +25,26 @@ struct LaunchArgs {
   bool help = false;                 // --help or -h: print the usage and start nothing
   bool node_rank_given = false;      // else, with --nnodes > 1 and --rdzv_backend=c10d: handed out
   std::string rdzv_backend;          // "c10d", "static" or "" (not given)
+  std::string nproc_from;            // how "auto", "cpu" or "gpu" became nproc_per_node, in words ("": a number)
 };
+
+// What --nproc_per_node=auto|cpu|gpu counts on this machine.
+struct MachineCounts {
+  int gpus = 0;           // NVIDIA GPUs this process can see (CUDA_VISIBLE_DEVICES applied)
+  int cpus = 1;           // CPUs this process may run on (its affinity: a container's or taskset's share)
+  std::string gpus_seen;  // where the GPU count came from, in words
+};
+
+// Reads them: /dev/nvidiaN device files, CUDA_VISIBLE_DEVICES, sched_getaffinity.
+MachineCounts count_machine();
 
 // `args` excludes the launcher's own name. Flags come first (--flag=value or --flag value);
 // the first argument that is not a flag, or whatever follows "--", starts the program.
 // env_token (ENGINE_JOB_TOKEN, may be null) is the token when --job_token is absent.
 // --help (or -h) among the flags returns at once with `help` set and nothing else checked.
-LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token);
+// --nproc_per_node takes torchrun's words too: gpu (one rank per GPU in `here`), cpu (one
+// per CPU) and auto (gpu where there is one, else cpu).
+LaunchArgs parse_launch_args(const std::vector<std::string>& args, const char* env_token,
+                             const MachineCounts& here = {});
 
 }  // namespace engine::dist

@@ -184,6 +184,31 @@ TEST_CASE("torchrun's rendezvous flags: --rdzv_endpoint, --rdzv_backend, --nnode
   }
 }
 
+TEST_CASE("torchrun's --nproc_per_node=auto, cpu and gpu: counted on this machine, and said") {
+  // One CPU (taskset), and no GPU visible (CUDA_VISIBLE_DEVICES empty), wherever this runs.
+  const std::string one_cpu = "CUDA_VISIBLE_DEVICES= taskset -c 0 " + kLaunch;
+  const std::string show = " /bin/sh -c 'echo $RANK/$WORLD_SIZE'";
+  const Run cpu = run(one_cpu + " --nproc_per_node=cpu" + show);
+  INFO(cpu.output);
+  CHECK(cpu.status == 0);
+  CHECK_THAT(cpu.output,
+             Catch::Contains("launch: --nproc_per_node=cpu: 1 ranks, one per CPU this launcher may run on") &&
+                 Catch::Contains("[rank 0] 0/1") && !Catch::Contains("[rank 1]"));
+  const Run two = run("CUDA_VISIBLE_DEVICES= taskset -c 0,1 " + kLaunch + " --nproc-per-node auto" + show);
+  INFO(two.output);
+  if (std::thread::hardware_concurrency() >= 2)
+    CHECK_THAT(two.output, Catch::Contains("2 ranks, one per CPU this launcher may run on (no GPU is visible)") &&
+                               Catch::Contains("[rank 1] 1/2"));
+  const Run gpu = run(one_cpu + " --nproc_per_node=gpu /bin/true");
+  INFO(gpu.output);
+  CHECK(gpu.status == 2);
+  CHECK_THAT(gpu.output, Catch::Contains("--nproc_per_node=gpu: no GPU is visible here (") &&
+                             Catch::Contains("CUDA_VISIBLE_DEVICES=\"\")"));
+  const Run junk = run(kLaunch + " --nproc_per_node=all /bin/true");
+  CHECK(junk.status == 2);
+  CHECK_THAT(junk.output, Catch::Contains("expects an integer in 1..1024, or auto, cpu or gpu, got \"all\""));
+}
+
 TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks at the endpoint") {
   // The same command twice, as on two machines: the first to listen on the endpoint serves
   // it and is node 0, the other is node 1; rank 0 listens on a port node 0 picked.
