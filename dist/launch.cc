@@ -331,6 +331,9 @@ void install_handlers() {
     signal(sig, on_signal);
   }
   signal(SIGPIPE, SIG_IGN);
+  // What the ranks start becomes the launcher's when its parent ends (not init's), so that
+  // nothing a rank started outlives the job (launch_watch.cc, end_leftovers).
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   try {
     engine::dist::launcher::install_reaper();
   } catch (const Error& e) {

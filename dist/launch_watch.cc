@@ -152,6 +152,34 @@ std::string how_ranks_ended(const std::vector<Child>& children) {
   return said;
 }
 
+// Processes the ranks left behind. The launcher is their subreaper (launch.cc), so a
+// process a rank started becomes the launcher's child when its parent ends: a rank that is
+// a shell script, stopped, leaves its program running; a rank that started something in
+// the background and exited leaves that, holding its output pipe. Once every rank has
+// ended, each is sent SIGTERM, and SIGKILL after the grace (torchrun ends its workers'
+// process groups the same way), and the launcher says so once. Returns whether any is left.
+bool end_leftovers(std::vector<pid_t>& told, Clock::time_point& since, std::chrono::seconds grace) {
+  const auto left = live_children(getpid());
+  if (left.empty()) return false;
+  const auto now = Clock::now();
+  if (told.empty()) {
+    since = now;
+    std::string which;
+    for (const auto& c : left) which += (which.empty() ? "pid " : ", pid ") + std::to_string(c.pid) + ": " + c.name;
+    const bool one = left.size() == 1;
+    std::fprintf(stderr,
+                 "launch: the ranks ended, leaving %zu process%s they started running (%s); %s sent SIGTERM, "
+                 "as the job has ended\n",
+                 left.size(), one ? "" : "es", which.c_str(), one ? "it was" : "they were");
+  }
+  for (const auto& c : left) {
+    if (std::find(told.begin(), told.end(), c.pid) == told.end())
+      told.push_back(c.pid), kill(c.pid, SIGTERM), kill(c.pid, SIGCONT);
+    if (now - since > grace) kill(c.pid, SIGKILL);
+  }
+  return true;
+}
+
 // The ranks that failed, in the order they were reaped (each knows when: reaped_at).
 using Failures = std::vector<Child*>;
 
@@ -273,6 +301,8 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherS
   bool stopping = false;
   int pass_on = SIGTERM;
   Failures failures;
+  std::vector<pid_t> leftovers_told;
+  auto leftovers_since = Clock::time_point{};
   while (true) {
     std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
     for (auto& c : children) {
@@ -308,7 +338,8 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherS
     any_running = false;
     for (auto& c : children)
       any_running = any_running || c.running, pipes_open = pipes_open || c.out.fd >= 0 || c.err.fd >= 0;
-    if (!any_running && (!pipes_open || stopping)) break;  // a failed rank's children may still hold the pipes
+    const bool leftovers = !any_running && end_leftovers(leftovers_told, leftovers_since, kFailureGrace);
+    if (!any_running && !leftovers && (!pipes_open || stopping)) break;  // a process ended late may hold a pipe
   }
   for (auto& c : children) {
     for (Stream* st : {&c.out, &c.err}) {

@@ -3,11 +3,13 @@
 //
 //   if (process_state(pid) == 'T') ...            // stopped by a signal
 //   "waiting for rank 1" + state_words(pid)       // ", which is stopped by a signal (...)"
+//   for (const auto& c : live_children(getpid())) ...  // what this process's children are
 #pragma once
 
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace engine::dist {
 
@@ -19,5 +21,13 @@ char process_state(pid_t pid);
 // For the states that explain a peer's silence (T, t, D): ", which is ..." with what to do;
 // "" for the others.
 std::string state_words(pid_t pid);
+
+// The processes whose parent is `parent` and that have not exited (zombies left out), each
+// with its command name ("sleep"), from /proc.
+struct ChildProcess {
+  pid_t pid;
+  std::string name;
+};
+std::vector<ChildProcess> live_children(pid_t parent);
 
 }  // namespace engine::dist

@@ -234,3 +234,58 @@ TEST_CASE("a job started under nohup (SIGHUP ignored) outlives a hangup, and sti
                                                    Catch::Contains("(SIGTERM)") &&
                                                    Catch::Contains("every rank stopped on request (status 143)"));
 }
+
+namespace {
+// The pids of the processes named `name` whose parent is one of `parents`.
+std::vector<pid_t> children_named(const std::vector<pid_t>& parents, const std::string& name) {
+  std::vector<pid_t> found;
+  for (pid_t p : parents)
+    for (pid_t c : children_of(p)) {
+      std::ifstream comm("/proc/" + std::to_string(c) + "/comm");
+      std::string n;
+      std::getline(comm, n);
+      if (n == name) found.push_back(c);
+    }
+  return found;
+}
+}  // namespace
+
+TEST_CASE("a rank that is a shell script, stopped, takes the program it started with it") {
+  // The launcher signals the rank's own process, the shell; it used to leave the shell's
+  // child (here `sleep`, in real use the training program) running after the job ended.
+  const std::string log = engine::testing::tmp_path("script_rank.log");
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    setpgid(0, 0);
+    if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
+    execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", "/bin/sh", "-c", "echo ready; sleep 60; true",
+          nullptr);
+    _exit(127);
+  }
+  std::vector<pid_t> sleeps;
+  for (int i = 0; i < 200 && sleeps.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    sleeps = children_named(children_of(launcher), "sleep");
+  }
+  REQUIRE(sleeps.size() == 2);
+  kill(launcher, SIGTERM);
+  const int status = launcher_status(launcher, std::chrono::seconds(20));
+  const std::string text = engine::testing::read_bytes(log);
+  INFO(text);
+  CHECK(status == 128 + SIGTERM);
+  CHECK(left_running(sleeps, std::chrono::seconds(2)) == 0);
+  CHECK_THAT(text, Catch::Contains("launch: the ranks ended, leaving 2 processes they started running (pid ") &&
+                       Catch::Contains(": sleep") && Catch::Contains("they were sent SIGTERM, as the job has ended"));
+}
+
+TEST_CASE("a rank that exits leaving a process that holds its output: the launcher ends it, and ends") {
+  // The launcher waits for the ranks' pipes to close, to pass on every line; a process left
+  // in the background holding one used to keep it waiting as long as that process lived.
+  const Run r = run(kLaunch + " --nproc_per_node=1 /bin/sh -c 'sleep 60 & echo started'");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.seconds < 10);
+  CHECK_THAT(r.output, Catch::Contains("[rank 0] started") &&
+                           Catch::Contains("leaving 1 process they started running (pid ") &&
+                           Catch::Contains("it was sent SIGTERM, as the job has ended"));
+}
