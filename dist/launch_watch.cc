@@ -31,6 +31,10 @@ bool is_stopped(pid_t pid) { return process_state(pid) == 'T'; }
 // pipe in that order. When one rank dies its peers fail a moment later (their connections
 // to it close); reaping in order of death is what lets the launcher name the first one.
 int g_reaped[2] = {-1, -1};
+
+// Children the launcher had before it started a rank: a process that runs the launcher with
+// exec (`sh -c 'helper & exec launch ...'`) hands it its own children. Not the ranks'.
+std::vector<pid_t> g_not_the_ranks;
 void on_child(int) {
   const int saved = errno;
   int status = 0;
@@ -159,7 +163,13 @@ std::string how_ranks_ended(const std::vector<Child>& children) {
 // ended, each is sent SIGTERM, and SIGKILL after the grace (torchrun ends its workers'
 // process groups the same way), and the launcher says so once. Returns whether any is left.
 bool end_leftovers(std::vector<pid_t>& told, Clock::time_point& since, std::chrono::seconds grace) {
-  const auto left = live_children(getpid());
+  auto left = live_children(getpid());
+  left.erase(std::remove_if(left.begin(), left.end(),
+                            [](const ChildProcess& c) {
+                              return std::find(g_not_the_ranks.begin(), g_not_the_ranks.end(), c.pid) !=
+                                     g_not_the_ranks.end();
+                            }),
+             left.end());
   if (left.empty()) return false;
   const auto now = Clock::now();
   if (told.empty()) {
@@ -286,6 +296,7 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
 }  // namespace
 
 void install_reaper() {
+  for (const auto& c : live_children(getpid())) g_not_the_ranks.push_back(c.pid);
   if (pipe2(g_reaped, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
   fcntl(g_reaped[0], F_SETFL, O_NONBLOCK);
   struct sigaction sa {};

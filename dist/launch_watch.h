@@ -58,8 +58,9 @@ struct LauncherSignals {
   volatile sig_atomic_t interrupts = 0;  // SIGINTs: at the second Ctrl-C the ranks are killed at once
 };
 
-// Reaps children in a SIGCHLD handler from now on, in the order they exit. Throws Error
-// when its pipe cannot be made.
+// Reaps children in a SIGCHLD handler from now on, in the order they exit; children the
+// launcher already has are not taken for what a rank left. Throws Error when its pipe
+// cannot be made.
 void install_reaper();
 
 // Relays the ranks' output and waits until every rank has ended. At the first failure

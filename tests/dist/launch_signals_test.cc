@@ -289,3 +289,17 @@ TEST_CASE("a rank that exits leaving a process that holds its output: the launch
                            Catch::Contains("leaving 1 process they started running (pid ") &&
                            Catch::Contains("it was sent SIGTERM, as the job has ended"));
 }
+
+TEST_CASE("children the launcher had before it started a rank are not taken for what a rank left") {
+  // `sh -c 'helper & exec launch ...'` hands the shell's child to the launcher.
+  const Run r = run("/bin/sh -c 'sleep 30 >/dev/null 2>&1 & echo helper $!; exec " + kLaunch +
+                    " --nproc_per_node=1 /bin/echo hi'");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank 0] hi") && !Catch::Contains("leaving"));
+  const size_t at = r.output.find("helper ");
+  REQUIRE(at != std::string::npos);
+  const pid_t helper = pid_t(std::atoi(r.output.c_str() + at + 7));
+  CHECK(running(helper));  // the launcher left it alone
+  if (helper > 0) kill(helper, SIGKILL);
+}
