@@ -74,10 +74,10 @@ int parse_nproc(const std::string& flag, const std::string& v, const MachineCoun
   const bool gpu = v == "gpu" || (v == "auto" && here.gpus > 0);
   if (gpu && here.gpus == 0) throw Error(flag + "=gpu: no GPU is visible here (" + here.gpus_seen + ")");
   const int n = std::min(gpu ? here.gpus : here.cpus, 1024);
-  *from =
-      flag + "=" + v + ": " + std::to_string(n) +
-      (gpu ? " ranks, one per GPU (" + here.gpus_seen + ")"
-           : " ranks, one per CPU this launcher may run on" + std::string(v == "auto" ? " (no GPU is visible)" : ""));
+  const std::string ranks = std::to_string(n) + (n == 1 ? " rank" : " ranks");
+  *from = flag + "=" + v + ": " + ranks +
+          (gpu ? ", one per GPU (" + here.gpus_seen + ")"
+               : ", one per CPU this launcher may run on" + std::string(v == "auto" ? " (no GPU is visible)" : ""));
   return std::max(n, 1);
 }
 

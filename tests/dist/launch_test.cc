@@ -192,7 +192,7 @@ TEST_CASE("torchrun's --nproc_per_node=auto, cpu and gpu: counted on this machin
   INFO(cpu.output);
   CHECK(cpu.status == 0);
   CHECK_THAT(cpu.output,
-             Catch::Contains("launch: --nproc_per_node=cpu: 1 ranks, one per CPU this launcher may run on") &&
+             Catch::Contains("launch: --nproc_per_node=cpu: 1 rank, one per CPU this launcher may run on") &&
                  Catch::Contains("[rank 0] 0/1") && !Catch::Contains("[rank 1]"));
   const Run two = run("CUDA_VISIBLE_DEVICES= taskset -c 0,1 " + kLaunch + " --nproc-per-node auto" + show);
   INFO(two.output);
