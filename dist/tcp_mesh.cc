@@ -326,10 +326,16 @@ void ProcessGroupTCP::accept_peers(const Listener& listener, Deadline d) {
     }
     if (now >= d) {
       std::string missing;
+      int absent = 0;
       for (int r = rank_ + 1; r < size_; ++r)
-        if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      throw Error("[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for rank(s) " + missing +
-                  " to connect: they have not started, failed, or were refused");
+        if (!peers_[r].valid()) missing += (missing.empty() ? "" : ", ") + std::to_string(r), ++absent;
+      // Told through the store, which rank 0 keeps up until the ranks that did come have
+      // read it: they may be waiting on the store for a missing rank's address, and would
+      // otherwise lose the store under them and name only that.
+      fail_together(*store_, key("tcp/"), rank_, size_,
+                    "[init_process_group] rank " + std::to_string(rank_) + " timed out waiting for rank(s) " + missing +
+                        " to connect: they have not started, failed, or were refused",
+                    size_ - 1 - absent);
     }
     Deadline wake = std::min(d, look_at_store);
     std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
