@@ -167,16 +167,19 @@ Position restore(const TrainOptions& o, Module& model, Optimizer& opt, nn::GradS
   return at;
 }
 
+// What a run that stops on an error says of its checkpoint: it keeps its last good state.
+std::string nothing_saved(const TrainOptions& o) {
+  return o.checkpoint.empty() ? "" : "Nothing was saved: " + o.checkpoint + " keeps what it held. ";
+}
+
 // A run whose weights hold NaN or inf cannot come back: it stops before it saves, and its
 // checkpoint keeps its last good state.
 void require_finite(const TrainOptions& o, const Module& model, int epoch, double mean_loss) {
   const std::string diverged = first_non_finite(model);
-  ENGINE_REQUIRE(
-      diverged.empty(), "[train] training diverged in epoch ", epoch, " (mean loss ",
-      std::isnan(mean_loss) ? "nan" : std::to_string(mean_loss), "): the model's \"", diverged,
-      "\" holds NaN or inf, and every later step would too. ",
-      o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
-      "Try a smaller learning rate (this run's peak is ", o.lr, ").");
+  ENGINE_REQUIRE(diverged.empty(), "[train] training diverged in epoch ", epoch, " (mean loss ",
+                 std::isnan(mean_loss) ? "nan" : std::to_string(mean_loss), "): the model's \"", diverged,
+                 "\" holds NaN or inf, and every later step would too. ", nothing_saved(o),
+                 "Try a smaller learning rate (this run's peak is ", o.lr, ").");
 }
 
 }  // namespace
@@ -264,8 +267,7 @@ std::shared_ptr<Module> train(const TrainOptions& o, const std::function<void(co
         batches, " steps, because every step's gradients held inf or NaN (its scale fell to ", scaler.get_scale(),
         "), so the weights no longer change. Under --autocast fp16 this happens when the float16 forward "
         "overflows (float16 holds at most 65504). ",
-        o.checkpoint.empty() ? std::string("") : "Nothing was saved: " + o.checkpoint + " keeps what it held. ",
-        "Try a smaller learning rate (this run's peak is ", o.lr, "), or --autocast bf16.");
+        nothing_saved(o), "Try a smaller learning rate (this run's peak is ", o.lr, "), or --autocast bf16.");
     if (!o.checkpoint.empty())
       save(o, *model, *opt, scaler, generator_state(sampler->generator()), {epoch, 0, 0}, train_set->size());
     on_epoch(s);
