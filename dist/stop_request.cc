@@ -9,9 +9,7 @@ namespace engine::dist {
 
 void catch_stop_signals() {
   engine::catch_stop_signals();
-  struct sigaction old {};
-  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
-    signal(SIGPIPE, SIG_IGN);
+  if (has_default_action(SIGPIPE)) signal(SIGPIPE, SIG_IGN);
 }
 
 bool stop_requested(Device device) {

@@ -12,17 +12,11 @@ void on_stop(int sig) {
   if (g_stop_signal == 0) g_stop_signal = sig;
 }
 
-// True when `sig` still has its default action (the program has not chosen one).
-bool is_default(int sig) {
-  struct sigaction old {};
-  return sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO);
-}
-
 }  // namespace
 
 void catch_stop_signals() {
   for (const int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) {
-    if (!is_default(sig)) continue;
+    if (!has_default_action(sig)) continue;
     struct sigaction sa {};
     sa.sa_handler = on_stop;
     // Ctrl-C pressed twice ends the process at once: the handler is taken off when it runs.
@@ -30,6 +24,11 @@ void catch_stop_signals() {
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);
   }
+}
+
+bool has_default_action(int sig) {
+  struct sigaction old {};
+  return sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO);
 }
 
 bool stop_signal_caught() { return g_stop_signal != 0; }

@@ -35,6 +35,10 @@ constexpr int kStoppedOnRequest = 143;
 // ignoring the signal (nohup, a shell's background job: left as they are).
 void catch_stop_signals();
 
+// True when `sig` still has its default action: the program has set no handler of its own,
+// and was not started ignoring it.
+bool has_default_action(int sig);
+
 // Whether a stop signal has arrived (async-signal-safe to read: a flag).
 bool stop_signal_caught();
 
