@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -107,6 +108,23 @@ std::vector<std::pair<std::string, std::string>> ipv4_interfaces() {
   return found;
 }
 }  // namespace
+
+std::vector<std::string> reachable_addresses() {
+  std::vector<std::string> found;
+  for (const auto& [name, address] : ipv4_interfaces())
+    if (address.rfind("127.", 0) != 0 && std::find(found.begin(), found.end(), address) == found.end())
+      found.push_back(address);
+  return found;
+}
+
+std::string network_id() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  char ns[64] = {};
+  if (id.empty() || readlink("/proc/self/ns/net", ns, sizeof ns - 1) <= 0) return "";
+  return id + "/" + ns;
+}
 
 std::string machine_addresses() {
   std::string seen;

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 
 #include <string>
+#include <vector>
 
 #include "dist/socket.h"
 
@@ -31,6 +32,15 @@ sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, 
 // The IPv4 address of the network interface `name` (e.g. "eth0"); throws naming it, and
 // listing this machine's interfaces, when it has none.
 std::string interface_address(const std::string& name);
+
+// This machine's IPv4 addresses other machines may dial: every interface's but loopback's,
+// in the order the kernel lists them.
+std::vector<std::string> reachable_addresses();
+
+// The network this process is in: its boot id and network namespace. Different machines
+// differ in the first; containers that share a host's network (hostNetwork pods) are equal
+// in both, and reach each other's loopback. "" where either cannot be read.
+std::string network_id();
 
 // This machine's interfaces and their IPv4 addresses, for errors: "lo (127.0.0.1), eth0 (10.0.0.1)".
 std::string machine_addresses();

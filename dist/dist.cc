@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "dist/addresses.h"
+#include "dist/file_rendezvous.h"
 #include "dist/nccl_group.h"
 #include "dist/open_files.h"
 #include "dist/rendezvous_check.h"
@@ -92,58 +92,6 @@ void agree_on_restart(TCPStore& store, const LaunchInfo& info) {
 
 std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds given) {
   return given.count() > 0 ? given : timeout_from_env("[init_process_group]");
-}
-
-void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {
-  const size_t colon = hp.rfind(':');
-  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", hp,
-                 "\" should be HOST:PORT");
-  *host = hp.substr(0, colon);
-  char* end = nullptr;
-  const long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
-  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", hp,
-                 "\" has an invalid port");
-  *port = int(p);
-}
-
-// file:// rendezvous: rank 0 serves the store and writes "HOST:PORT" into the file (via a
-// temporary file and a rename, so nobody reads half of it); the others read it.
-std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, bool others, StoreOptions so,
-                                          std::string* remove) {
-  if (rank == 0) {
-    char host[256] = "127.0.0.1";
-    if (const char* a = env("MASTER_ADDR")) std::snprintf(host, sizeof host, "%s", a);
-    so.listen_host = listen_address(host, others);
-    auto store = std::make_shared<TCPStore>(host, 0, true, so);
-    const std::string tmp = path + ".tmp";
-    std::ofstream(tmp) << host << ":" << store->port() << "\n";
-    ENGINE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0,
-                   "[init_process_group] cannot write the rendezvous file ", path, ": ", std::strerror(errno));
-    *remove = path;
-    return store;
-  }
-  const Deadline d = deadline_in(so.timeout);
-  std::string last_error = "the file does not exist yet";
-  while (Clock::now() < d) {
-    std::ifstream in(path);
-    std::string hp;
-    if (in >> hp) {
-      std::string host;
-      int port = 0;
-      parse_host_port(hp, "the rendezvous file " + path, &host, &port);
-      StoreOptions quick = so;  // a stale file from an earlier run points at a dead port:
-      quick.timeout = std::min(so.timeout, std::chrono::milliseconds(2000));  // retry briefly, re-read
-      try {
-        auto store = std::make_shared<TCPStore>(host, port, false, quick);
-        store->set_timeout(so.timeout);
-        return store;
-      } catch (const Error& e) {
-        last_error = e.what();
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  throw Error("[init_process_group] timed out waiting for rank 0's address in " + path + " (" + last_error + ")");
 }
 
 // The store as init_method says (served here on rank 0), once this rank has passed the

@@ -27,7 +27,8 @@ namespace engine::dist {
 
 struct InitOptions {
   // "env://" (the environment), "tcp://HOST:PORT" (rank and world_size given here or in
-  // RANK/WORLD_SIZE), or "file:///shared/path" (rank 0 writes its address into the file).
+  // RANK/WORLD_SIZE), or "file:///shared/path" (rank 0 writes where it listens into the
+  // file, its machine's addresses too where other machines may read it: file_rendezvous.h).
   std::string init_method = "env://";
   int rank = -1;
   int world_size = -1;

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "dist/addresses.h"
@@ -109,18 +108,6 @@ bool read_arriving(Arriving& a, Hello* hello, std::string* tok) {
 }  // namespace
 
 namespace {
-// The network this process is in: its boot id and network namespace. Different machines
-// differ in the first; containers that share a host's network (hostNetwork pods) are equal
-// in both, and reach each other's loopback. "" where either cannot be read.
-std::string network_id() {
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(boot, id);
-  char ns[64] = {};
-  if (id.empty() || readlink("/proc/self/ns/net", ns, sizeof ns - 1) <= 0) return "";
-  return id + "/" + ns;
-}
-
 // A rank's own setup error, as the other ranks repeat it: which rank, on which machine
 // (its "here" and "this machine" are the failing rank's, not theirs).
 std::string from_rank(int rank, const std::string& why) {

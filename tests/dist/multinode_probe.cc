@@ -4,7 +4,7 @@
 // Exit 1 names the first thing that was wrong.
 //
 //   launch --nnodes=2 --node_rank=K --nproc_per_node=2 ... multinode_probe [--die-rank R]
-//          [--stall-rank R [--stall-elements N]]
+//          [--stall-rank R [--stall-elements N]] [--init-method file:///shared/path]
 #include <signal.h>
 #include <unistd.h>
 
@@ -113,8 +113,10 @@ int main(int argc, char** argv) try {
   flags.add("--stall-elements", &stall_elements, 1, 1 << 26,
             "float32 elements in that all_reduce (past the socket buffers, 16 MiB each way, the stalled "
             "rank's receive window closes)");
+  dist::InitOptions init;
+  flags.add("--init-method", &init.init_method, "init_process_group's init_method (env://, tcp://, file://)");
   flags.parse_or_exit(argc, argv);
-  dist::init_process_group("gloo");
+  dist::init_process_group("gloo", init);
   const int rank = dist::get_rank(), world = dist::get_world_size();
   auto& g = dynamic_cast<dist::ProcessGroupTCP&>(dist::default_group());
   char host[256] = {};

@@ -21,7 +21,10 @@
 #      --master_addr and with c10d's --rdzv_endpoint, machine 0's ranks at its address; and
 #      when machine 1 can resolve the name only 2 s after its ranks start, they wait for it;
 #      and machine 0 given 0.0.0.0 (every interface) while machine 1 is given its address;
-#  11. a master address where nothing answers is said to be silent before the timeout.
+#  11. a master address where nothing answers is said to be silent before the timeout;
+#  12. init_method file:// on a file system both machines share, no MASTER_ADDR (as with
+#      PyTorch's FileStore): rank 0 lists its machine's addresses in the file, the other
+#      machine's ranks dial them, skipping an address both machines have (as Docker's).
 # Whole machines lost, and failing hard: machine_loss_test.sh.
 # Skips (and passes) where namespaces cannot be made, saying why.
 source "$TEST_SRCDIR/ddp_engine/tests/dist/emulated_machines.sh" 2
@@ -258,6 +261,42 @@ if grep -l "has not answered a connection" "$out".[0-9a-z]* 2>/dev/null | grep -
   fail "a run whose machines answered said they did not"
 fi
 echo "ok: a master address where nothing answers: said after 1 s of a 3 s wait, named at the timeout"
+
+# 12. file:// across machines. Rank 0 writes where it listens into a file on a file system
+# both machines share; with no MASTER_ADDR, rank 0's own 127.0.0.1 would leave the other
+# machine's ranks dialing themselves until the timeout. Both machines also have one more
+# address, the same on both (Docker gives every machine 172.17.0.1), and listed first (here
+# on lo): machine 1 must not dial its own.
+for k in 0 1; do bash "$nodes" run "$NODES_ID" $k ip addr add 172.17.0.1/32 dev lo; done
+rendezvous="$TEST_TMPDIR/rendezvous"
+rm -f "$rendezvous"
+# One `nodes.sh run` a machine: each run has its own /dev/shm, so its ranks share memory.
+both_ranks='a=$1 b=$2; shift 2; RANK=$a "$0" "$@" >"$out.file.$a" 2>&1 & p=$!
+  RANK=$b "$0" "$@" >"$out.file.$b" 2>&1; s=$?; wait $p && exit $s'
+start=$(date +%s.%N)
+for k in 0 1; do
+  ENGINE_DIST_TIMEOUT=20 ENGINE_JOB_TOKEN="$token" WORLD_SIZE=4 out="$out" timeout 60 bash "$nodes" run "$NODES_ID" $k \
+    env -u MASTER_ADDR -u MASTER_PORT sh -c "$both_ranks" "$probe" $((2 * k)) $((2 * k + 1)) \
+    --init-method "file://$rendezvous" &
+  pids[$k]=$!
+done
+wait "${pids[0]}" && rc0=0 || rc0=$?
+wait "${pids[1]}" && rc1=0 || rc1=$?
+seconds=$(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN { printf "%.2f", e - s }')
+cat "$out.file".[0-3]
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "file:// across machines: the job failed (machine 0: exit $rc0, machine 1: exit $rc1)"
+for r in 0 1 2 3; do
+  node=$((r / 2))
+  grep -qE "^rank $r on node$NODES_ID-$node at 10\.77\.$NODES_ID\.$((node + 1)):[0-9]+: all_reduce runs hierarchical over 2 machines" \
+    "$out.file.$r" || fail "file://: rank $r should run on machine $node at its address, hierarchical"
+  grep -q "^rank $r: DDP vs one process on the global batch" "$out.file.$r" || fail "file://: rank $r: DDP"
+done
+if grep -q "refused connections\|172\.17\.0\.1" "$out.file".[0-3]; then
+  fail "file://: a rank dialed an address that is not rank 0's (its own 0.0.0.0 or 172.17.0.1)"
+fi
+[[ ! -e "$rendezvous" ]] || fail "file://: rank 0 should remove the rendezvous file when the group is destroyed"
+awk -v s="$seconds" 'BEGIN { exit !(s < 15) }' || fail "file://: the job took $seconds s (the timeout is 20 s)"
+echo "ok: file:// on a shared file system, no MASTER_ADDR: the machines found each other in $seconds s, the address both have skipped"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.

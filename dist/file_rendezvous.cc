@@ -1,0 +1,145 @@
+// The file:// rendezvous (file_rendezvous.h).
+#include "dist/file_rendezvous.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "dist/addresses.h"
+#include "tensor/check.h"
+
+namespace engine::dist {
+
+void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {
+  const size_t colon = hp.rfind(':');
+  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", hp,
+                 "\" should be HOST:PORT");
+  *host = hp.substr(0, colon);
+  char* end = nullptr;
+  const long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
+  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", hp,
+                 "\" has an invalid port");
+  *port = int(p);
+}
+
+namespace {
+
+// What rank 0 wrote.
+struct Published {
+  std::string host;
+  int port = 0;
+  std::string network;                 // "" where rank 0 wrote none (one machine, or MASTER_ADDR)
+  std::vector<std::string> addresses;  // its machine's addresses, for other machines
+};
+
+// Rank 0's side: the store, and the file that says where it is.
+std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, StoreOptions so) {
+  const char* given = std::getenv("MASTER_ADDR");
+  std::string host = given && *given ? given : "127.0.0.1";
+  // Other machines cannot dial a loopback address: the store then listens on every
+  // interface (a host name this machine maps to loopback is kept: the mesh reads it so),
+  // and the file lists the addresses they may dial.
+  const bool list = other_machines && loopback_here(host);
+  if (list && !loopback_only_here(host)) host = "0.0.0.0";
+  so.listen_host = listen_address(host, other_machines);
+  auto store = std::make_shared<TCPStore>(host, 0, true, so);
+  std::string text = host + ":" + std::to_string(store->port()) + "\n";
+  if (list) {
+    text += "network " + network_id() + "\n";
+    for (const std::string& a : reachable_addresses()) text += "address " + a + "\n";
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    out.flush();
+    ENGINE_REQUIRE(out.good(), "[init_process_group] cannot write the rendezvous file ", tmp, ": ",
+                   std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw Error("[init_process_group] cannot write the rendezvous file " + path + ": " + why);
+  }
+  return store;
+}
+
+// The file's contents; false while it is missing or empty.
+bool read_published(const std::string& path, Published* p) {
+  std::ifstream in(path);
+  std::string first;
+  if (!(in >> first)) return false;
+  parse_host_port(first, "the rendezvous file " + path, &p->host, &p->port);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key, value;
+    if (!(words >> key >> value)) continue;
+    if (key == "network") p->network = value;
+    if (key == "address") p->addresses.push_back(value);
+  }
+  return true;
+}
+
+// The hosts this rank tries, in order, and why there are none where so.
+std::vector<std::string> candidates(const Published& p, std::string* none) {
+  const std::string mine = network_id();
+  if (p.network.empty() || p.network == mine) return {p.host};
+  std::vector<std::string> hosts;
+  if (p.host != "0.0.0.0" && !loopback_here(p.host)) hosts.push_back(p.host);  // MASTER_ADDR's name, say
+  const std::vector<std::string> own = reachable_addresses();
+  std::string skipped;
+  for (const std::string& a : p.addresses) {
+    if (std::find(own.begin(), own.end(), a) != own.end())
+      skipped += (skipped.empty() ? "" : ", ") + a;
+    else if (std::find(hosts.begin(), hosts.end(), a) == hosts.end())
+      hosts.push_back(a);
+  }
+  if (hosts.empty())
+    *none = "rank 0 runs on another machine, and it listed no address this machine could dial (" +
+            (p.addresses.empty() ? std::string("none at all") : "only " + skipped + ", which this machine has too") +
+            "): set MASTER_ADDR on rank 0 to the address other machines reach it at";
+  return hosts;
+}
+
+}  // namespace
+
+std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, bool other_machines, StoreOptions so,
+                                          std::string* remove) {
+  if (rank == 0) {
+    auto store = serve(path, other_machines, so);
+    *remove = path;
+    return store;
+  }
+  const Deadline d = deadline_in(so.timeout);
+  std::string last_error = "the file does not exist yet";
+  while (Clock::now() < d) {
+    Published p;
+    if (read_published(path, &p)) {
+      StoreOptions quick = so;  // a stale file from an earlier run points at a dead port:
+      quick.timeout = std::min(so.timeout, std::chrono::milliseconds(2000));  // retry briefly, re-read
+      for (const std::string& host : candidates(p, &last_error)) {
+        try {
+          auto store = std::make_shared<TCPStore>(host, p.port, false, quick);
+          store->set_timeout(so.timeout);
+          return store;
+        } catch (const Error& e) {
+          last_error = e.what();
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw Error("[init_process_group] timed out waiting for rank 0's address in " + path + " (" + last_error + ")");
+}
+
+}  // namespace engine::dist
