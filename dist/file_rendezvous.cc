@@ -121,7 +121,9 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, boo
     return store;
   }
   const Deadline d = deadline_in(so.timeout);
-  std::string last_error = "the file does not exist yet";
+  std::string last_error =
+      "it never appeared: rank 0 has not started, or this folder is not on a file system this machine shares with "
+      "rank 0's";
   while (Clock::now() < d) {
     Published p;
     if (read_published(path, &p)) {

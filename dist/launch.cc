@@ -11,8 +11,8 @@
 // --job_token T (the secret every connection must present; generated when omitted on a
 // single node), --max_restarts N (start the whole group again after a failure, N times
 // at most), --run_id ID, --log_dir D with --redirects M / --tee M (M: 1 stdout, 2 stderr,
-// 3 both, into D/attempt_N/LOCAL_RANK/stdout.log and stderr.log; --redirects: only there,
-// --tee: there and on the console). Each process gets RANK, LOCAL_RANK, WORLD_SIZE,
+// 3 both, into D/RUN_ID_XXXXXX/attempt_N/LOCAL_RANK/stdout.log and stderr.log, launch_logs.h;
+// --redirects: only there, --tee: there and on the console). Each process gets RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
 // OMP_NUM_THREADS=1 (unless set), ENGINE_JOB_TOKEN and ENGINE_LAUNCH_ID.
@@ -36,6 +36,7 @@
 
 #include "dist/addresses.h"
 #include "dist/launch_args.h"
+#include "dist/launch_logs.h"
 #include "dist/launch_program.h"
 #include "dist/launch_rendezvous.h"
 #include "dist/launch_watch.h"
@@ -83,7 +84,8 @@ constexpr const char* kUsage =
       "  --run_id ID          TORCHELASTIC_RUN_ID for the ranks (default none)\n"
       "  --stopped_timeout S  seconds a rank may stay stopped (SIGSTOP) before the job is stopped (default 3; 0: "
       "never)\n"
-      "  --log_dir D          per-rank logs in D/attempt_N/LOCAL_RANK/{stdout,stderr}.log, with:\n"
+      "  --log_dir D          per-rank logs in D/RUN_ID_XXXXXX/attempt_N/LOCAL_RANK/{stdout,stderr}.log\n"
+      "                       (a new folder for every launcher, as torchrun's), with:\n"
       "  -r, --redirects M    streams only in the logs: 1 stdout, 2 stderr, 3 both\n"
       "  -t, --tee M          streams in the logs and on the console: 1, 2 or 3\n"
       "  --no_python          accepted (PROGRAM is always run as it is)\n"
@@ -134,6 +136,7 @@ void on_signal(int sig) {
 struct Job {
   engine::dist::LaunchArgs args;
   std::string program, launch_id;
+  std::string log_run;  // --log_dir with --redirects or --tee: this launcher's folder in it (launch_logs.h)
   int world = 0;
   std::unique_ptr<engine::dist::TCPStore> node_store;  // under c10d: served by node 0, holds the node rank elsewhere
   int endpoint_port = 0;                               // under c10d: the endpoint's (args.master_port becomes rank 0's)
@@ -159,14 +162,6 @@ std::unique_ptr<engine::dist::TCPStore> join_node_rendezvous(engine::dist::Launc
     std::fprintf(stderr, "launch: %s\n", e.what());
     std::exit(1);
   }
-}
-
-FILE* open_log(const std::string& dir, const char* name) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  FILE* f = std::fopen((dir + "/" + name).c_str(), "we");  // e: O_CLOEXEC, no rank inherits it
-  if (!f) usage("cannot write the log file " + dir + "/" + name + ": " + std::strerror(errno));
-  return f;
 }
 
 // The environment torchrun gives each worker, plus the engine's job token and launch id.
@@ -234,14 +229,24 @@ std::vector<Child> spawn(const Job& job, int attempt) {
     Child& c = children[size_t(local)];
     c.rank = o.node_rank * o.nproc_per_node + local;
     c.local_rank = local;
-    if (!o.log_dir.empty() && (o.redirects | o.tee)) {
-      const std::string dir = o.log_dir + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local);
+    // Every log is opened before any rank starts: one that cannot be written ends the
+    // launcher before it has a rank to stop.
+    if (!job.log_run.empty()) {
       const int logged = o.redirects | o.tee;
-      if (logged & 1) c.out.log = open_log(dir, "stdout.log");
-      if (logged & 2) c.err.log = open_log(dir, "stderr.log");
+      try {
+        if (logged & 1) c.out.log = engine::dist::launcher::open_rank_log(job.log_run, attempt, local, "stdout.log");
+        if (logged & 2) c.err.log = engine::dist::launcher::open_rank_log(job.log_run, attempt, local, "stderr.log");
+      } catch (const Error& e) {
+        std::fprintf(stderr, "launch: %s; %s\n", e.what(),
+                     attempt ? "the restart was not started" : "no rank was started");
+        std::exit(1);
+      }
       c.out.console = !(o.redirects & 1);
       c.err.console = !(o.redirects & 2);
     }
+  }
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    Child& c = children[size_t(local)];
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {  // a rank inherits only its own pipes
       const int e = errno;
@@ -315,6 +320,15 @@ Job prepare(int argc, char** argv) {
   if (o.nnodes > 1 && !o.node_rank_given) job.node_store = join_node_rendezvous(o);
   job.launch_id = random_token().substr(0, 16);
   job.world = o.nproc_per_node * o.nnodes;
+  if (!o.log_dir.empty() && (o.redirects | o.tee)) {
+    try {
+      job.log_run = engine::dist::launcher::make_run_log_dir(o.log_dir, o.run_id);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "launch: %s\n", e.what());
+      std::exit(1);
+    }
+    std::fprintf(stderr, "launch: the ranks' logs go to %s/attempt_N/LOCAL_RANK/\n", job.log_run.c_str());
+  }
   return job;
 }
 

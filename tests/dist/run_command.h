@@ -45,4 +45,13 @@ inline Run run(const std::string& cmd) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
+// The folder the launcher's --log_dir run wrote its logs in, as it said ("launch: the ranks'
+// logs go to D/none_AbC123/attempt_N/LOCAL_RANK/"): "D/none_AbC123", "" when it did not say.
+inline std::string launcher_log_dir(const std::string& output) {
+  const std::string said = "launch: the ranks' logs go to ", tail = "/attempt_N/LOCAL_RANK/\n";
+  const size_t at = output.find(said), end = output.find(tail, at);
+  return at == std::string::npos || end == std::string::npos ? ""
+                                                             : output.substr(at + said.size(), end - at - said.size());
+}
+
 }  // namespace engine::testing
