@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -84,13 +85,33 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
-// Removes "<path>.tmp.<pid>" files left by writers that were killed mid-save (their pid
-// no longer exists), so that interrupted saves do not pile up next to the checkpoint.
-void remove_stale_temporaries(const std::string& path) {
+// Who writes a temporary, as its name says it: "HOST-NS", this machine's name (its first 32
+// characters; letters and digits, others as '-') and pid namespace; the pid follows. On a
+// file system that machines or containers share (NFS), a pid means something only to the
+// writers that see the same pids, and two writers elsewhere may have one pid: with the tag
+// their temporaries differ, and a writer judges only its own kind's (remove_stale_temporaries).
+std::string writer_tag() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string tag;
+  for (const char* c = host; *c && tag.size() < 32; ++c) tag += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '-';
+  tag += '-';
+  char ns[64] = {};  // "pid:[4026531836]"
+  if (::readlink("/proc/self/ns/pid", ns, sizeof ns - 1) > 0)
+    for (const char* c = ns; *c; ++c)
+      if (std::isdigit(static_cast<unsigned char>(*c))) tag += *c;
+  return tag;
+}
+
+// Removes "<path>.tmp.<tag>.<pid>" files left by writers of this tag that were killed
+// mid-save (their pid no longer exists), so that interrupted saves do not pile up next to
+// the checkpoint. Another tag's are another machine's: whether their writer lives cannot be
+// told from here, so they are left alone.
+void remove_stale_temporaries(const std::string& path, const std::string& tag) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::string prefix = target.filename().string() + ".tmp.";
+  const std::string prefix = target.filename().string() + ".tmp." + tag + ".";
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -108,9 +129,10 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   check_save_path(path);  // an empty path or a folder named before anything is written
   std::vector<Tensor> dense;
   const std::string header = build_header(tensors, metadata, &dense);
-  remove_stale_temporaries(path);
+  const std::string tag = writer_tag();
+  remove_stale_temporaries(path, tag);
   // Temporary file in the target's directory, so the final rename stays on one file system.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = path + ".tmp." + tag + "." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ENGINE_REQUIRE(fd >= 0, "[save_safetensors] cannot create ", tmp, ": ", std::strerror(errno));
   const uint64_t n = header.size();

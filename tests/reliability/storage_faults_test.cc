@@ -1,14 +1,17 @@
 // The rest of the fault matrix (docs/RELIABILITY.md): the disk fills up, or the folder is
-// read-only, at checkpoint time; the dataset is missing or corrupt. Each is an error that
+// read-only, at checkpoint time; a folder other machines write into too (NFS); the
+// dataset is missing or corrupt. Each is an error that
 // names the file, and no checkpoint is ever half-written: the previous one stays whole.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "catch2/catch.hpp"
 #include "data/fashion_mnist.h"
@@ -67,6 +70,46 @@ TEST_CASE("a full disk at checkpoint time: an error, and the previous checkpoint
                        Catch::Contains(path + " was left as it was"));
   CHECK(load_safetensors(path).at("step").item() == 1.0);  // the previous one, whole
   CHECK(temporaries_of(path) == 0);
+}
+
+// The name a writer gives its temporary, as safetensors.cc makes it: "<path>.tmp.HOST-NS.PID"
+// (HOST: the machine's name, letters and digits; NS: its pid namespace's number).
+std::string temporary_of(const std::string& path, const std::string& host, long pid) {
+  char ns[64] = {};
+  REQUIRE(readlink("/proc/self/ns/pid", ns, sizeof ns - 1) > 0);
+  std::string digits;
+  for (const char* c = ns; *c; ++c)
+    if (std::isdigit(static_cast<unsigned char>(*c))) digits += *c;
+  return path + ".tmp." + host + "-" + digits + "." + std::to_string(pid);
+}
+
+TEST_CASE("a folder other machines save into too: their temporaries are not this machine's to judge") {
+  // A checkpoint folder on NFS, written by jobs on two machines. Their writers' pids mean
+  // nothing here, and may be this writer's own: another machine's temporary, mid-save, was
+  // removed as "left by a dead writer", or truncated by a writer here with the same pid.
+  const std::string path = tmp_path("shared_folder.safetensors");
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  std::string host;
+  for (const char* c = name; *c && host.size() < 32; ++c)
+    host += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '-';
+  const pid_t gone = fork();  // a pid that no process here has now
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string theirs = temporary_of(path, "elsewhere", gone),
+                    same_pid = temporary_of(path, "elsewhere", getpid());
+  const std::string ours_left = temporary_of(path, host, gone);  // a writer here, killed mid-save
+  for (const std::string& f : {theirs, same_pid, ours_left}) std::ofstream(f) << "another writer's bytes";
+  save_safetensors(path, {{"step", full({1}, 3.0)}});
+  REQUIRE(load_safetensors(path).at("step").item() == 3.0);
+  auto text = [](const std::string& f) {
+    std::ifstream in(f);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  CHECK(text(theirs) == "another writer's bytes");    // left alone
+  CHECK(text(same_pid) == "another writer's bytes");  // not truncated
+  CHECK(!fs::exists(ours_left));                      // this machine's dead writer's: cleared away
+  fs::remove(theirs), fs::remove(same_pid);
 }
 
 TEST_CASE("a read-only or missing folder at checkpoint time is an error naming the path") {
