@@ -120,6 +120,20 @@ TEST_CASE("tcp:// and file:// init methods") {
   for (auto& r : fres) REQUIRE(r.output == "3");
 }
 
+TEST_CASE("file:// whose file never appears says where to look") {
+  // A folder that is not shared with rank 0's machine looks the same from here: no file.
+  clear_launch_env();
+  dist::InitOptions o;
+  o.init_method = "file://" + tmp_path("never_written");
+  o.rank = 1;
+  o.world_size = 2;
+  o.timeout = 300ms;
+  REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
+                      Catch::Contains("timed out waiting for rank 0's address in " + tmp_path("never_written")) &&
+                          Catch::Contains("it never appeared: rank 0 has not started, or this folder is not on a "
+                                          "file system this machine shares with rank 0's"));
+}
+
 TEST_CASE("bad configuration says what to fix") {
   clear_launch_env();
   REQUIRE_THROWS_WITH(dist::init_process_group("gloo"), Catch::Contains("RANK and WORLD_SIZE are not set"));
