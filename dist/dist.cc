@@ -15,6 +15,7 @@
 #include "dist/nccl_group.h"
 #include "dist/open_files.h"
 #include "dist/rendezvous_check.h"
+#include "dist/same_program.h"
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "dist/store.h"
@@ -128,8 +129,13 @@ std::shared_ptr<TCPStore> open_store(const std::string& m, const LaunchInfo& inf
 // later restart, which this rank joins), up to the timeout.
 std::shared_ptr<TCPStore> join_rendezvous(const std::string& m, const LaunchInfo& info, const StoreOptions& so,
                                           std::string* remove) {
-  const RankClaim mine{info.world_size, env_int("GROUP_RANK", -1),
-                       env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "", machine_id(), long(getpid())};
+  const RankClaim mine{info.world_size,
+                       env_int("GROUP_RANK", -1),
+                       env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
+                       machine_id(),
+                       long(getpid()),
+                       program_fingerprint(),
+                       program_path()};
   const Deadline d = deadline_in(so.timeout);
   std::string holder;  // who holds this rank in the running group, once one was found
   while (true) {

@@ -4,29 +4,60 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "dist/same_program.h"
 
 namespace engine::dist {
 
 namespace {
 
-// "WORLD GROUP_RANK LAUNCH_ID MACHINE PID", fields without spaces.
+// A field without spaces, "-" for none.
+std::string field(std::string s) {
+  std::replace(s.begin(), s.end(), ' ', '_');
+  return s.empty() ? "-" : s;
+}
+
+// "WORLD GROUP_RANK LAUNCH_ID MACHINE PID PROGRAM PATH", fields without spaces.
 std::string encode(const RankClaim& c) {
-  std::string machine = c.machine.empty() ? "-" : c.machine;
-  std::replace(machine.begin(), machine.end(), ' ', '_');
-  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " +
-         (c.launch_id.empty() ? "-" : c.launch_id) + " " + machine + " " + std::to_string(c.pid);
+  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " + field(c.launch_id) + " " +
+         field(c.machine) + " " + std::to_string(c.pid) + " " + field(c.program) + " " + field(c.path);
 }
 
 RankClaim decode(const std::string& s) {
   RankClaim c;
   std::istringstream in(s);
-  in >> c.world >> c.group_rank >> c.launch_id >> c.machine >> c.pid;
-  if (c.launch_id == "-") c.launch_id.clear();
-  if (c.machine == "-") c.machine.clear();
+  in >> c.world >> c.group_rank >> c.launch_id >> c.machine >> c.pid >> c.program >> c.path;
+  for (std::string* f : {&c.launch_id, &c.machine, &c.program, &c.path})
+    if (*f == "-") f->clear();
   return c;
+}
+
+// Whether two claims' programs are known and differ.
+bool other_program(const RankClaim& a, const RankClaim& b) {
+  return !a.program.empty() && !b.program.empty() && a.program != b.program;
+}
+
+// Said once the ranks have met: by each rank whose program is another build than rank 0's,
+// and by rank 0, naming them all.
+void warn_of_other_programs(int rank, const RankClaim& mine, const RankClaim& rank0, const std::string& others) {
+  if (rank != 0 && other_program(mine, rank0))
+    std::fprintf(stderr,
+                 "[init_process_group] warning: rank %d (%s) runs another build of the program than rank 0 (%s): "
+                 "here %s; rank 0 runs %s. DDP averages whatever gradients the ranks send, so a rank left with "
+                 "an older build trains on silently: rebuild (or copy) the same program on every machine\n",
+                 rank, mine.who().c_str(), rank0.who().c_str(), describe_program(mine.path, mine.program).c_str(),
+                 describe_program(rank0.path, rank0.program).c_str());
+  if (rank == 0 && !others.empty())
+    std::fprintf(stderr,
+                 "[init_process_group] warning: %s %s %s another build of the program than rank 0 (%s), each "
+                 "says how: rebuild (or copy) the same program on every machine\n",
+                 others.find(',') == std::string::npos ? "rank" : "ranks", others.c_str(),
+                 others.find(',') == std::string::npos ? "runs" : "run",
+                 describe_program(mine.path, mine.program).c_str());
 }
 
 // Whether process pid runs on this machine: a zombie (killed, not yet reaped by whoever
@@ -88,7 +119,8 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
                                "--rdzv_backend=c10d without --node_rank, which hands them out)"
                          : "; every process needs its own RANK"));
   }
-  std::string error, missing;
+  std::string error, missing, other_programs;
+  RankClaim rank0 = mine;
   for (int r = 0; r < mine.world; ++r) {
     if (r == rank) continue;  // its own claim is `mine`, set above
     std::string value;
@@ -113,6 +145,9 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     const RankClaim other = decode(value);
+    if (r == 0) rank0 = other;
+    if (rank == 0 && other_program(mine, other))
+      other_programs += (other_programs.empty() ? "" : ", ") + std::to_string(r);
     if (other.world != mine.world)
       fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who() +
            ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who() + ") has " +
@@ -133,6 +168,7 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
            "pick one)");
   }
   if (store.try_get("rdzv/error", &error)) fail(error);
+  warn_of_other_programs(rank, mine, rank0, other_programs);
   return Rendezvous::kPassed;
 }
 

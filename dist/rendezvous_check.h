@@ -3,8 +3,9 @@
 // rank's, so that a misconfigured job fails within seconds, naming the cause and the ranks,
 // instead of waiting out the timeout: two processes with one RANK, ranks that disagree on
 // WORLD_SIZE, or a rank of another job that found this port (same token, another launcher).
+// A rank whose program is another build than rank 0's is warned of (same_program.h).
 //
-//   RankClaim mine{world, group_rank, launch_id, machine_id(), getpid()};
+//   RankClaim mine{world, group_rank, launch_id, machine_id(), getpid(), program_fingerprint(), program_path()};
 //   if (check_rendezvous(store, rank, mine, deadline, false) == Rendezvous::kHeldByRunningGroup)
 //     ...  // this machine was restarted while the job ran: wait for the job's restart
 #pragma once
@@ -21,6 +22,7 @@ struct RankClaim {
   std::string launch_id;           // the launcher's ENGINE_LAUNCH_ID, "" without one
   std::string machine;             // machine_id(): "HOST/boot id/pid namespace/shm:..."
   long pid = 0;
+  std::string program, path;  // program_fingerprint() and program_path() (same_program.h), "" unknown
   // "pid P on HOST", for messages.
   std::string who() const { return "pid " + std::to_string(pid) + " on " + machine.substr(0, machine.find('/')); }
 };
