@@ -131,6 +131,7 @@ std::shared_ptr<TCPStore> join_rendezvous(const std::string& m, const LaunchInfo
                                           std::string* remove) {
   const RankClaim mine{info.world_size,
                        env_int("GROUP_RANK", -1),
+                       info.local_world_given ? info.local_world_size : -1,
                        env("ENGINE_LAUNCH_ID") ? env("ENGINE_LAUNCH_ID") : "",
                        machine_id(),
                        long(getpid()),

@@ -18,6 +18,16 @@ namespace {
 // count and destroyed groups, dist.cc) is ever served by it, nor a launcher by a rank's.
 constexpr uint32_t kLaunchersGeneration = 0xFFFFFFFFu;
 
+// How --nproc_per_node=auto (cpu, gpu) counted here and there, for a mismatch: it counts
+// each machine's own CPUs or GPUs, which may differ. "" where both were numbers.
+std::string counted(const std::string& here, const std::string& there) {
+  if (here.empty() && there.empty()) return "";
+  std::string said = " (";
+  if (!here.empty()) said += "here " + here;
+  if (!there.empty()) said += std::string(here.empty() ? "" : "; ") + "there " + there;
+  return said + ": where the machines differ, give --nproc_per_node a number)";
+}
+
 // The flags every launcher of one job must share: with another --nproc_per_node, two
 // machines would start the same RANKs; with another --max_restarts, one machine would
 // restart alone.
@@ -48,6 +58,7 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
     o->master_port = Listener::bind(served.listen_host, 0).port();  // free now; rank 0 binds it in every attempt
     host->set("master_port", std::to_string(o->master_port));
     host->set("flags", shared_flags(*o));
+    host->set("nproc_from", o->nproc_from);  // for the words only: "" where --nproc_per_node was a number
     return host;
   }
   // Node ranks 1, 2, ... are claimed (TCPStore::claim), each held for as long as its
@@ -57,11 +68,12 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   char host_name[256] = {};
   gethostname(host_name, sizeof host_name - 1);
   const std::string me = "pid " + std::to_string(getpid()) + " on " + host_name;
-  std::string port, flags;
+  std::string port, flags, their_count;
   int node = -1;
   try {
     store = std::make_unique<TCPStore>(o->master_addr, o->master_port, /*is_server=*/false, so);
     port = store->get("master_port"), flags = store->get("flags");
+    store->try_get("nproc_from", &their_count);
     // Every node rank held: a launcher too many, or one whose machine failed without closing
     // its connection, which the endpoint finds out within ~20 s (store_server.cc): wait
     // until the timeout for one to be freed.
@@ -84,7 +96,8 @@ std::unique_ptr<TCPStore> assign_node_rank(LaunchArgs* o, std::chrono::milliseco
   }
   if (flags != shared_flags(*o))
     throw Error("this launcher was started with " + shared_flags(*o) + ", the one serving the rendezvous at " +
-                endpoint + " with " + flags + ": start every machine's launcher with the same command");
+                endpoint + " with " + flags + ": start every machine's launcher with the same command" +
+                counted(o->nproc_from, their_count));
   if (node < 0)
     throw Error("every node rank of the " + std::to_string(o->nnodes) + " at " + endpoint +
                 " (--nnodes) is held by a running launcher: start one launcher per machine, with the same --nnodes "

@@ -21,19 +21,38 @@ std::string field(std::string s) {
   return s.empty() ? "-" : s;
 }
 
-// "WORLD GROUP_RANK LAUNCH_ID MACHINE PID PROGRAM PATH", fields without spaces.
+// "WORLD GROUP_RANK LOCAL_WORLD LAUNCH_ID MACHINE PID PROGRAM PATH", fields without spaces.
 std::string encode(const RankClaim& c) {
-  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " + field(c.launch_id) + " " +
-         field(c.machine) + " " + std::to_string(c.pid) + " " + field(c.program) + " " + field(c.path);
+  return std::to_string(c.world) + " " + std::to_string(c.group_rank) + " " + std::to_string(c.local_world) + " " +
+         field(c.launch_id) + " " + field(c.machine) + " " + std::to_string(c.pid) + " " + field(c.program) + " " +
+         field(c.path);
 }
 
 RankClaim decode(const std::string& s) {
   RankClaim c;
   std::istringstream in(s);
-  in >> c.world >> c.group_rank >> c.launch_id >> c.machine >> c.pid >> c.program >> c.path;
+  in >> c.world >> c.group_rank >> c.local_world >> c.launch_id >> c.machine >> c.pid >> c.program >> c.path;
   for (std::string* f : {&c.launch_id, &c.machine, &c.program, &c.path})
     if (*f == "-") f->clear();
   return c;
+}
+
+// Why two launchers' ranks disagree, where the launchers were started with different
+// --nproc_per_node (a typo, or =auto on machines that differ: it counts each machine's own
+// CPUs or GPUs); "" where that is not it.
+std::string launchers_differ(const RankClaim& a, const RankClaim& b) {
+  if (a.launch_id.empty() || b.launch_id.empty() || a.launch_id == b.launch_id || a.local_world < 1 ||
+      b.local_world < 1 || a.local_world == b.local_world)
+    return "";
+  auto node = [](const RankClaim& c) {
+    return "node " + std::to_string(c.group_rank) + "'s (" + c.machine.substr(0, c.machine.find('/')) + ") " +
+           std::to_string(c.local_world) + (c.local_world == 1 ? " rank" : " ranks");
+  };
+  const bool in_order = a.group_rank <= b.group_rank;
+  return "[init_process_group] the machines' launchers started different numbers of ranks: " + node(in_order ? a : b) +
+         ", " + node(in_order ? b : a) +
+         ". Give every launcher the same --nproc_per_node (auto, cpu and gpu count each machine's own CPUs or "
+         "GPUs, which may differ: give a number there)";
 }
 
 // Whether two claims' programs are known and differ.
@@ -107,6 +126,7 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
       *holder = other.who();
       return Rendezvous::kHeldByRunningGroup;
     }
+    if (const std::string why = launchers_differ(other, mine); !why.empty()) fail(why);
     // Two launchers of one job (another launch_id) with one node rank: the same --node_rank
     // typed on two machines.
     const bool same_node_rank = !other.launch_id.empty() && !mine.launch_id.empty() &&
@@ -148,6 +168,7 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
     if (r == 0) rank0 = other;
     if (rank == 0 && other_program(mine, other))
       other_programs += (other_programs.empty() ? "" : ", ") + std::to_string(r);
+    if (const std::string why = launchers_differ(other, mine); !why.empty()) fail(why);
     if (other.world != mine.world)
       fail("[init_process_group] ranks disagree on WORLD_SIZE: rank " + std::to_string(r) + " (" + other.who() +
            ") has " + std::to_string(other.world) + ", " + me + " (" + mine.who() + ") has " +

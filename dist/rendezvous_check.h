@@ -5,7 +5,8 @@
 // WORLD_SIZE, or a rank of another job that found this port (same token, another launcher).
 // A rank whose program is another build than rank 0's is warned of (same_program.h).
 //
-//   RankClaim mine{world, group_rank, launch_id, machine_id(), getpid(), program_fingerprint(), program_path()};
+//   RankClaim mine{world, group_rank, local_world, launch_id, machine_id(), getpid(), program_fingerprint(),
+//                  program_path()};
 //   if (check_rendezvous(store, rank, mine, deadline, false) == Rendezvous::kHeldByRunningGroup)
 //     ...  // this machine was restarted while the job ran: wait for the job's restart
 #pragma once
@@ -19,6 +20,7 @@ namespace engine::dist {
 
 struct RankClaim {
   int world = 0, group_rank = -1;  // WORLD_SIZE; the launcher's node rank (GROUP_RANK), -1 without one
+  int local_world = -1;            // LOCAL_WORLD_SIZE (the launcher's --nproc_per_node), -1 without one
   std::string launch_id;           // the launcher's ENGINE_LAUNCH_ID, "" without one
   std::string machine;             // machine_id(): "HOST/boot id/pid namespace/shm:..."
   long pid = 0;
