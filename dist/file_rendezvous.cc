@@ -20,13 +20,14 @@
 namespace engine::dist {
 
 void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {
+  const std::string shown = hp.size() > 80 ? hp.substr(0, 80) + "... (" + std::to_string(hp.size()) + " bytes)" : hp;
   const size_t colon = hp.rfind(':');
-  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", hp,
+  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", shown,
                  "\" should be HOST:PORT");
   *host = hp.substr(0, colon);
   char* end = nullptr;
   const long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
-  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", hp,
+  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", shown,
                  "\" has an invalid port");
   *port = int(p);
 }
@@ -75,12 +76,17 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
 
 // The file's contents; false while it is missing or empty.
 bool read_published(const std::string& path, Published* p) {
-  std::ifstream in(path);
+  // Read from outside: at most 64 KiB of it, 64 addresses (a machine's interfaces fit).
+  std::ifstream in(path, std::ios::binary);
+  std::string text(64 << 10, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  std::istringstream lines(text);
   std::string first;
-  if (!(in >> first)) return false;
+  if (!(lines >> first)) return false;
   parse_host_port(first, "the rendezvous file " + path, &p->host, &p->port);
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(lines, line) && p->addresses.size() < 64) {
     std::istringstream words(line);
     std::string key, value;
     if (!(words >> key >> value)) continue;
@@ -127,9 +133,13 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, boo
   while (Clock::now() < d) {
     Published p;
     if (read_published(path, &p)) {
-      StoreOptions quick = so;  // a stale file from an earlier run points at a dead port:
-      quick.timeout = std::min(so.timeout, std::chrono::milliseconds(2000));  // retry briefly, re-read
+      // A stale file from an earlier run points at a dead port: each host is tried briefly
+      // (never past the deadline), then the file is read again.
       for (const std::string& host : candidates(p, &last_error)) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now());
+        if (left.count() <= 0) break;
+        StoreOptions quick = so;
+        quick.timeout = std::min({so.timeout, std::chrono::milliseconds(2000), left});
         try {
           auto store = std::make_shared<TCPStore>(host, p.port, false, quick);
           store->set_timeout(so.timeout);
