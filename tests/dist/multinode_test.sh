@@ -232,7 +232,7 @@ for form in static c10d late any; do
       fail "$form: rank $r should listen at machine 0's address, 10.77.$NODES_ID.1"
   done
   said="\"$name0\" is a loopback address on this machine"
-  [[ $form == any ]] && said="\"0\.0\.0\.0\" means every interface of this machine"
+  [[ $form == any ]] && said="rank 0's store listens on every interface of this machine (0\.0\.0\.0)"
   grep -q "^\[rank 0\] \[init_process_group\] $said.*its ranks listen at 10\.77\.$NODES_ID\.1, the address that reaches rank 2's machine" \
     "$out.name.$form.0" || fail "$form: rank 0 should say which address its machine's ranks listen at, and why"
   grep -q "^\[rank 3\] rank 3: every collective equals its closed form" "$out.name.$form.1" || fail "$form: rank 3: collectives"
