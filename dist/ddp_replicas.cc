@@ -77,8 +77,9 @@ void DistributedDataParallel::check_replicas() {
               "a checkpoint loaded on some ranks only after wrapping (load it on every rank, or before wrapping: "
               "DDP broadcasts rank 0's), an optimizer whose state differs between ranks (after a Join, give it to "
               "the Join: JoinSync), a learning rate that differs between ranks (a schedule computed from a "
-              "dataset whose length differs: on several machines, a copy of the files that differs), or weights "
-              "changed on one rank alone");
+              "dataset whose length differs: on several machines, a copy of the files that differs), weights "
+              "changed on one rank alone, or a machine running another build of the program (init_process_group "
+              "warned of it at start-up)");
 }
 
 }  // namespace engine::dist
