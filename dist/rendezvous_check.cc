@@ -37,12 +37,13 @@ RankClaim decode(const std::string& s) {
   return c;
 }
 
-// Why two launchers' ranks disagree, where the launchers were started with different
-// --nproc_per_node (a typo, or =auto on machines that differ: it counts each machine's own
-// CPUs or GPUs); "" where that is not it.
+// Why two launchers' ranks disagree, where the launchers of two machines were started with
+// different --nproc_per_node (a typo, or =auto on machines that differ: it counts each
+// machine's own CPUs or GPUs); "" where that is not it. (Two launchers with one node rank
+// are two jobs on one port, or one --node_rank typed twice: said apart.)
 std::string launchers_differ(const RankClaim& a, const RankClaim& b) {
-  if (a.launch_id.empty() || b.launch_id.empty() || a.launch_id == b.launch_id || a.local_world < 1 ||
-      b.local_world < 1 || a.local_world == b.local_world)
+  if (a.launch_id.empty() || b.launch_id.empty() || a.launch_id == b.launch_id || a.group_rank == b.group_rank ||
+      a.local_world < 1 || b.local_world < 1 || a.local_world == b.local_world)
     return "";
   auto node = [](const RankClaim& c) {
     return "node " + std::to_string(c.group_rank) + "'s (" + c.machine.substr(0, c.machine.find('/')) + ") " +
