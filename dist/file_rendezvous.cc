@@ -121,6 +121,8 @@ std::vector<std::string> candidates(const Published& p, std::string* none) {
 
 std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, bool other_machines, StoreOptions so,
                                           std::string* remove) {
+  ENGINE_REQUIRE(!path.empty() && path.back() != '/', "[init_process_group] init_method \"file://", path,
+                 "\" names no file: give one on a file system every rank sees, as file:///shared/rendezvous");
   if (rank == 0) {
     auto store = serve(path, other_machines, so);
     *remove = path;

@@ -166,6 +166,11 @@ TEST_CASE("a rendezvous file read from outside is bounded: its size, its address
                       Catch::Contains("timed out waiting for rank 0's address in " + listed));
   CHECK(std::chrono::steady_clock::now() - t0 < 3s);
   close(silent);
+  for (const char* none : {"file://", "file:///tmp/"}) {  // on every rank, at once
+    o.init_method = none;
+    REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
+                        Catch::Contains(std::string("init_method \"") + none + "\" names no file"));
+  }
   // A file that is not one: named, with its first 80 bytes.
   const std::string junk = tmp_path("junk_rendezvous");
   std::ofstream(junk) << std::string(100000, 'a');
