@@ -320,6 +320,10 @@ Job prepare(int argc, char** argv) {
   if (o.nnodes > 1 && !o.node_rank_given) job.node_store = join_node_rendezvous(o);
   job.launch_id = random_token().substr(0, 16);
   job.world = o.nproc_per_node * o.nnodes;
+  if (!o.log_dir.empty() && !(o.redirects | o.tee))
+    std::fprintf(stderr,
+                 "launch: --log_dir without --redirects or --tee writes no log (as torchrun's): add --tee 3 to keep "
+                 "every rank's output there as well as on the console\n");
   if (!o.log_dir.empty() && (o.redirects | o.tee)) {
     try {
       job.log_run = engine::dist::launcher::make_run_log_dir(o.log_dir, o.run_id);

@@ -55,6 +55,17 @@ TEST_CASE("launchers given one --log_dir keep their logs apart: a run again, or 
   CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 3);
 }
 
+TEST_CASE("--log_dir alone writes no log, and says so") {
+  const std::string dir = tmp_path("log_dir_alone");
+  const Run r = run(kLaunch + " --log_dir " + dir + " /bin/echo hello");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  REQUIRE_THAT(r.output, Catch::Contains("[rank 0] hello") &&
+                             Catch::Contains("launch: --log_dir without --redirects or --tee writes no log (as "
+                                             "torchrun's): add --tee 3"));
+  REQUIRE(!std::filesystem::exists(dir));
+}
+
 TEST_CASE("a log folder that cannot be made stops the launcher before any rank starts") {
   const std::string file = tmp_path("a_file");
   write_bytes(file, "not a folder");
