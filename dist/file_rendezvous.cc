@@ -59,12 +59,13 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
     for (const std::string& a : reachable_addresses()) text += "address " + a + "\n";
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    out << text;
-    out.flush();
-    ENGINE_REQUIRE(out.good(), "[init_process_group] cannot write the rendezvous file ", tmp, ": ",
-                   std::strerror(errno));
+  std::ofstream out(tmp);
+  out << text;
+  out.close();
+  if (out.fail()) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());  // whatever part of it was made
+    throw Error("[init_process_group] cannot write the rendezvous file " + tmp + ": " + why);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
