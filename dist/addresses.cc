@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -108,6 +109,19 @@ std::vector<std::pair<std::string, std::string>> ipv4_interfaces() {
   return found;
 }
 }  // namespace
+
+void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {
+  const std::string shown = hp.size() > 80 ? hp.substr(0, 80) + "... (" + std::to_string(hp.size()) + " bytes)" : hp;
+  const size_t colon = hp.rfind(':');
+  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", shown,
+                 "\" should be HOST:PORT");
+  *host = hp.substr(0, colon);
+  char* end = nullptr;
+  const long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
+  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", shown,
+                 "\" has an invalid port");
+  *port = int(p);
+}
 
 std::vector<std::string> reachable_addresses() {
   std::vector<std::string> found;

@@ -33,6 +33,10 @@ sockaddr_in resolve_until(const std::string& host, int port, Deadline deadline, 
 // listing this machine's interfaces, when it has none.
 std::string interface_address(const std::string& name);
 
+// "HOST:PORT" split (init_method's tcp://, a file:// rendezvous file); throws naming `what`
+// (e.g. "init_method"), and showing at most 80 bytes of `hp`, when it is not that.
+void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port);
+
 // This machine's IPv4 addresses other machines may dial: every interface's but loopback's,
 // in the order the kernel lists them.
 std::vector<std::string> reachable_addresses();

@@ -19,19 +19,6 @@
 
 namespace engine::dist {
 
-void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port) {
-  const std::string shown = hp.size() > 80 ? hp.substr(0, 80) + "... (" + std::to_string(hp.size()) + " bytes)" : hp;
-  const size_t colon = hp.rfind(':');
-  ENGINE_REQUIRE(colon != std::string::npos && colon > 0, "[init_process_group] ", what, " \"", shown,
-                 "\" should be HOST:PORT");
-  *host = hp.substr(0, colon);
-  char* end = nullptr;
-  const long p = std::strtol(hp.c_str() + colon + 1, &end, 10);
-  ENGINE_REQUIRE(*end == '\0' && p >= 0 && p <= 65535, "[init_process_group] ", what, " \"", shown,
-                 "\" has an invalid port");
-  *port = int(p);
-}
-
 namespace {
 
 // What rank 0 wrote.

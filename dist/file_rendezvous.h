@@ -31,7 +31,4 @@ namespace engine::dist {
 std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, bool other_machines, StoreOptions so,
                                           std::string* remove);
 
-// "HOST:PORT" split; throws naming `what` (e.g. "init_method") when it is not that.
-void parse_host_port(const std::string& hp, const std::string& what, std::string* host, int* port);
-
 }  // namespace engine::dist
