@@ -84,16 +84,20 @@ bool read_published(const std::string& path, Published* p) {
   return true;
 }
 
+// This rank's side of the comparison: its network and its machine's addresses.
+struct Here {
+  std::string network = network_id();
+  std::vector<std::string> addresses = reachable_addresses();
+};
+
 // The hosts this rank tries, in order, and why there are none where so.
-std::vector<std::string> candidates(const Published& p, std::string* none) {
-  const std::string mine = network_id();
-  if (p.network.empty() || p.network == mine) return {p.host};
+std::vector<std::string> candidates(const Published& p, const Here& here, std::string* none) {
+  if (p.network.empty() || p.network == here.network) return {p.host};
   std::vector<std::string> hosts;
   if (p.host != "0.0.0.0" && !loopback_here(p.host)) hosts.push_back(p.host);  // MASTER_ADDR's name, say
-  const std::vector<std::string> own = reachable_addresses();
   std::string skipped;
   for (const std::string& a : p.addresses) {
-    if (std::find(own.begin(), own.end(), a) != own.end())
+    if (std::find(here.addresses.begin(), here.addresses.end(), a) != here.addresses.end())
       skipped += (skipped.empty() ? "" : ", ") + a;
     else if (std::find(hosts.begin(), hosts.end(), a) == hosts.end())
       hosts.push_back(a);
@@ -117,6 +121,7 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, boo
     return store;
   }
   const Deadline d = deadline_in(so.timeout);
+  const Here here;
   std::string last_error =
       "it never appeared: rank 0 has not started, or this folder is not on a file system this machine shares with "
       "rank 0's";
@@ -125,7 +130,7 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, boo
     if (read_published(path, &p)) {
       // A stale file from an earlier run points at a dead port: each host is tried briefly
       // (never past the deadline), then the file is read again.
-      for (const std::string& host : candidates(p, &last_error)) {
+      for (const std::string& host : candidates(p, here, &last_error)) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(d - Clock::now());
         if (left.count() <= 0) break;
         StoreOptions quick = so;
