@@ -162,16 +162,18 @@ std::string ProcessGroupTCP::listen_host(const std::string& network, Deadline d)
     const std::string addr = wait_for_key("tcp/addr/", r, "its address", d);
     const std::string from = route_source(addr.substr(0, addr.rfind(':')));
     if (from.empty() || loopback_here(from)) continue;
-    if (rank_ == 0 && options_.key_prefix.empty())
+    if (rank_ == 0 && options_.key_prefix.empty()) {
+      // 0.0.0.0: given so, or written so by a file:// rendezvous (file_rendezvous.h).
+      const std::string store_at =
+          host == "0.0.0.0"
+              ? "rank 0's store listens on every interface of this machine (0.0.0.0)"
+              : "\"" + host +
+                    "\" is a loopback address on this machine (as /etc/hosts often maps a machine's own name)";
       std::fprintf(stderr,
                    "[init_process_group] %s, not the address other machines reach it at: its ranks listen at %s, the "
                    "address that reaches %s's machine (ENGINE_SOCKET_IFNAME chooses another interface)\n",
-                   host == "0.0.0.0"  // given so, or written so by a file:// rendezvous (file_rendezvous.h)
-                       ? "rank 0's store listens on every interface of this machine (0.0.0.0)"
-                       : ("\"" + host +
-                          "\" is a loopback address on this machine (as /etc/hosts often maps a machine's own name)")
-                             .c_str(),
-                   from.c_str(), peer_name(r).c_str());
+                   store_at.c_str(), from.c_str(), peer_name(r).c_str());
+    }
     return from;
   }
   return local;
