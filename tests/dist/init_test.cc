@@ -1,15 +1,11 @@
 // dist::init_process_group with each init method and launcher environment, the errors for
-// bad configuration, and a destroy_process_group that leaves nothing behind.
-#include <arpa/inet.h>
+// bad configuration, and a destroy_process_group that leaves nothing behind. The file://
+// rendezvous at its edges: file_rendezvous_test.cc.
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "catch2/catch.hpp"
@@ -123,61 +119,6 @@ TEST_CASE("tcp:// and file:// init methods") {
     return 0;
   });
   for (auto& r : fres) REQUIRE(r.output == "3");
-}
-
-TEST_CASE("file:// whose file never appears says where to look") {
-  // A folder that is not shared with rank 0's machine looks the same from here: no file.
-  clear_launch_env();
-  dist::InitOptions o;
-  o.init_method = "file://" + tmp_path("never_written");
-  o.rank = 1;
-  o.world_size = 2;
-  o.timeout = 300ms;
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
-                      Catch::Contains("timed out waiting for rank 0's address in " + tmp_path("never_written")) &&
-                          Catch::Contains("it never appeared: rank 0 has not started, or this folder is not on a "
-                                          "file system this machine shares with rank 0's"));
-}
-
-TEST_CASE("a rendezvous file read from outside is bounded: its size, its addresses, the wait") {
-  clear_launch_env();
-  dist::InitOptions o;
-  o.rank = 1;
-  o.world_size = 2;
-  o.timeout = 1000ms;
-  // Rank 0 "on another network", listing 100 addresses where a program takes connections
-  // and never answers (a listener that never accepts: 127.0.0.2-101 all reach it). Each
-  // is tried at most 2 s, and never past the deadline: 100 s of waiting before.
-  const int silent = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  socklen_t len = sizeof any;
-  REQUIRE((bind(silent, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0 && listen(silent, 128) == 0 &&
-           getsockname(silent, reinterpret_cast<sockaddr*>(&any), &len) == 0));
-  const std::string listed = tmp_path("listed_rendezvous");
-  {
-    std::ofstream f(listed);
-    f << "0.0.0.0:" << ntohs(any.sin_port) << "\nnetwork elsewhere\n";
-    for (int i = 2; i <= 101; ++i) f << "address 127.0.0." << i << "\n";
-  }
-  o.init_method = "file://" + listed;
-  const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
-                      Catch::Contains("timed out waiting for rank 0's address in " + listed));
-  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
-  close(silent);
-  for (const char* none : {"file://", "file:///tmp/"}) {  // on every rank, at once
-    o.init_method = none;
-    REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
-                        Catch::Contains(std::string("init_method \"") + none + "\" names no file"));
-  }
-  // A file that is not one: named, with its first 80 bytes.
-  const std::string junk = tmp_path("junk_rendezvous");
-  std::ofstream(junk) << std::string(100000, 'a');
-  o.init_method = "file://" + junk;
-  REQUIRE_THROWS_WITH(dist::init_process_group("gloo", o),
-                      Catch::Contains("the rendezvous file " + junk + " \"" + std::string(80, 'a') +
-                                      "... (65536 bytes)\" should be HOST:PORT"));
 }
 
 TEST_CASE("bad configuration says what to fix") {
