@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dist/hash_bytes.h"
 #include "dist/same_model.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -11,23 +12,7 @@ namespace engine::dist {
 
 uint64_t hash_bytes(const Tensor& t, uint64_t h) {
   const Tensor c = t.contiguous().to(Device::cpu());
-  const char* b = c.bytes();
-  const size_t n = c.nbytes();
-  auto mix = [&h](uint64_t w) {  // a multiply-xorshift mix, eight bytes at a time
-    h ^= w;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-  };
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, b + i, 8);
-    mix(w);
-  }
-  uint64_t tail = 0;
-  if (i < n) std::memcpy(&tail, b + i, n - i);
-  mix(tail ^ (uint64_t(n) << 56));
-  return h;
+  return hash_bytes(c.bytes(), c.nbytes(), h);
 }
 
 uint64_t fingerprint(const Tensor& t) {

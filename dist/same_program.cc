@@ -5,9 +5,10 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <vector>
+
+#include "dist/hash_bytes.h"
 
 namespace engine::dist {
 
@@ -15,27 +16,14 @@ namespace {
 std::string compute() {
   std::ifstream in("/proc/self/exe", std::ios::binary);
   if (!in) return "";
-  uint64_t h = 0x9E3779B97F4A7C15ull, size = 0;
-  auto mix = [&h](uint64_t w) {  // a multiply-xorshift mix, eight bytes at a time
-    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-  };
+  uint64_t h = 0, size = 0;
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), std::streamsize(buf.size()));
     const size_t n = size_t(in.gcount());
-    size_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-      uint64_t w;
-      std::memcpy(&w, buf.data() + k, 8);
-      mix(w);
-    }
-    uint64_t tail = 0;  // a chunk's last bytes (only the file's last chunk has any: 1 MiB is 8-aligned)
-    std::memcpy(&tail, buf.data() + k, n - k);
-    if (n > k) mix(tail);
+    h = hash_bytes(buf.data(), n, h);  // chained a chunk at a time: the same file, the same chunks
     size += n;
   }
-  mix(size);
   char text[64];
   std::snprintf(text, sizeof text, "%llu:%016llx", (unsigned long long)size, (unsigned long long)h);
   return text;
