@@ -67,3 +67,19 @@ rc=0 && wait $job || rc=$?
 cmp -s "$dir/straight.safetensors" "$dir/stopped.safetensors" ||
   { echo "FAIL: stopped and resumed, the checkpoint should be byte-identical to a run never stopped"; exit 1; }
 echo "ok: $(grep asked "$dir/stopped.txt" | cut -d';' -f1), exit 143; resumed, byte-identical to a run never stopped"
+
+# Another run saving to the same checkpoint (a run started twice in one folder; here this
+# script holds the lock, with util-linux's flock, which writes nothing into it) is refused
+# before any training, naming the lock, and the checkpoint it would overwrite is unchanged.
+cp "$dir/straight.safetensors" "$dir/held.safetensors"
+exec {lock}>"$dir/held.safetensors.lock"
+flock -n "$lock"
+set +e
+"$train" --epochs 1 --train-limit 300 --checkpoint "$dir/held.safetensors" >"$dir/out" 2>"$dir/err"
+rc=$?
+set -e
+exec {lock}>&-
+[[ $rc -eq 1 ]] && grep -qF "another run is saving to $dir/held.safetensors (the checkpoint, --checkpoint): its lock, $dir/held.safetensors.lock, is held by a process that has not yet said which" "$dir/err" &&
+  ! grep -q "^epoch" "$dir/out" && cmp -s "$dir/straight.safetensors" "$dir/held.safetensors" ||
+  { echo "FAIL: a checkpoint another run holds was not refused before training (exit $rc)"; cat "$dir/out" "$dir/err"; exit 1; }
+echo "ok: a checkpoint another run is saving to -> $(head -c 120 "$dir/err")..."

@@ -14,9 +14,11 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "lessons/fashion_mnist/trainer.h"
+#include "nn/file_claim.h"
 #include "nn/safetensors.h"
 #include "tensor/check.h"
 #include "tools/flags/flags.h"
@@ -54,8 +56,10 @@ int main(int argc, char** argv) try {
     std::filesystem::create_directories(dir);
     o.checkpoint = dir + "/" + o.model + ".safetensors";
   }
+  std::unique_ptr<engine::nn::FileClaim> claim;  // another run saving to the same checkpoint: refused here
   if (!o.checkpoint.empty()) {
     engine::nn::check_save_path(o.checkpoint);  // now, not after the first epoch's training is lost at its save
+    claim = std::make_unique<engine::nn::FileClaim>(o.checkpoint, "the checkpoint, --checkpoint");
     if (o.resume && !std::filesystem::exists(o.checkpoint))
       std::printf("--resume: no checkpoint at %s yet, so training starts at epoch 1\n", o.checkpoint.c_str());
   }

@@ -134,7 +134,8 @@ job=$!
 for _ in $(seq 1 6000); do [[ -s "$TEST_TMPDIR/mid_state.safetensors" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
 kill -9 $job 2>/dev/null || true
 wait $job 2>/dev/null || true
-sleep 0.5 # its ranks end on the launcher's death (SIGTERM)
+# Its ranks end on the launcher's death (SIGTERM); rank 0 holds the state's lock until then.
+for _ in $(seq 1 1000); do pgrep -f -- "--state $TEST_TMPDIR/mid_state.safetensors" >/dev/null || break; sleep 0.01; done
 [[ -s "$TEST_TMPDIR/mid_state.safetensors" ]] || fail "no training state was saved: $(cat "$TEST_TMPDIR/mid.txt")"
 if "$root/dist/launch" --nproc_per_node=1 "$recap" "${mid[@]}" --resume >"$TEST_TMPDIR/mid_one.txt" 2>&1; then
   fail "1 rank should not resume 2 ranks' state from the middle of an epoch: $(cat "$TEST_TMPDIR/mid_one.txt")"
@@ -195,3 +196,34 @@ header=$(head -c 2000 "$TEST_TMPDIR/orphan.st" | tr -d '\0')
 [[ $batch == 1 && $((step % 8)) == 0 ]] ||
   fail "the ranks of a killed launcher should save where they stop (after batch 1, at a step that is a multiple of 8), but the state holds batch $batch, step $step: $(tail -3 "$TEST_TMPDIR/orphan.txt")"
 echo "ok: the ranks of a launcher killed with kill -9 stop on request and save (step $step), with nowhere to print"
+# Two jobs given one training state (the demo started twice in one folder): the second is
+# refused at its start, naming the first's rank 0, before it saves anything. Before, each
+# overwrote the other's saves, and the first, restarted after a failure, resumed from the
+# second's progress. The first trains on; stopped, it saves, and resumes its own state.
+first=(--epochs 5000 --train-limit 1024 --test-limit 100 --state "$TEST_TMPDIR/shared.st" --checkpoint "$TEST_TMPDIR/first.safetensors")
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${first[@]}" >"$TEST_TMPDIR/first.txt" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do [[ -s "$TEST_TMPDIR/shared.st" ]] || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+if "$root/dist/launch" --nproc_per_node=2 "$recap" --epochs 1 --train-limit 1024 --test-limit 100 \
+  --state "$TEST_TMPDIR/shared.st" --checkpoint "$TEST_TMPDIR/second.safetensors" >"$TEST_TMPDIR/second.txt" 2>&1; then
+  kill $job
+  fail "a second job saving to the same training state should be refused: $(cat "$TEST_TMPDIR/second.txt")"
+fi
+line=$(grep "^\[rank 0\] 13_recap: \[checkpoint\] another run is saving to $TEST_TMPDIR/shared.st (the training state, --state): its lock, $TEST_TMPDIR/shared.st.lock, is held by pid [0-9]* on host " \
+  "$TEST_TMPDIR/second.txt") || { kill $job; fail "the second job should name the holder: $(cat "$TEST_TMPDIR/second.txt")"; }
+[[ $line =~ "held by pid "([0-9]+) ]] && holder=${BASH_REMATCH[1]}
+[[ $(ps -o ppid= -p "$holder" | tr -d ' ') == "$job" ]] ||
+  { kill $job; fail "the pid named ($holder) should be the first job's rank 0, a child of its launcher $job"; }
+[[ ! -e "$TEST_TMPDIR/second.safetensors" ]] || fail "the refused job should have saved nothing"
+kill -TERM $job
+wait $job || true
+grep -q "asked to stop by SIGTERM: stopped after step" "$TEST_TMPDIR/first.txt" ||
+  fail "the first job should have trained on, and stopped on request: $(tail -3 "$TEST_TMPDIR/first.txt")"
+"$root/dist/launch" --nproc_per_node=2 "$recap" "${first[@]}" --resume >"$TEST_TMPDIR/first_again.txt" 2>&1 &
+job=$!
+for _ in $(seq 1 6000); do grep -q "resumed from" "$TEST_TMPDIR/first_again.txt" || ! kill -0 $job 2>/dev/null && break; sleep 0.01; done
+kill -TERM $job 2>/dev/null || true
+wait $job || true
+grep -q "^\[rank 0\] resumed from $TEST_TMPDIR/shared.st: epoch [0-9]*, after batch" "$TEST_TMPDIR/first_again.txt" ||
+  fail "the first job should resume its own state, once it had ended: $(cat "$TEST_TMPDIR/first_again.txt")"
+echo "ok: a second job saving to the same training state is refused at its start, naming the first job's rank 0"

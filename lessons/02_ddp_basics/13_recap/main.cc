@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "data/dataloader.h"
@@ -32,6 +33,7 @@
 #include "lessons/common/curves.h"
 #include "lessons/common/lesson.h"
 #include "lessons/fashion_mnist/trainer.h"
+#include "nn/file_claim.h"
 #include "nn/loss.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
@@ -151,9 +153,13 @@ int main(int argc, char** argv) try {
   recap::require_same_settings(settings);  // one machine's launcher may have been given other flags
   const std::string checkpoint_path =
       args.checkpoint.empty() ? dir + "/ddp_" + args.model + ".safetensors" : args.checkpoint;
-  if (rank == 0) {  // rank 0 saves both: a bad path is named now, not after the training
+  // Rank 0 saves both: a bad path is named now, not after the training, and another job
+  // saving to the same training state (the demo started twice in one folder) is refused.
+  std::unique_ptr<nn::FileClaim> state_claim;
+  if (rank == 0) {
     nn::check_save_path(state_path);
     nn::check_save_path(checkpoint_path);
+    state_claim = std::make_unique<nn::FileClaim>(state_path, "the training state, --state");
   }
   // TORCHELASTIC_RESTART_COUNT, or the restart a machine started afresh joined (dist.h).
   const bool restarted = dist::restart_count() > 0;
