@@ -113,6 +113,37 @@ bool read_while_waiting(TCPStore& store, const std::string& key, int r, const st
   }
 }
 
+// The ranks from `from` on whose claims are not in the store, the first 16 named: "1, 3".
+std::string absent_ranks(TCPStore& store, int from, int world, int* count) {
+  std::string names, value;
+  *count = 0;
+  for (int k = from; k < world; ++k)
+    if (!store.try_get("rdzv/rank/" + std::to_string(k), &value) && ++*count <= 16)
+      names += (*count > 1 ? ", " : "") + std::to_string(k);
+  if (*count > 16) names += ", ...";
+  return names;
+}
+
+// "10 s", "0.7 s".
+std::string seconds_words(Clock::duration d) {
+  const double s = std::chrono::duration<double>(d).count();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s < 1 ? "%.1f s" : "%.0f s", s);
+  return buf;
+}
+
+// Rank 0's word while it waits: a machine whose launcher was never started would otherwise
+// leave the job silent for the whole timeout (300 s by default), as if it had hung.
+void note_waiting(TCPStore& store, int from, int world, Clock::duration waited, Clock::duration timeout) {
+  int absent = 0;
+  const std::string missing = absent_ranks(store, from, world, &absent);
+  std::fprintf(stderr,
+               "[init_process_group] rank 0 has waited %s for rank(s) %s to connect (%d of %d have; it waits up to "
+               "%s, ENGINE_DIST_TIMEOUT): start them if they have not been. One that cannot reach rank 0 says "
+               "why itself\n",
+               seconds_words(waited).c_str(), missing.c_str(), world - absent, world, seconds_words(timeout).c_str());
+}
+
 }  // namespace
 
 Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, Deadline deadline, bool in_restart,
@@ -140,19 +171,24 @@ Rendezvous check_rendezvous(TCPStore& store, int rank, const RankClaim& mine, De
                                "--rdzv_backend=c10d without --node_rank, which hands them out)"
                          : "; every process needs its own RANK"));
   }
-  std::string error, missing, other_programs;
+  std::string error, other_programs;
   RankClaim rank0 = mine;
+  // Rank 0 says who it waits for after 10 s (a third of a short timeout), then every minute.
+  const Clock::time_point start = Clock::now();
+  const Clock::duration note_every = std::min<Clock::duration>(std::chrono::seconds(10), (deadline - start) / 3);
+  Clock::time_point next_note = start + note_every;
   for (int r = 0; r < mine.world; ++r) {
     if (r == rank) continue;  // its own claim is `mine`, set above
     std::string value;
     while (!read_while_waiting(store, "rdzv/rank/" + std::to_string(r), r, me, &value)) {
       if (read_while_waiting(store, "rdzv/error", r, me, &error)) fail(error);
+      if (rank == 0 && Clock::now() > next_note) {
+        note_waiting(store, r, mine.world, Clock::now() - start, deadline - start);
+        next_note = Clock::now() + 6 * note_every;
+      }
       if (Clock::now() > deadline) {
         int absent = 0;
-        for (int k = r; k < mine.world; ++k)
-          if (!store.try_get("rdzv/rank/" + std::to_string(k), &value) && ++absent <= 16)  // the first few named
-            missing += (absent > 1 ? ", " : "") + std::to_string(k);
-        if (absent > 16) missing += ", ...";
+        const std::string missing = absent_ranks(store, r, mine.world, &absent);
         // Told to the ranks that did come (rank 0 waits for them to read it before its
         // store closes), so that each names the missing ranks too.
         fail_together(store, "rdzv/", rank, mine.world,

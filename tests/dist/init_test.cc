@@ -248,6 +248,7 @@ std::vector<ChildResult> rank_1_never_comes(const char* timeout0, const char* ti
     if (child == 1) return 0;
     env_for_rank(child, 3, port);
     setenv("ENGINE_DIST_TIMEOUT", child == 0 ? timeout0 : timeout2, 1);
+    dup2(fd, STDERR_FILENO);  // what the rank says while it waits, reported too
     if (child == 0 && kill_rank0 > 0s)
       std::thread([kill_rank0] {
         std::this_thread::sleep_for(kill_rank0);
@@ -274,6 +275,12 @@ TEST_CASE("a rank that never comes is named by every rank that did, rank 0's tim
     REQUIRE_THAT(res[child].output, Catch::Contains("rank 0 timed out waiting for rank(s) 1 to connect"));
     REQUIRE(res[child].seconds < 10);
   }
+  // Rank 0 said whom it waited for before it gave up, a third of its timeout in (10 s in
+  // at the default 300 s): before, a job with a machine never started stayed silent.
+  REQUIRE_THAT(res[0].output, Catch::Contains("[init_process_group] rank 0 has waited 0.") &&
+                                  Catch::Contains(" s for rank(s) 1 to connect (2 of 3 have; it waits up to 2 s, "
+                                                  "ENGINE_DIST_TIMEOUT): start them if they have not been"));
+  REQUIRE(res[0].output.find("has waited") < res[0].output.find("timed out waiting"));
   // Rank 0 killed instead, 1 s into its wait: rank 2 names the rank it was waiting for.
   res = rank_1_never_comes("60", "60", 1s);
   INFO(res[2].output);
