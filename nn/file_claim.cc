@@ -59,9 +59,15 @@ std::string claim_holder_text(const std::string& raw) {
 }
 
 FileClaim::FileClaim(const std::string& path, const std::string& what) : lock_path_(path + ".lock") {
-  // O_NONBLOCK: a FIFO put where the lock file goes must not hang the open.
-  int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0 && errno == EACCES) fd = ::open(lock_path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // another user's
+  // O_NONBLOCK: a FIFO put where the lock file goes must not hang the open. O_NOFOLLOW: the
+  // holder's words are written into it, and a link put there (to /etc/passwd, in a shared
+  // /tmp) must not have its target truncated by a run as root.
+  const int flags = O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
+  int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | flags, 0644);
+  if (fd < 0 && errno == EACCES) fd = ::open(lock_path_.c_str(), O_RDONLY | flags);  // another user's
+  ENGINE_REQUIRE(fd >= 0 || errno != ELOOP, "[checkpoint] ", lock_path_,
+                 " is a symbolic link; it is where the lock for ", path, " (", what,
+                 ") goes: remove it or choose another path");
   ENGINE_REQUIRE(fd >= 0, "[checkpoint] cannot open ", lock_path_, ", the lock that keeps other runs from saving to ",
                  path, " (", what, "): ", std::strerror(errno));
   struct stat st {};

@@ -112,7 +112,8 @@ TEST_CASE("what a lock file says is shown only as printable words of bounded len
   REQUIRE(why.size() < 1000);
 }
 
-TEST_CASE("a lock path that is a folder or a FIFO is named, without a hang", "[file_claim]") {
+TEST_CASE("a lock path that is a folder, a FIFO or a link is named, without a hang or a write through it",
+          "[file_claim]") {
   const std::string folder = tmp_path("claim_folder.safetensors");
   rmdir((folder + ".lock").c_str());  // left by an earlier run by hand, outside Bazel
   REQUIRE(mkdir((folder + ".lock").c_str(), 0755) == 0);
@@ -126,6 +127,17 @@ TEST_CASE("a lock path that is a folder or a FIFO is named, without a hang", "[f
   const std::string why_fifo = refusal(fifo);  // a blocking open would wait here for a writer forever
   INFO(why_fifo);
   REQUIRE(why_fifo.find(fifo + ".lock is not a regular file") != std::string::npos);
+
+  // A link where the lock goes is not followed: its target keeps its bytes (the holder's
+  // words would have replaced them, as root even in /etc).
+  const std::string linked = tmp_path("claim_link.safetensors"), target = tmp_path("claim_link_target");
+  write_bytes(target, "precious");
+  unlink((linked + ".lock").c_str());
+  REQUIRE(symlink(target.c_str(), (linked + ".lock").c_str()) == 0);
+  const std::string why_link = refusal(linked);
+  INFO(why_link);
+  REQUIRE(why_link.find(linked + ".lock is a symbolic link") != std::string::npos);
+  REQUIRE(read_bytes(target) == "precious");
 
   const std::string nowhere = tmp_path("no_such_folder/state.safetensors");
   const std::string why_nowhere = refusal(nowhere);
