@@ -83,16 +83,22 @@ std::string temporary_of(const std::string& path, const std::string& host, long 
   return path + ".tmp." + host + "-" + digits + "." + std::to_string(pid);
 }
 
-TEST_CASE("a folder other machines save into too: their temporaries are not this machine's to judge") {
-  // A checkpoint folder on NFS, written by jobs on two machines. Their writers' pids mean
-  // nothing here, and may be this writer's own: another machine's temporary, mid-save, was
-  // removed as "left by a dead writer", or truncated by a writer here with the same pid.
-  const std::string path = tmp_path("shared_folder.safetensors");
+// This machine's name as a writer's tag holds it: 32 characters at most, letters and digits.
+std::string writer_host() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   std::string host;
   for (const char* c = name; *c && host.size() < 32; ++c)
     host += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '-';
+  return host;
+}
+
+TEST_CASE("a folder other machines save into too: their temporaries are not this machine's to judge") {
+  // A checkpoint folder on NFS, written by jobs on two machines. Their writers' pids mean
+  // nothing here, and may be this writer's own: another machine's temporary, mid-save, was
+  // removed as "left by a dead writer", or truncated by a writer here with the same pid.
+  const std::string path = tmp_path("shared_folder.safetensors");
+  const std::string host = writer_host();
   const pid_t gone = fork();  // a pid that no process here has now
   if (gone == 0) _exit(0);
   waitpid(gone, nullptr, 0);
@@ -110,6 +116,22 @@ TEST_CASE("a folder other machines save into too: their temporaries are not this
   CHECK(text(same_pid) == "another writer's bytes");  // not truncated
   CHECK(!fs::exists(ours_left));                      // this machine's dead writer's: cleared away
   fs::remove(theirs), fs::remove(same_pid);
+}
+
+TEST_CASE("a link put where a save writes its temporary is not written through") {
+  // The temporary's name is predictable (this machine, this pid): in a folder others may
+  // write, a link there pointed the save at any file the saving process may write.
+  const std::string path = tmp_path("linked_tmp.safetensors"), target = tmp_path("linked_tmp_target");
+  const std::string host = writer_host();
+  std::ofstream(target) << "precious";
+  const std::string tmp = temporary_of(path, host, getpid());
+  fs::remove(tmp);
+  fs::create_symlink(target, tmp);
+  save_safetensors(path, {{"step", full({1}, 4.0)}});
+  REQUIRE(load_safetensors(path).at("step").item() == 4.0);
+  std::ifstream in(target);
+  REQUIRE(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) == "precious");
+  REQUIRE(!fs::exists(fs::symlink_status(tmp)));
 }
 
 TEST_CASE("a read-only or missing folder at checkpoint time is an error naming the path") {
