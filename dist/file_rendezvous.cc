@@ -1,6 +1,7 @@
 // The file:// rendezvous (file_rendezvous.h).
 #include "dist/file_rendezvous.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,13 +46,17 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
     text += "network " + network_id() + "\n";
     for (const std::string& a : reachable_addresses()) text += "address " + a + "\n";
   }
+  // The temporary is made new, never opened through a link (its name is predictable, and
+  // the folder shared): a link there would have had its target overwritten.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::ofstream out(tmp);
-  out << text;
-  out.close();
-  if (out.fail()) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());  // whatever part of it was made
+  ::unlink(tmp.c_str());  // this pid's leftover, or such a link (not its target)
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const ssize_t n = fd >= 0 ? ::write(fd, text.data(), text.size()) : -1;
+  const bool written = n == ssize_t(text.size());
+  const std::string why = n < 0 ? std::strerror(errno) : "only part of it fit (is the disk full?)";
+  if (fd >= 0) ::close(fd);
+  if (!written) {
+    if (fd >= 0) ::unlink(tmp.c_str());  // whatever part of it was made
     throw Error("[init_process_group] cannot write the rendezvous file " + tmp + ": " + why);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

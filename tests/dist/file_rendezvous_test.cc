@@ -75,3 +75,27 @@ TEST_CASE("a rendezvous file read from outside is bounded: its size, its address
                       Catch::Contains("the rendezvous file " + junk + " \"" + std::string(80, 'a') +
                                       "... (65536 bytes)\" should be HOST:PORT"));
 }
+
+TEST_CASE("rank 0 writes the rendezvous file through no link put where its temporary goes") {
+  // The folder is shared, and the temporary's name (FILE.tmp.PID) predictable: a link
+  // there had its target overwritten with rank 0's address.
+  clear_launch_env();
+  const std::string path = tmp_path("linked_rendezvous"), target = tmp_path("linked_rendezvous_target");
+  std::ofstream(target) << "precious";
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  unlink(tmp.c_str());
+  REQUIRE(symlink(target.c_str(), tmp.c_str()) == 0);
+  dist::InitOptions o;
+  o.init_method = "file://" + path;
+  o.rank = 0;
+  o.world_size = 1;
+  o.timeout = 5s;
+  dist::init_process_group("gloo", o);
+  std::ifstream rendezvous(path), kept(target);
+  std::string first, precious;
+  rendezvous >> first;
+  kept >> precious;
+  dist::destroy_process_group();
+  CHECK(first.rfind("127.0.0.1:", 0) == 0);
+  CHECK(precious == "precious");
+}
