@@ -14,6 +14,7 @@
 
 #include "stb/stb_image.h"
 #include "stb/stb_image_write.h"
+#include "tensor/new_file.h"
 #include "tensor/ops.h"
 
 namespace engine::data {
@@ -59,6 +60,26 @@ Tensor load_image(const std::string& path, int channels) {
   return out;
 }
 
+// Where stb's PNG encoder hands its bytes: a file descriptor, and the first write error.
+struct FdSink {
+  int fd = -1;
+  int err = 0;
+};
+
+static void write_to_fd(void* context, void* data, int size) {
+  auto* sink = static_cast<FdSink*>(context);
+  const char* p = static_cast<const char*>(data);
+  for (size_t left = size_t(size); left > 0 && sink->err == 0;) {
+    const ssize_t n = ::write(sink->fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      sink->err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    p += n, left -= size_t(n);
+  }
+}
+
 void save_png(const std::string& path, const Tensor& image) {
   ENGINE_REQUIRE(image.dim() == 2 || image.dim() == 3, "[save_png] expects (C, H, W) or (H, W), got shape ",
                  shape_str(image.shape()));
@@ -80,14 +101,16 @@ void save_png(const std::string& path, const Tensor& image) {
     bytes[i] = static_cast<unsigned char>(p[i]);
   }
   // Written beside the target and renamed into place, so that a reader never sees half a
-  // file; the process id keeps two writers of one path apart.
+  // file; the process id keeps two writers of one path apart, and the temporary is made new
+  // (never written through a link put at its predictable name).
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const bool written = stbi_write_png(tmp.c_str(), w, h, c, bytes.data(), w * c) != 0;
-  const int err = errno;
-  if (written && std::rename(tmp.c_str(), path.c_str()) == 0) return;
-  const int rename_err = errno;
-  std::remove(tmp.c_str());
-  const int why = written ? rename_err : err;
+  FdSink sink{create_new_file(tmp)};
+  sink.err = sink.fd < 0 ? errno : 0;
+  const bool encoded = sink.fd >= 0 && stbi_write_png_to_func(write_to_fd, &sink, w, h, c, bytes.data(), w * c) != 0;
+  if (sink.fd >= 0) ::close(sink.fd);
+  if (encoded && sink.err == 0 && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  const int why = encoded && sink.err == 0 ? errno : sink.err;
+  if (sink.fd >= 0) std::remove(tmp.c_str());
   ENGINE_REQUIRE(false, "[save_png] cannot write ", path, ": ", why ? std::strerror(why) : "the PNG encoder failed");
 }
 

@@ -1,7 +1,6 @@
 // The file:// rendezvous (file_rendezvous.h).
 #include "dist/file_rendezvous.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 
 #include "dist/addresses.h"
 #include "tensor/check.h"
+#include "tensor/new_file.h"
 
 namespace engine::dist {
 
@@ -46,11 +46,8 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
     text += "network " + network_id() + "\n";
     for (const std::string& a : reachable_addresses()) text += "address " + a + "\n";
   }
-  // The temporary is made new, never opened through a link (its name is predictable, and
-  // the folder shared): a link there would have had its target overwritten.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ::unlink(tmp.c_str());  // this pid's leftover, or such a link (not its target)
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = create_new_file(tmp);  // the folder is shared: never through a link put there
   const ssize_t n = fd >= 0 ? ::write(fd, text.data(), text.size()) : -1;
   const bool written = n == ssize_t(text.size());
   const std::string why = n < 0 ? std::strerror(errno) : "only part of it fit (is the disk full?)";

@@ -15,6 +15,7 @@
 
 #include "nlohmann/json.hpp"
 #include "nn/crc32c.h"
+#include "tensor/new_file.h"
 
 namespace engine::nn {
 namespace {
@@ -133,12 +134,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   remove_stale_temporaries(path, tag);
   // Temporary file in the target's directory, so the final rename stays on one file system.
   const std::string tmp = path + ".tmp." + tag + "." + std::to_string(::getpid());
-  // Made new, never opened through a link: the name is predictable, and a link put there in
-  // a shared folder would have had its target (any file this process may write) truncated
-  // and overwritten. What this name holds can only be this writer's own leftover, or such
-  // a link: removed (unlink removes a link, not its target).
-  ::unlink(tmp.c_str());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = create_new_file(tmp);  // never through a link put at this predictable name
   ENGINE_REQUIRE(fd >= 0, "[save_safetensors] cannot create ", tmp, ": ", std::strerror(errno));
   const uint64_t n = header.size();
   uint8_t len[8];

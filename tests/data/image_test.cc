@@ -1,8 +1,11 @@
 // Images through stb_image: decoding, round trips, ImageFolder, and bad files named.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "catch2/catch.hpp"
 #include "data/dataloader.h"
@@ -35,6 +38,23 @@ TEST_CASE("save_png then load_image gives the same pixels, grey and RGB") {
   Tensor g3 = load_image(tmp_path("grey.png"), 3);
   REQUIRE(g3.shape() == Shape{3, 5, 7});
   REQUIRE(max(abs(g3.select(0, 2) - grey.select(0, 0))).item() < 1e-6);
+}
+
+TEST_CASE("save_png writes through no link put where its temporary goes") {
+  // The temporary's name (PATH.tmp.PID) is predictable: a link there had its target
+  // overwritten with the PNG.
+  const std::string path = tmp_path("linked.png"), target = tmp_path("linked_target");
+  std::ofstream(target) << "precious";
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  std::filesystem::remove(tmp);
+  std::filesystem::create_symlink(target, tmp);
+  save_png(path, full({1, 2, 3}, 1.0));
+  REQUIRE(load_image(path).shape() == Shape{1, 2, 3});
+  std::ifstream in(target);
+  std::string kept;
+  in >> kept;
+  REQUIRE(kept == "precious");
+  REQUIRE(!std::filesystem::exists(std::filesystem::symlink_status(tmp)));
 }
 
 TEST_CASE("ImageFolder over the shipped Fashion-MNIST PNGs") {
