@@ -2,6 +2,7 @@
 #include "nn/file_claim.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,6 +43,17 @@ std::string read_holder(int fd) {
   return n > 0 ? claim_holder_text(std::string(buf, size_t(n))) : "";
 }
 
+// Whether words a lock file holds may name its holder: not when they name a process of this
+// host that has ended (words left by an earlier holder that a later one, with a lock file
+// it could only read, another user's, could not replace).
+bool may_be_holder(const std::string& words) {
+  long pid = 0;
+  char host[256] = {}, here[256] = {};
+  if (std::sscanf(words.c_str(), "pid %ld on host %255[^,]", &pid, host) != 2 || pid <= 0) return true;
+  if (gethostname(here, sizeof here - 1) != 0 || std::strcmp(host, here) != 0) return true;
+  return !(::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
+}
+
 // flock's answers for a file system that keeps no locks (NFS without its lock service,
 // some FUSE file systems), as opposed to a lock another process holds.
 bool locks_unsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS || err == EINVAL; }
@@ -59,7 +71,8 @@ std::string claim_holder_text(const std::string& raw) {
 }
 
 FileClaim::FileClaim(const std::string& path, const std::string& what) : lock_path_(path + ".lock") {
-  // O_NONBLOCK: a FIFO put where the lock file goes must not hang the open. O_NOFOLLOW: the
+  // O_NONBLOCK: a FIFO put where the lock file goes must not hang the open (the read-only
+  // one, for a lock file another user made, would wait for a writer). O_NOFOLLOW: the
   // holder's words are written into it, and a link put there (to /etc/passwd, in a shared
   // /tmp) must not have its target truncated by a run as root.
   const int flags = O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW;
@@ -92,7 +105,8 @@ FileClaim::FileClaim(const std::string& path, const std::string& what) : lock_pa
                  lock_path_.c_str(), std::strerror(err), path.c_str());
     return;
   }
-  const std::string holder = err == EWOULDBLOCK ? read_holder(fd) : "";
+  std::string holder = err == EWOULDBLOCK ? read_holder(fd) : "";
+  if (!may_be_holder(holder)) holder.clear();
   ::close(fd);
   ENGINE_REQUIRE(err != EWOULDBLOCK, "[checkpoint] another run is saving to ", path, " (", what, "): its lock, ",
                  lock_path_, ", is held by ", holder.empty() ? "a process that has not yet said which" : holder,

@@ -94,7 +94,8 @@ TEST_CASE("a claim ends with its process, even one killed with SIGKILL", "[file_
   REQUIRE(refusal(path).empty());
 }
 
-TEST_CASE("what a lock file says is shown only as printable words of bounded length", "[file_claim]") {
+TEST_CASE("what a lock file says is shown only as printable words of bounded length, naming no process that ended",
+          "[file_claim]") {
   REQUIRE(claim_holder_text("pid 7 on host a, since x\nmore") == "pid 7 on host a, since x");
   REQUIRE(claim_holder_text(std::string("pid \x01\xff", 6)).empty());
   REQUIRE(claim_holder_text(std::string(5000, 'a')).size() == 200);
@@ -110,6 +111,21 @@ TEST_CASE("what a lock file says is shown only as printable words of bounded len
   REQUIRE(why.find("is held by a process that has not yet said which. ") != std::string::npos);
   REQUIRE(why.find("\x1b") == std::string::npos);
   REQUIRE(why.size() < 1000);
+
+  // Words left by an earlier holder of this host whose process has ended (a later holder
+  // could not replace them: another user's lock file, opened read-only) name nobody.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  write_bytes(first.lock_path(), "pid " + std::to_string(gone) + " on host " + host + ", since then\n");
+  const std::string why_stale = refusal(path);
+  INFO(why_stale);
+  REQUIRE(why_stale.find("is held by a process that has not yet said which. ") != std::string::npos);
+  // Words naming a live process are shown.
+  write_bytes(first.lock_path(), "pid " + std::to_string(getpid()) + " on host " + host + ", since now\n");
+  REQUIRE(refusal(path).find("is held by pid " + std::to_string(getpid()) + " on host ") != std::string::npos);
 }
 
 TEST_CASE("a lock path that is a folder, a FIFO or a link is named, without a hang or a write through it",
