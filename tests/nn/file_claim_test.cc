@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 
@@ -160,4 +162,39 @@ TEST_CASE("a lock path that is a folder, a FIFO or a link is named, without a ha
   INFO(why_nowhere);
   REQUIRE(why_nowhere.find("cannot open " + nowhere + ".lock") != std::string::npos);
   REQUIRE(why_nowhere.find("No such file or directory") != std::string::npos);
+}
+
+TEST_CASE("a lock file another user made is claimed through a read-only open", "[file_claim]") {
+  // Two users saving into one shared folder in turn: the lock file is the first one's
+  // (0644), which the second may read but not write; flock needs no more.
+  if (geteuid() != 0) {
+    WARN("SKIPPED: acting as another user needs root");
+    return;
+  }
+  char dir[] = "/tmp/file_claim_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  REQUIRE(chmod(dir, 0777) == 0);
+  const std::string path = std::string(dir) + "/state.safetensors";
+  { FileClaim root_first(path, "the training state (--state)"); }  // leaves root's lock file
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // as user nobody; exit codes only
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    try {
+      FileClaim claim(path, "the training state (--state)");
+      _exit(claim.held() ? 0 : 1);
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  std::filesystem::remove_all(dir);
+  REQUIRE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) {  // Bazel's sandbox maps only root into its user namespace
+    std::cout << "SKIPPED: this process cannot become user nobody here" << std::endl;
+    WARN("SKIPPED: cannot become user nobody here");
+    return;
+  }
+  REQUIRE(WEXITSTATUS(status) == 0);
 }
