@@ -68,16 +68,7 @@ struct FdSink {
 
 static void write_to_fd(void* context, void* data, int size) {
   auto* sink = static_cast<FdSink*>(context);
-  const char* p = static_cast<const char*>(data);
-  for (size_t left = size_t(size); left > 0 && sink->err == 0;) {
-    const ssize_t n = ::write(sink->fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      sink->err = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    p += n, left -= size_t(n);
-  }
+  if (sink->err == 0 && !write_all(sink->fd, data, size_t(size))) sink->err = errno;
 }
 
 void save_png(const std::string& path, const Tensor& image) {
@@ -104,8 +95,8 @@ void save_png(const std::string& path, const Tensor& image) {
   // file; the process id keeps two writers of one path apart, and the temporary is made new
   // (never written through a link put at its predictable name).
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FdSink sink{create_new_file(tmp)};
-  sink.err = sink.fd < 0 ? errno : 0;
+  FdSink sink{create_new_file(tmp), 0};
+  if (sink.fd < 0) sink.err = errno;
   const bool encoded = sink.fd >= 0 && stbi_write_png_to_func(write_to_fd, &sink, w, h, c, bytes.data(), w * c) != 0;
   if (sink.fd >= 0) ::close(sink.fd);
   if (encoded && sink.err == 0 && std::rename(tmp.c_str(), path.c_str()) == 0) return;

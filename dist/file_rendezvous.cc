@@ -48,9 +48,8 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = create_new_file(tmp);  // the folder is shared: never through a link put there
-  const ssize_t n = fd >= 0 ? ::write(fd, text.data(), text.size()) : -1;
-  const bool written = n == ssize_t(text.size());
-  const std::string why = n < 0 ? std::strerror(errno) : "only part of it fit (is the disk full?)";
+  const bool written = fd >= 0 && write_all(fd, text.data(), text.size());
+  const std::string why = std::strerror(errno);
   if (fd >= 0) ::close(fd);
   if (!written) {
     if (fd >= 0) ::unlink(tmp.c_str());  // whatever part of it was made

@@ -74,18 +74,6 @@ std::string build_header(const StateDict& tensors, const Metadata& metadata, std
   return header;
 }
 
-// write(2) until done; false on any error.
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w, n -= size_t(w);
-  }
-  return true;
-}
-
 // Who writes a temporary, as its name says it: "HOST-NS", this machine's name (its first 32
 // characters; letters and digits, others as '-') and pid namespace; the pid follows. On a
 // file system that machines or containers share (NFS), a pid means something only to the

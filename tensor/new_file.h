@@ -8,8 +8,10 @@
 //
 //   const int fd = engine::create_new_file(path + ".tmp." + std::to_string(getpid()));
 //   if (fd < 0) ... errno says why (EEXIST: something was put back there meanwhile)
+//   if (!engine::write_all(fd, bytes.data(), bytes.size())) ... errno says why
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace engine {
@@ -17,5 +19,9 @@ namespace engine {
 // An fd open for writing on a new, empty regular file at `path` (close-on-exec), or -1
 // with errno set.
 int create_new_file(const std::string& path);
+
+// Writes all n bytes to fd, however many calls it takes (a write may take part, or be
+// interrupted); false with errno set when one fails (ENOSPC where one wrote nothing).
+bool write_all(int fd, const void* data, size_t n);
 
 }  // namespace engine
