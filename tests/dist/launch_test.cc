@@ -55,6 +55,17 @@ TEST_CASE("a long stretch without a newline is passed on in pieces, and logged e
   CHECK(logged == std::string(4 << 20, 'x') + "\ndone\n");
 }
 
+TEST_CASE("a launcher started with stdin and stdout closed runs its ranks to the end") {
+  // Its first pipe then took fds 0 and 1, the one its SIGCHLD handler reports exits
+  // through: the ranks' output was written into it, and once 64 KiB filled it, the launcher
+  // blocked writing to it for good (SIGTERM could not end it). 50 MB from each rank here.
+  const Run r =
+      run("timeout -s KILL 20 bash -c 'exec " + kLaunch + " --nproc_per_node=2 head -c 50000000 /dev/zero <&- >&-'");
+  INFO(r.output);
+  CHECK(r.status == 0);  // 137: killed by the timeout
+  CHECK(r.seconds < 20);
+}
+
 TEST_CASE("when a rank fails, the others are stopped and its status is returned with a reason") {
   const Run r = run("PROBE_FAIL_RANK=1 " + kLaunch + " --nproc_per_node=3 " + kProbe);
   INFO(r.output);

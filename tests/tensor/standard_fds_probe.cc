@@ -1,0 +1,23 @@
+// Started by standard_fds_test with some of fds 0, 1 and 2 closed. Linked with
+// //tensor:standard_fds and nothing else, it checks what that did before main():
+// exit 0: all three open, each one that was closed (argv[1]: a mask) now /dev/null, and a
+//         file opened now gets a number above 2;
+// 10 + k: fd k is closed; 20 + k: fd k is not /dev/null; 30: a new file got fd 0, 1 or 2.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+int main(int argc, char** argv) {
+  const int closed = argc > 1 ? std::atoi(argv[1]) : 0;
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) == -1) return 10 + fd;
+    if (!(closed & (1 << fd))) continue;
+    char target[64] = {};
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    if (readlink(link.c_str(), target, sizeof target - 1) < 0 || std::string(target) != "/dev/null") return 20 + fd;
+  }
+  const int fd = open("/proc/self/cmdline", O_RDONLY);
+  return fd >= 0 && fd <= 2 ? 30 : 0;
+}
