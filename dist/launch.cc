@@ -44,6 +44,7 @@
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
 #include "tensor/check.h"
+#include "tools/stop_signals/stop_signals.h"
 
 namespace {
 
@@ -270,6 +271,12 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != launcher) _exit(128 + SIGTERM);
       signal(SIGPIPE, SIG_DFL);
+      // Nor does a rank inherit signals blocked where the launcher was started: a rank that
+      // is a script (bash keeps them blocked for what it runs) would never hear the SIGTERM
+      // that asks it to stop.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       dup2(out[1], 1), dup2(err[1], 2);
       close(out[0]), close(out[1]), close(err[0]), close(err[1]);
       set_worker_env(job, c, attempt);
@@ -347,6 +354,7 @@ void install_handlers() {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     signal(sig, on_signal);
+    engine::unblock_signal(sig);  // started blocked, it would never reach the handler
   }
   signal(SIGPIPE, SIG_IGN);
   // What the ranks start becomes the launcher's when its parent ends (not init's), so that

@@ -303,6 +303,7 @@ void install_reaper() {
   sa.sa_handler = on_child;
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   sigaction(SIGCHLD, &sa, nullptr);
+  engine::unblock_signal(SIGCHLD);  // started blocked, no exit would ever be reported
 }
 
 Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherSignals& signals,

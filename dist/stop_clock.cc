@@ -81,6 +81,11 @@ void watch_for_stops() {
     sa.sa_flags = SA_RESTART;  // reads and writes carry on; a poll or a sleep returns EINTR, as for any signal
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGCONT, &sa, nullptr) != 0) return;
+    // Blocked (inherited so), SIGCONT still continues the process but the handler never runs.
+    sigset_t cont;
+    sigemptyset(&cont);
+    sigaddset(&cont, SIGCONT);
+    pthread_sigmask(SIG_UNBLOCK, &cont, nullptr);
     g_last.store(steady_ns());
     g_watching.store(true);
   });

@@ -56,13 +56,18 @@ bool running(pid_t pid) {  // a zombie has ended; it only waits to be reaped
 
 // A launcher with 2 ranks of the probe, with `env` (NAME=VALUE) set, in a process group of
 // its own, its output in `log`; returns once both ranks have printed `ready`, with their pids.
-// `ignored`: a signal the launcher starts ignoring (as nohup starts it ignoring SIGHUP).
+// `ignored`: a signal the launcher starts ignoring (as nohup starts it ignoring SIGHUP);
+// `blocked`: signals it starts with blocked.
 pid_t start_job(const std::string& log, const std::string& env, const std::string& ready, std::vector<pid_t>* ranks,
-                int ignored = 0) {
+                int ignored = 0, const std::vector<int>& blocked = {}) {
   const pid_t launcher = fork();
   if (launcher == 0) {
     setpgid(0, 0);  // as `timeout` and a batch scheduler start a job: its own group
     if (ignored) signal(ignored, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int sig : blocked) sigaddset(&mask, sig);
+    sigprocmask(SIG_BLOCK, &mask, nullptr);
     putenv(const_cast<char*>(env.c_str()));
     if (!freopen(log.c_str(), "w", stdout) || !freopen(log.c_str(), "a", stderr)) _exit(126);
     execl(kLaunch.c_str(), kLaunch.c_str(), "--nproc_per_node=2", kProbe.c_str(), nullptr);
@@ -233,6 +238,33 @@ TEST_CASE("a job started under nohup (SIGHUP ignored) outlives a hangup, and sti
   CHECK_THAT(engine::testing::read_bytes(log), Catch::Contains("[rank 1] stopped at call") &&
                                                    Catch::Contains("(SIGTERM)") &&
                                                    Catch::Contains("every rank stopped on request (status 143)"));
+}
+
+TEST_CASE("a job started with signals blocked still stops on SIGTERM, and its launcher hears its ranks exit") {
+  // A blocked signal stays blocked across exec, as when a job is started by a thread of a
+  // Python program or from a signal handler: the launcher never ran its SIGTERM handler,
+  // and, with SIGCHLD blocked, never heard a rank exit (it waited for them forever).
+  const std::string log = engine::testing::tmp_path("blocked.log");
+  std::vector<pid_t> ranks;
+  const pid_t launcher = start_job(log, "PROBE_WAIT_STOP=1", "waiting to be stopped", &ranks, 0,
+                                   {SIGTERM, SIGCHLD, SIGINT, SIGUSR1, SIGCONT, SIGWINCH});
+  REQUIRE(launcher > 0);
+  REQUIRE(ranks.size() == 2);
+  // Each rank starts with nothing blocked (SIGWINCH: one neither the launcher nor a rank catches).
+  for (pid_t r : ranks) {
+    std::ifstream status("/proc/" + std::to_string(r) + "/status");
+    std::string line;
+    while (std::getline(status, line) && line.rfind("SigBlk:", 0) != 0) {}
+    CHECK(line == "SigBlk:\t0000000000000000");
+  }
+  kill(launcher, SIGTERM);
+  const int status = launcher_status(launcher, std::chrono::seconds(20));  // -1: it never ended
+  const std::string text = engine::testing::read_bytes(log);
+  INFO(text);
+  CHECK(left_running(ranks, std::chrono::seconds(5)) == 0);
+  CHECK(status == 128 + SIGTERM);
+  CHECK_THAT(text, Catch::Contains("[rank 0] stopped at call") && Catch::Contains("(SIGTERM)") &&
+                       Catch::Contains("every rank stopped on request (status 143)"));
 }
 
 namespace {

@@ -23,7 +23,15 @@ void catch_stop_signals() {
     sa.sa_flags = SA_RESTART | (sig == SIGINT ? SA_RESETHAND : 0);
     sigemptyset(&sa.sa_mask);
     sigaction(sig, &sa, nullptr);
+    unblock_signal(sig);
   }
+}
+
+void unblock_signal(int sig) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 bool has_default_action(int sig) {

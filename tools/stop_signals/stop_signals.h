@@ -35,6 +35,12 @@ constexpr int kStoppedOnRequest = 143;
 // ignoring the signal (nohup, a shell's background job: left as they are).
 void catch_stop_signals();
 
+// Unblocks `sig` in the calling thread (and so in the threads it starts after). A blocked
+// signal stays blocked across exec: a program started by a thread of a Python program, from
+// a signal handler or by a supervisor that blocks signals would otherwise never run the
+// handler it installs (and a launcher never hears its ranks exit).
+void unblock_signal(int sig);
+
 // True when `sig` still has its default action: the program has set no handler of its own,
 // and was not started ignoring it.
 bool has_default_action(int sig);
