@@ -133,11 +133,22 @@ TEST_CASE("a rank that cannot be started: the started ones are stopped and the l
       INFO("ulimit -u " << limit << "\n" << threads.output);
       CHECK(threads.status == 1);
       CHECK_THAT(threads.output, Catch::Contains("thread: Resource temporarily unavailable (the limit on processes "
-                                                 "and threads: ulimit -u, or the container's pids.max)"));
+                                                 "and threads: ulimit -u, or the container's pids.max; or memory "
+                                                 "for its 8 MiB stack)"));
       CHECK_THAT(threads.output, !Catch::Contains("terminate called"));
     }
   }
   run("rm -rf " + d);
+}
+
+TEST_CASE("a stack limit larger than the machine's memory (ulimit -s) leaves the ranks' threads their usual stacks") {
+  // A thread's stack is the stack limit unless told otherwise, reserved whole: at 200 GiB
+  // the store's thread could not start, and rank 0 blamed `ulimit -u` for it.
+  const Run r =
+      run("timeout -s KILL 30 bash -c 'ulimit -s 209715200 && exec " + kLaunch + " --nproc_per_node=2 " + kProbe + "'");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank 1] sum 1"));
 }
 
 TEST_CASE("more ranks than the open-file limit allows: raised where it can be, named where it cannot") {
