@@ -102,7 +102,8 @@ void save_png(const std::string& path, const Tensor& image) {
   if (encoded && sink.err == 0 && std::rename(tmp.c_str(), path.c_str()) == 0) return;
   const int why = encoded && sink.err == 0 ? errno : sink.err;
   if (sink.fd >= 0) std::remove(tmp.c_str());
-  ENGINE_REQUIRE(false, "[save_png] cannot write ", path, ": ", why ? std::strerror(why) : "the PNG encoder failed");
+  ENGINE_REQUIRE(false, "[save_png] cannot write ", path, ": ",
+                 why ? write_error_words(why) : "the PNG encoder failed");
 }
 
 // The files ImageFolder takes as images, by extension (any case), as torchvision's: other

@@ -49,7 +49,7 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = create_new_file(tmp);  // the folder is shared: never through a link put there
   const bool written = fd >= 0 && write_all(fd, text.data(), text.size());
-  const std::string why = std::strerror(errno);
+  const std::string why = write_error_words(errno);
   if (fd >= 0) ::close(fd);
   if (!written) {
     if (fd >= 0) ::unlink(tmp.c_str());  // whatever part of it was made

@@ -267,10 +267,12 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       // killer), the kernel sends the rank SIGTERM, as the launcher itself would have, and
       // on other machines the rank's peers see its connections close at once instead of
       // waiting out the collective timeout. (Checked after setting it: the launcher may
-      // already be gone.) SIGPIPE, ignored here, goes back to its default for the program.
+      // already be gone.) SIGPIPE and SIGXFSZ, ignored here (SIGXFSZ by every program of
+      // the engine, tensor/program_start.h), go back to their defaults for the program.
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != launcher) _exit(128 + SIGTERM);
       signal(SIGPIPE, SIG_DFL);
+      signal(SIGXFSZ, SIG_DFL);
       // Nor does a rank inherit signals blocked where the launcher was started: a rank that
       // is a script (bash keeps them blocked for what it runs) would never hear the SIGTERM
       // that asks it to stop.

@@ -138,8 +138,8 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   ::close(fd);
   if (!ok) {
     ::unlink(tmp.c_str());
-    throw Error("[save_safetensors] writing " + tmp + " failed: " + std::strerror(saved_errno ? saved_errno : errno) +
-                "; " + path + " was left as it was");
+    throw Error("[save_safetensors] writing " + tmp + " failed: " +
+                write_error_words(saved_errno ? saved_errno : errno) + "; " + path + " was left as it was");
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);

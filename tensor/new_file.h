@@ -8,7 +8,8 @@
 //
 //   const int fd = engine::create_new_file(path + ".tmp." + std::to_string(getpid()));
 //   if (fd < 0) ... errno says why (EEXIST: something was put back there meanwhile)
-//   if (!engine::write_all(fd, bytes.data(), bytes.size())) ... errno says why
+//   if (!engine::write_all(fd, bytes.data(), bytes.size()))
+//     ... engine::write_error_words(errno) says why
 #pragma once
 
 #include <cstddef>
@@ -23,5 +24,9 @@ int create_new_file(const std::string& path);
 // Writes all n bytes to fd, however many calls it takes (a write may take part, or be
 // interrupted); false with errno set when one fails (ENOSPC where one wrote nothing).
 bool write_all(int fd, const void* data, size_t n);
+
+// Why a write failed, in words: strerror(err), and for EFBIG the limit it met, e.g. "File
+// too large (this process may write files of at most 1,024,000 bytes: ulimit -f)".
+std::string write_error_words(int err);
 
 }  // namespace engine

@@ -1,6 +1,7 @@
 // The launcher: environment per rank, output labelled by rank, and on a failure the other
 // ranks stopped with the failing rank's status and a one-line reason. Signals to the launcher
 // and ranks stopped too long: launch_signals_test.cc.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,6 +31,21 @@ TEST_CASE("each rank gets its environment; every line is labelled with its rank"
                                            " of 3 local " + std::to_string(k) + "/3 token set sigpipe default"));
     REQUIRE_THAT(r.output, Catch::Contains("[rank " + std::to_string(k) + "] sum 3"));
   }
+}
+
+TEST_CASE("a rank starts with no signal ignored that the launcher ignores for itself") {
+  // The launcher ignores SIGPIPE, and SIGXFSZ as every program of the engine does
+  // (tensor/program_start.h); a rank that is not one of them gets the defaults.
+  const Run r = run(kLaunch + " --nproc_per_node=1 grep SigIgn /proc/self/status");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  const std::string tag = "[rank 0] SigIgn:\t";
+  const size_t at = r.output.find(tag);
+  REQUIRE(at != std::string::npos);
+  const unsigned long long ignored =
+      std::stoull(r.output.substr(at + tag.size(), 16), nullptr, 16);  // bit k: signal k+1
+  CHECK((ignored >> (SIGPIPE - 1) & 1) == 0);
+  CHECK((ignored >> (SIGXFSZ - 1) & 1) == 0);
 }
 
 TEST_CASE("a final line without a newline is still printed, labelled") {

@@ -1,9 +1,12 @@
-// Started by standard_fds_test with some of fds 0, 1 and 2 closed. Linked with
-// //tensor:standard_fds and nothing else, it checks what that did before main():
+// Started by program_start_test with some of fds 0, 1 and 2 closed. Linked with
+// //tensor:program_start and nothing else, it checks what that did before main():
 // exit 0: all three open, each one that was closed (argv[1]: a mask) now /dev/null, and a
 //         file opened now gets a number above 2;
-// 10 + k: fd k is closed; 20 + k: fd k is not /dev/null; 30: a new file got fd 0, 1 or 2.
+//         and SIGXFSZ ignored;
+// 10 + k: fd k is closed; 20 + k: fd k is not /dev/null; 30: a new file got fd 0, 1 or 2;
+// 40: SIGXFSZ is not ignored.
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,5 +22,7 @@ int main(int argc, char** argv) {
     if (readlink(link.c_str(), target, sizeof target - 1) < 0 || std::string(target) != "/dev/null") return 20 + fd;
   }
   const int fd = open("/proc/self/cmdline", O_RDONLY);
-  return fd >= 0 && fd <= 2 ? 30 : 0;
+  if (fd >= 0 && fd <= 2) return 30;
+  struct sigaction xfsz {};
+  return sigaction(SIGXFSZ, nullptr, &xfsz) == 0 && xfsz.sa_handler == SIG_IGN ? 0 : 40;
 }

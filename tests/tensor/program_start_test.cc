@@ -1,7 +1,8 @@
-// Fds 0, 1 and 2 are open in a program started with them closed (tensor/standard_fds.h):
-// what it opens never takes their numbers, so what it prints never goes into its files,
-// pipes or sockets.
-#include "tensor/standard_fds.h"
+// What every program sets up before main() (tensor/program_start.h): fds 0, 1 and 2 are
+// open in a program started with them closed, so what it opens never takes their numbers
+// and what it prints never goes into its files, pipes or sockets; and SIGXFSZ is ignored,
+// so a write past the file-size limit fails instead of killing it.
+#include "tensor/program_start.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -16,7 +17,7 @@ namespace {
 
 std::string probe_path() {
   const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/ddp_engine/tests/tensor/standard_fds_probe";
+  return std::string(root ? root : ".") + "/ddp_engine/tests/tensor/program_start_probe";
 }
 
 // Starts the probe with the fds in `mask` closed; its exit status (-1: it did not exit).
@@ -36,11 +37,12 @@ int run_probe_with_closed(int mask) {
 
 }  // namespace
 
-TEST_CASE("a program started with any of fds 0, 1 and 2 closed has them open on /dev/null") {
+TEST_CASE("a program started with any of fds 0, 1 and 2 closed has them open on /dev/null, and ignores SIGXFSZ") {
   for (int mask = 0; mask < 8; ++mask) {
-    INFO("closed at start (bit k: fd k): " << mask
-                                           << "; the probe's status: 10 + k, fd k closed; 20 + k, fd k "
-                                              "not /dev/null; 30, a new file took fd 0, 1 or 2");
+    INFO("closed at start (bit k: fd k): "
+         << mask
+         << "; the probe's status: 10 + k, fd k closed; 20 + k, fd k "
+            "not /dev/null; 30, a new file took fd 0, 1 or 2; 40, SIGXFSZ not ignored");
     CHECK(run_probe_with_closed(mask) == 0);
   }
 }

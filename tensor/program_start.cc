@@ -1,7 +1,8 @@
-// Fds 0, 1 and 2 opened on /dev/null where closed, before main() (standard_fds.h).
-#include "tensor/standard_fds.h"
+// Set up before main() in every program: standard fds open, SIGXFSZ ignored (program_start.h).
+#include "tensor/program_start.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,10 +27,15 @@ int open_closed_standard_fds() {
   return reopened;
 }
 
+void fail_writes_past_file_size_limit() { signal(SIGXFSZ, SIG_IGN); }
+
 namespace {
 // Priority 101, the first a program may use: before any other static initialiser of the
-// engine could open a file.
-__attribute__((constructor(101))) void keep_standard_fds_open() { open_closed_standard_fds(); }
+// engine could open or write a file.
+__attribute__((constructor(101))) void set_up_program() {
+  open_closed_standard_fds();
+  fail_writes_past_file_size_limit();
+}
 }  // namespace
 
 }  // namespace engine
