@@ -10,6 +10,7 @@
 
 #include "tensor/check.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/limit_words.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define ENGINE_CPU_CACHE 0
@@ -64,7 +65,8 @@ void* system_alloc(size_t bytes) {
     cpu_empty_cache();
     p = std::aligned_alloc(64, rounded);
   }
-  ENGINE_REQUIRE(p != nullptr, "[Storage] out of memory allocating ", bytes, " bytes on cpu");
+  ENGINE_REQUIRE(p != nullptr, "[Storage] out of memory allocating ", bytes, " bytes on cpu",
+                 address_space_limit_words());
   return p;
 }
 

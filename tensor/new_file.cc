@@ -2,11 +2,12 @@
 #include "tensor/new_file.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "tensor/limit_words.h"
 
 namespace engine {
 
@@ -28,12 +29,7 @@ bool write_all(int fd, const void* data, size_t n) {
 }
 
 std::string write_error_words(int err) {
-  std::string words = std::strerror(err);
-  rlimit limit{};
-  if (err != EFBIG || ::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return words;
-  std::string bytes = std::to_string(limit.rlim_cur);  // with thousands separators
-  for (int at = int(bytes.size()) - 3; at > 0; at -= 3) bytes.insert(size_t(at), ",");
-  return words + " (this process may write files of at most " + bytes + " bytes: ulimit -f)";
+  return std::strerror(err) + (err == EFBIG ? file_size_limit_words() : std::string());
 }
 
 }  // namespace engine

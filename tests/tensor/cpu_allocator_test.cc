@@ -1,11 +1,13 @@
 // The CPU caching allocator: freed large blocks come back for the next request of their
 // size class, small ones go to malloc, every block is 64-byte aligned, and a forked child
 // can allocate (the cache's lock is not left held across fork).
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "catch2/catch.hpp"
 #include "tensor/cpu_allocator.h"
@@ -92,6 +94,30 @@ TEST_CASE("a forked child can allocate") {
   REQUIRE(waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("an allocation past the address-space limit (ulimit -v) names the limit") {
+  if (kSanitized) return;  // the sanitizers' own mappings
+  const pid_t pid = fork();
+  if (pid == 0) {  // no Catch2 in the child: it reports through its exit status
+    rlimit limit{size_t(1) << 30, size_t(1) << 30};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(2);
+    try {
+      cpu_malloc(size_t(2) << 30);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      _exit(what.find("out of memory allocating 2147483648 bytes on cpu (this process may map at most "
+                      "1,073,741,824 bytes, ulimit -v, and has ") != std::string::npos &&
+                    what.find(" mapped)") != std::string::npos
+                ? 0
+                : 1);
+    }
+    _exit(3);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 1: other words; 2: no limit set; 3: no error
 }
 
 TEST_CASE("a request the machine cannot meet is an error naming its size, after the cache is returned") {
