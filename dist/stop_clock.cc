@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "tools/stop_signals/stop_signals.h"
+
 namespace engine::dist {
 namespace {
 
@@ -82,10 +84,7 @@ void watch_for_stops() {
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGCONT, &sa, nullptr) != 0) return;
     // Blocked (inherited so), SIGCONT still continues the process but the handler never runs.
-    sigset_t cont;
-    sigemptyset(&cont);
-    sigaddset(&cont, SIGCONT);
-    pthread_sigmask(SIG_UNBLOCK, &cont, nullptr);
+    engine::unblock_signal(SIGCONT);
     g_last.store(steady_ns());
     g_watching.store(true);
   });
