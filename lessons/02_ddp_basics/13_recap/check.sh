@@ -190,9 +190,12 @@ kill -9 $job 2>/dev/null || true
 wait $job 2>/dev/null || true
 for _ in $(seq 1 1000); do pgrep -f -- "--state $TEST_TMPDIR/orphan.st" >/dev/null || break; sleep 0.01; done
 pgrep -f -- "--state $TEST_TMPDIR/orphan.st" >/dev/null && { pkill -9 -f -- "--state $TEST_TMPDIR/orphan.st"; fail "the ranks should end within 10 s of their launcher"; }
-header=$(head -c 2000 "$TEST_TMPDIR/orphan.st" | tr -d '\0')
-[[ $header =~ \"batch\":\"([0-9]+)\" ]] && batch=${BASH_REMATCH[1]} || fail "no batch in the state's header: $header"
-[[ $header =~ \"step\":\"([0-9]+)\" ]] && step=${BASH_REMATCH[1]} || fail "no step in the state's header: $header"
+# A safetensors file opens with its header's length (8 bytes, little-endian), then the header.
+# The header holds the curves, one entry an epoch, so it grows the longer the run goes.
+length=$(od -An -t u8 -N 8 "$TEST_TMPDIR/orphan.st" | tr -d ' ')
+header=$(head -c $((length + 8)) "$TEST_TMPDIR/orphan.st" | tail -c +9)
+[[ $header =~ \"batch\":\"([0-9]+)\" ]] && batch=${BASH_REMATCH[1]} || fail "no batch in the state's header: ${header:0:300}"
+[[ $header =~ \"step\":\"([0-9]+)\" ]] && step=${BASH_REMATCH[1]} || fail "no step in the state's header: ${header:0:300}"
 [[ $batch == 1 && $((step % 8)) == 0 ]] ||
   fail "the ranks of a killed launcher should save where they stop (after batch 1, at a step that is a multiple of 8), but the state holds batch $batch, step $step: $(tail -3 "$TEST_TMPDIR/orphan.txt")"
 echo "ok: the ranks of a launcher killed with kill -9 stop on request and save (step $step), with nowhere to print"
