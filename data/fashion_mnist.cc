@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "data/idx.h"
+#include "tensor/input_file.h"
 #include "tensor/ops.h"
 
 namespace engine::data {
@@ -19,9 +20,11 @@ std::string fashion_mnist_root() {
 namespace {
 std::string require_file(const std::string& root, const std::string& name) {
   const std::string path = root + "/" + name;
-  ENGINE_REQUIRE(std::ifstream(path).good(), "[FashionMNIST] ", name, " not found in ", root,
+  ENGINE_REQUIRE(engine::anything_at(path), "[FashionMNIST] ", name, " not found in ", root,
                  ": install Debian's dataset-fashion-mnist (bash tools/setup.sh does), "
                  "or point FASHION_MNIST_DIR at a folder holding the four .gz IDX files");
+  const std::string not_file = engine::not_a_file(path);  // a folder, a FIFO, unreadable
+  ENGINE_REQUIRE(not_file.empty(), "[FashionMNIST] cannot read ", path, not_file);
   return path;
 }
 }  // namespace

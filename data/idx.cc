@@ -3,9 +3,8 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+
+#include "tensor/input_file.h"
 
 namespace engine::data {
 
@@ -57,9 +56,8 @@ void read_up_to(gzFile f, size_t size, std::vector<uint8_t>& out, const std::str
 }  // namespace
 
 std::vector<uint8_t> read_idx_bytes(const std::string& path) {
-  std::ifstream probe(path, std::ios::binary);
-  ENGINE_REQUIRE(probe.good(), "[idx] cannot open ", path, ": ", std::strerror(errno));
-  probe.close();
+  const std::string not_file = engine::not_a_file(path);  // a FIFO would block gzopen for good
+  ENGINE_REQUIRE(not_file.empty(), "[idx] cannot read ", path, not_file);
   // gzread reads gzip streams and passes plain files through unchanged.
   gzFile f = gzopen(path.c_str(), "rb");
   ENGINE_REQUIRE(f != nullptr, "[idx] cannot open ", path);

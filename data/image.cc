@@ -14,6 +14,7 @@
 
 #include "stb/stb_image.h"
 #include "stb/stb_image_write.h"
+#include "tensor/input_file.h"
 #include "tensor/new_file.h"
 #include "tensor/ops.h"
 
@@ -30,6 +31,8 @@ Tensor load_image(const std::string& path, int channels) {
   // time, so a few hundred bytes of BMP claiming a 4 GB pixel offset used to keep it busy
   // for minutes; in memory a skip past the end fails at once. The size read is bounded,
   // and so are the dimensions, before anything is allocated for pixels.
+  const std::string not_file = engine::not_a_file(path);  // a folder, a FIFO, a device, unreadable
+  ENGINE_REQUIRE(not_file.empty(), "[load_image] cannot read ", path, not_file);
   std::error_code ec;
   const uintmax_t size = fs::file_size(path, ec);
   ENGINE_REQUIRE(!ec, "[load_image] cannot read ", path, ": ", ec.message());

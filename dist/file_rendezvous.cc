@@ -16,6 +16,7 @@
 
 #include "dist/addresses.h"
 #include "tensor/check.h"
+#include "tensor/input_file.h"
 #include "tensor/new_file.h"
 
 namespace engine::dist {
@@ -63,8 +64,10 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
   return store;
 }
 
-// The file's contents; false while it is missing or empty.
+// The file's contents; false while it is missing, empty, or not yet a regular file (a named
+// pipe left at the name would block the read for good; rank 0's rename replaces it).
 bool read_published(const std::string& path, Published* p) {
+  if (!engine::not_a_file(path).empty()) return false;
   // Read from outside: at most 64 KiB of it, 64 addresses (a machine's interfaces fit).
   std::ifstream in(path, std::ios::binary);
   std::string text(64 << 10, '\0');

@@ -41,6 +41,9 @@ std::string on_path(const std::string& name) {
 // ending makes "/bin/bash\r" of "/bin/bash"). A binary, or a script whose interpreter is
 // there, gives "".
 std::string missing_interpreter(const std::string& file) {
+  // Read only a regular file: opening a named pipe waits for a writer, for good.
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "it is not a regular file";
   std::ifstream in(file, std::ios::binary);
   std::string line;
   if (!std::getline(in, line) || line.rfind("#!", 0) != 0) return "";

@@ -15,6 +15,7 @@
 
 #include "nlohmann/json.hpp"
 #include "nn/crc32c.h"
+#include "tensor/input_file.h"
 #include "tensor/new_file.h"
 
 namespace engine::nn {
@@ -307,9 +308,9 @@ void sort_and_check_tiling(std::vector<Entry>& entries, uint64_t data_size, cons
 }  // namespace
 
 StateDict load_safetensors(const std::string& path, Metadata* metadata) {
-  std::error_code ec;  // a folder opens as a stream here, with a nonsense size: name it instead
-  ENGINE_REQUIRE(!std::filesystem::is_directory(path, ec), "[load_safetensors] ", path,
-                 " is a folder, not a safetensors file");
+  // A folder opens as a stream with a nonsense size, and a FIFO waits for a writer for good.
+  const std::string not_file = engine::not_a_file(path);
+  ENGINE_REQUIRE(not_file.empty(), "[load_safetensors] cannot read ", path, not_file);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   ENGINE_REQUIRE(in.good(), "[load_safetensors] cannot open ", path, ": ", std::strerror(errno));
   const uint64_t file_size = uint64_t(in.tellg());

@@ -83,3 +83,14 @@ exec {lock}>&-
   ! grep -q "^epoch" "$dir/out" && cmp -s "$dir/straight.safetensors" "$dir/held.safetensors" ||
   { echo "FAIL: a checkpoint another run holds was not refused before training (exit $rc)"; cat "$dir/out" "$dir/err"; exit 1; }
 echo "ok: a checkpoint another run is saving to -> $(head -c 120 "$dir/err")..."
+
+# --resume from a named pipe (FIFO) where the checkpoint should be: the trainer waited at its
+# open for good, and SIGTERM could not end the wait. It stops at once, naming it.
+mkfifo "$dir/pipe.safetensors"
+set +e
+timeout -s KILL 20 "$train" --resume --epochs 1 --train-limit 300 --checkpoint "$dir/pipe.safetensors" >"$dir/out" 2>"$dir/err"
+rc=$?
+set -e
+[[ $rc -eq 1 ]] && grep -qF "[load_safetensors] cannot read $dir/pipe.safetensors: it is a named pipe (FIFO), not a file" "$dir/err" &&
+  ! grep -q "^epoch" "$dir/out" || { echo "FAIL: --resume from a named pipe should stop at once, naming it (exit $rc)"; cat "$dir/out" "$dir/err"; exit 1; }
+echo "ok: --resume from a named pipe -> $(cat "$dir/err")"

@@ -20,6 +20,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/generator_state.h"
+#include "tensor/input_file.h"
 #include "tensor/ops.h"
 #include "tensor/parse.h"
 
@@ -141,7 +142,7 @@ Position checkpoint_position(const Metadata& meta, const std::string& path, cons
 // Restores a checkpoint; returns where it leaves the run (nothing done when there is none).
 Position restore(const TrainOptions& o, Module& model, Optimizer& opt, nn::GradScaler& scaler, Generator& g,
                  int64_t train_size, int64_t batches) {
-  if (!o.resume || o.checkpoint.empty() || !std::ifstream(o.checkpoint).good()) return {};
+  if (!o.resume || o.checkpoint.empty() || !engine::anything_at(o.checkpoint)) return {};
   Metadata meta;
   const StateDict all = load_safetensors(o.checkpoint, &meta);
   ENGINE_REQUIRE(meta["model"] == o.model && meta["optimizer"] == o.optimizer, "[train] checkpoint ", o.checkpoint,

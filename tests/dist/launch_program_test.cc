@@ -47,6 +47,14 @@ TEST_CASE("a missing program, a directory, a file without its execute bit") {
   const auto not_x = why_not_runnable(plain);
   CHECK(not_x.status == 126);
   CHECK(not_x.why == "it is not executable (chmod +x " + plain + ")");
+  // A named pipe with execute bits: reading its first line waited for a writer, for good.
+  const std::string fifo = engine::testing::tmp_path("programs/fifo");
+  unlink(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0755) == 0);
+  chmod(fifo.c_str(), 0755);
+  const auto pipe = why_not_runnable(fifo);
+  CHECK(pipe.status == 126);
+  CHECK(pipe.why == "it is not a regular file");
 }
 
 TEST_CASE("a .py file given as torchrun takes it: the interpreter goes first here") {

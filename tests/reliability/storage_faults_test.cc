@@ -4,6 +4,7 @@
 // names the file, and no checkpoint is ever half-written: the previous one stays whole.
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +12,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "catch2/catch.hpp"
 #include "data/fashion_mnist.h"
+#include "data/idx.h"
+#include "data/image.h"
 #include "nn/safetensors.h"
 #include "tensor/ops.h"
 #include "tests/testing/tmp_path.h"
@@ -158,4 +162,63 @@ TEST_CASE("a missing or corrupt dataset file is an error naming the file") {
   std::ofstream(images, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
   std::ofstream(labels, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
   REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}), Catch::Contains(images));
+}
+
+// What `f` throws, run in a child that is killed after 5 s: "blocked" if it was. Opening a
+// named pipe for reading waits for a writer, so a reader that opens one the plain way
+// never returns.
+std::string error_within_5s(const std::function<void()>& f) {
+  int p[2];
+  REQUIRE(pipe(p) == 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    alarm(5);
+    std::string what = "no error";
+    try {
+      f();
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    (void)!write(p[1], what.data(), what.size());
+    _exit(0);
+  }
+  close(p[1]);
+  std::string what;
+  char buf[1024];
+  ssize_t n;
+  while ((n = read(p[0], buf, sizeof buf)) > 0) what.append(buf, size_t(n));
+  close(p[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? "blocked" : what;
+}
+
+TEST_CASE("a named pipe, a device or a folder given to read is refused by name, at once") {
+  // A FIFO where a checkpoint, a dataset file or an image should be (a name reused, a shell's
+  // <(...) passed as a path): each reader waited for a writer, for good, and SIGTERM could
+  // not stop the wait.
+  const std::string fifo = tmp_path("a_fifo");
+  fs::remove(fifo);
+  REQUIRE(mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK_THAT(error_within_5s([&] { load_safetensors(fifo); }),
+             Catch::Contains("[load_safetensors] cannot read " + fifo + ": it is a named pipe (FIFO), not a file"));
+  CHECK_THAT(error_within_5s([&] { data::load_image(fifo); }),
+             Catch::Contains("[load_image] cannot read " + fifo + ": it is a named pipe (FIFO), not a file"));
+  CHECK_THAT(error_within_5s([&] { data::read_idx_bytes(fifo); }),
+             Catch::Contains("[idx] cannot read " + fifo + ": it is a named pipe (FIFO), not a file"));
+  const std::string dir = tmp_path("fmnist_fifo");
+  fs::create_directories(dir);
+  fs::remove(dir + "/t10k-images-idx3-ubyte.gz");
+  REQUIRE(mkfifo((dir + "/t10k-images-idx3-ubyte.gz").c_str(), 0644) == 0);
+  CHECK_THAT(error_within_5s([&] { data::fashion_mnist(false, {.root = dir}); }),
+             Catch::Contains("[FashionMNIST] cannot read " + dir +
+                             "/t10k-images-idx3-ubyte.gz: it is a named pipe (FIFO), not a file"));
+  // A device never ends (/dev/zero) or holds nothing (/dev/null); a folder has no bytes.
+  CHECK_THAT(error_within_5s([] { load_safetensors("/dev/zero"); }),
+             Catch::Contains("cannot read /dev/zero: it is a device, not a file"));
+  CHECK_THAT(error_within_5s([] { data::load_image("/dev/zero"); }),
+             Catch::Contains("cannot read /dev/zero: it is a device, not a file"));
+  CHECK_THAT(error_within_5s([&] { load_safetensors(dir); }),
+             Catch::Contains("cannot read " + dir + ": it is a folder, not a file"));
 }

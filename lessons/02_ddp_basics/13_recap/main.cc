@@ -38,6 +38,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tensor/cuda/runtime.h"
+#include "tensor/input_file.h"
 #include "tensor/ops.h"
 #include "tools/flags/flags.h"
 
@@ -164,7 +165,7 @@ int main(int argc, char** argv) try {
   // TORCHELASTIC_RESTART_COUNT, or the restart a machine started afresh joined (dist.h).
   const bool restarted = dist::restart_count() > 0;
   recap::TrainingState state;
-  const bool resuming = (args.resume || restarted) && std::ifstream(state_path).good();
+  const bool resuming = (args.resume || restarted) && engine::anything_at(state_path);
   if (resuming) {
     state = recap::load_training_state(state_path, settings, world, rank);
     ddp.module().load_state_dict(state.model);
