@@ -97,7 +97,7 @@ void save_png(const std::string& path, const Tensor& image) {
   // Written beside the target and renamed into place, so that a reader never sees half a
   // file; the process id keeps two writers of one path apart, and the temporary is made new
   // (never written through a link put at its predictable name).
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = leave_room(path, 15) + ".tmp." + std::to_string(::getpid());
   FdSink sink{create_new_file(tmp), 0};
   if (sink.fd < 0) sink.err = errno;
   const bool encoded = sink.fd >= 0 && stbi_write_png_to_func(write_to_fd, &sink, w, h, c, bytes.data(), w * c) != 0;

@@ -47,7 +47,7 @@ std::shared_ptr<TCPStore> serve(const std::string& path, bool other_machines, St
     text += "network " + network_id() + "\n";
     for (const std::string& a : reachable_addresses()) text += "address " + a + "\n";
   }
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = leave_room(path, 15) + ".tmp." + std::to_string(::getpid());
   const int fd = create_new_file(tmp);  // the folder is shared: never through a link put there
   const bool written = fd >= 0 && write_all(fd, text.data(), text.size());
   const std::string why = write_error_words(errno);

@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "tensor/check.h"
+#include "tensor/new_file.h"
 
 namespace engine::nn {
 namespace {
@@ -70,7 +71,7 @@ std::string claim_holder_text(const std::string& raw) {
   return out;
 }
 
-FileClaim::FileClaim(const std::string& path, const std::string& what) : lock_path_(path + ".lock") {
+FileClaim::FileClaim(const std::string& path, const std::string& what) : lock_path_(leave_room(path, 5) + ".lock") {
   // O_NONBLOCK: a FIFO put where the lock file goes must not hang the open (the read-only
   // one, for a lock file another user made, would wait for a writer). O_NOFOLLOW: the
   // holder's words are written into it, and a link put there (to /etc/passwd, in a shared

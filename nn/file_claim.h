@@ -7,8 +7,9 @@
 //   nn::FileClaim claim("out/state.safetensors", "the training state (--state)");
 //   ...                                   // train and save; the claim lasts as long as `claim`
 //
-// The claim is a lock (flock) on PATH.lock, which also says who holds it ("pid 4242 on
-// host node1, since 2026-12-06 12:40:01 UTC"). The kernel lets go of it when the process
+// The claim is a lock (flock) on PATH.lock (a name too long for that is cut short,
+// new_file.h: leave_room), which also says who holds it ("pid 4242 on host node1, since
+// 2026-12-06 12:40:01 UTC"). The kernel lets go of it when the process
 // ends in any way (killed included), so a job restarted after a failure claims the file
 // again at once; the .lock file itself stays, like leveldb's LOCK. On a file system that
 // keeps no locks the claim says so on stderr and the run goes on unclaimed.

@@ -93,13 +93,14 @@ std::string writer_tag() {
   return tag;
 }
 
-// Removes "<path>.tmp.<tag>.<pid>" files left by writers of this tag that were killed
+// Removes "<stem>.tmp.<tag>.<pid>" files left by writers of this tag that were killed
 // mid-save (their pid no longer exists), so that interrupted saves do not pile up next to
 // the checkpoint. Another tag's are another machine's: whether their writer lives cannot be
-// told from here, so they are left alone.
-void remove_stale_temporaries(const std::string& path, const std::string& tag) {
+// told from here, so they are left alone. The stem is the checkpoint's path, cut short
+// where it leaves no room for the rest (leave_room).
+void remove_stale_temporaries(const std::string& stem, const std::string& tag) {
   namespace fs = std::filesystem;
-  const fs::path target(path);
+  const fs::path target(stem);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   const std::string prefix = target.filename().string() + ".tmp." + tag + ".";
   std::error_code ec;
@@ -120,9 +121,11 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   std::vector<Tensor> dense;
   const std::string header = build_header(tensors, metadata, &dense);
   const std::string tag = writer_tag();
-  remove_stale_temporaries(path, tag);
+  // ".tmp.TAG.PID" after the name, a pid of up to 10 digits: a long name is cut to fit.
+  const std::string stem = leave_room(path, 5 + tag.size() + 1 + 10);
+  remove_stale_temporaries(stem, tag);
   // Temporary file in the target's directory, so the final rename stays on one file system.
-  const std::string tmp = path + ".tmp." + tag + "." + std::to_string(::getpid());
+  const std::string tmp = stem + ".tmp." + tag + "." + std::to_string(::getpid());
   const int fd = create_new_file(tmp);  // never through a link put at this predictable name
   ENGINE_REQUIRE(fd >= 0, "[save_safetensors] cannot create ", tmp, ": ", std::strerror(errno));
   const uint64_t n = header.size();

@@ -10,12 +10,23 @@
 //   if (fd < 0) ... errno says why (EEXIST: something was put back there meanwhile)
 //   if (!engine::write_all(fd, bytes.data(), bytes.size()))
 //     ... engine::write_error_words(errno) says why
+//
+// A file's temporary and its lock are named after it, longer: a name the file system takes
+// (up to 255 bytes) may leave no room for ".tmp.HOST-NS.PID", and the first save, after an
+// epoch of training, failed with "File name too long". leave_room cuts such a name short:
+//
+//   const std::string tmp = engine::leave_room(path, 60) + ".tmp." + tag + "." + pid;
 #pragma once
 
 #include <cstddef>
 #include <string>
 
 namespace engine {
+
+// `path`, or where its last part (the file's own name) plus `room` more bytes would not fit
+// in one folder entry (255 bytes), that name cut short, ending in "~" and 8 hex digits of a
+// hash of the whole name: names that differ stay apart, and one name always gives one cut.
+std::string leave_room(const std::string& path, size_t room);
 
 // An fd open for writing on a new, empty regular file at `path` (close-on-exec), or -1
 // with errno set.

@@ -19,7 +19,9 @@
 #include "data/fashion_mnist.h"
 #include "data/idx.h"
 #include "data/image.h"
+#include "nn/file_claim.h"
 #include "nn/safetensors.h"
+#include "tensor/new_file.h"
 #include "tensor/ops.h"
 #include "tests/testing/tmp_path.h"
 
@@ -221,4 +223,32 @@ TEST_CASE("a named pipe, a device or a folder given to read is refused by name, 
              Catch::Contains("cannot read /dev/zero: it is a device, not a file"));
   CHECK_THAT(error_within_5s([&] { load_safetensors(dir); }),
              Catch::Contains("cannot read " + dir + ": it is a folder, not a file"));
+}
+
+TEST_CASE(
+    "a file name as long as the file system takes is saved and claimed: the temporary's and lock's names are cut") {
+  // 255 bytes, the most a folder entry holds. "NAME.tmp.HOST-NS.PID" and "NAME.lock" would
+  // not fit: the first save, after an epoch of training, failed with "File name too long".
+  const std::string path = tmp_path(std::string(255 - 12, 'c') + ".safetensors");
+  save_safetensors(path, {{"step", full({1}, 5.0)}});
+  CHECK(load_safetensors(path).at("step").item() == 5.0);
+  int others = 0;  // nothing left beside it
+  for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))
+    others += e.path().filename().string().rfind(std::string(100, 'c'), 0) == 0 && e.path() != path;
+  CHECK(others == 0);
+  // A temporary a killed writer of this machine left there, under the cut name, is cleared.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string host = writer_host();
+  const std::string suffix = temporary_of("", host, 0);                       // ".tmp.HOST-NS.0"
+  const std::string stem = engine::leave_room(path, suffix.size() - 1 + 10);  // room for a 10-digit pid
+  const std::string left = temporary_of(stem, host, gone);
+  std::ofstream(left) << "a killed writer's bytes";
+  REQUIRE(fs::exists(left));
+  save_safetensors(path, {{"step", full({1}, 6.0)}});
+  CHECK(!fs::exists(left));
+  CHECK(load_safetensors(path).at("step").item() == 6.0);
+  FileClaim claim(path, "the checkpoint");
+  CHECK(claim.lock_path().size() - fs::path(claim.lock_path()).parent_path().string().size() - 1 <= 255);
 }
