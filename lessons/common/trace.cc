@@ -85,6 +85,7 @@ std::vector<TraceEvent> Trace::write_merged(const std::string& path, dist::Proce
   std::ofstream f(path);
   ENGINE_REQUIRE(f.good(), "[Trace] cannot write ", path);
   f << chrome_trace_json(merged);
+  f.close();  // a full disk shows at the flush
   ENGINE_REQUIRE(f.good(), "[Trace] error writing ", path);
   return merged;
 }

@@ -90,7 +90,10 @@ void draw_curves(const std::string& dir, const recap::Settings& settings, int wo
   const std::string my_settings = recap::settings_text(settings);
   if (world == 1) {
     lessons::write_curves_csv(alone_csv, curves);
-    std::ofstream(alone_settings) << my_settings << "\n";
+    std::ofstream f(alone_settings);
+    f << my_settings << "\n";
+    f.close();
+    ENGINE_REQUIRE(f.good(), "[recap] cannot write ", alone_settings);
   }
   std::vector<lessons::CurveRun> runs = {{mine, curves}};
   std::string not_beside;  // why one process's curves are not drawn beside these

@@ -59,7 +59,10 @@ void TwinRecorder::start(engine::nn::Module& model, const Settings& s, int64_t t
                 s.model.c_str(), s.epochs, (long long)s.batch, s.lr, world_, (long long)train_size,
                 (long long)steps_per_epoch, double(engine::data::kFashionMnistMean),
                 double(engine::data::kFashionMnistStd), probes.c_str());
-  std::ofstream(dir_ + "/run.json") << json;
+  std::ofstream run(dir_ + "/run.json");
+  run << json;
+  run.close();  // a full disk shows at the flush
+  ENGINE_REQUIRE(run.good(), "[twin] cannot write ", dir_, "/run.json");
 }
 
 void TwinRecorder::before_step(int64_t step, const engine::nn::Module& model, const engine::nn::Optimizer& opt) {
@@ -94,6 +97,7 @@ void TwinRecorder::finish(engine::nn::Module& model) {
     std::snprintf(buf, sizeof buf, "%.9g\n", l);  // every digit of the float32 loss
     losses << buf;
   }
+  order.close(), losses.close();  // a full disk shows at the flush
   ENGINE_REQUIRE(order.good() && losses.good(), "[twin] writing into ", dir_, " failed");
   if (rank_ == 0) engine::nn::save_safetensors(dir_ + "/final.safetensors", model.state_dict());
 }
