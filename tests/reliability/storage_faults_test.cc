@@ -41,25 +41,19 @@ int temporaries_of(const std::string& path) {
   return n;
 }
 
-}  // namespace
-
-TEST_CASE("a full disk at checkpoint time: an error, and the previous checkpoint stays whole") {
-  const std::string path = tmp_path("full_disk.safetensors");
-  save_safetensors(path, {{"step", full({1}, 1.0)}});
-  // A child whose files may not grow past 64 KiB: its writes fail as on a full disk
-  // (EFBIG rather than ENOSPC, through the same path in the writer).
+// The text of the Error `f` throws, run in a child process: a limit it sets stays there,
+// and a wait it begins is cut after 5 s ("blocked"; opening a named pipe for reading the
+// plain way waits for a writer, for good). "no error" where f returns.
+std::string error_within_5s(const std::function<void()>& f) {
   int p[2];
   REQUIRE(pipe(p) == 0);
   const pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
-    // No SIGXFSZ handling here: every program ignores it from its start
-    // (tensor/program_start.h), so the write fails instead of killing the process.
-    rlimit limit{64 << 10, 64 << 10};
-    setrlimit(RLIMIT_FSIZE, &limit);
-    std::string what = "saved";
+    alarm(5);
+    std::string what = "no error";
     try {
-      save_safetensors(path, {{"step", full({1}, 2.0)}, {"big", zeros({1 << 20})}});
+      f();
     } catch (const Error& e) {
       what = e.what();
     }
@@ -72,7 +66,25 @@ TEST_CASE("a full disk at checkpoint time: an error, and the previous checkpoint
   ssize_t n;
   while ((n = read(p[0], buf, sizeof buf)) > 0) what.append(buf, size_t(n));
   close(p[0]);
-  waitpid(pid, nullptr, 0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) ? "blocked" : what;
+}
+
+}  // namespace
+
+TEST_CASE("a full disk at checkpoint time: an error, and the previous checkpoint stays whole") {
+  const std::string path = tmp_path("full_disk.safetensors");
+  save_safetensors(path, {{"step", full({1}, 1.0)}});
+  // A child whose files may not grow past 64 KiB: its writes fail as on a full disk
+  // (EFBIG rather than ENOSPC, through the same path in the writer). No SIGXFSZ handling
+  // here: every program ignores it from its start (tensor/program_start.h), so the write
+  // fails instead of killing the process.
+  const std::string what = error_within_5s([&] {
+    rlimit limit{64 << 10, 64 << 10};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    save_safetensors(path, {{"step", full({1}, 2.0)}, {"big", zeros({1 << 20})}});
+  });
   CHECK_THAT(what, Catch::Contains("[save_safetensors] writing") &&
                        Catch::Contains("failed: File too large (this process may write files of at most 65,536 "
                                        "bytes: ulimit -f); ") &&
@@ -164,36 +176,6 @@ TEST_CASE("a missing or corrupt dataset file is an error naming the file") {
   std::ofstream(images, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
   std::ofstream(labels, std::ios::binary) << std::string("\x1f\x8b\x08\x00\x00\x00", 6);
   REQUIRE_THROWS_WITH(data::fashion_mnist(false, {.root = dir}), Catch::Contains(images));
-}
-
-// What `f` throws, run in a child that is killed after 5 s: "blocked" if it was. Opening a
-// named pipe for reading waits for a writer, so a reader that opens one the plain way
-// never returns.
-std::string error_within_5s(const std::function<void()>& f) {
-  int p[2];
-  REQUIRE(pipe(p) == 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    alarm(5);
-    std::string what = "no error";
-    try {
-      f();
-    } catch (const Error& e) {
-      what = e.what();
-    }
-    (void)!write(p[1], what.data(), what.size());
-    _exit(0);
-  }
-  close(p[1]);
-  std::string what;
-  char buf[1024];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0) what.append(buf, size_t(n));
-  close(p[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFSIGNALED(status) ? "blocked" : what;
 }
 
 TEST_CASE("a named pipe, a device or a folder given to read is refused by name, at once") {
