@@ -377,4 +377,24 @@ void check_save_path(const std::string& path) {
                  ": it is a folder");
 }
 
+namespace {
+// The folder entry a save to `path` replaces: its folder, absolute, with ".", ".." and links
+// resolved, and its own name as written. A save renames its temporary onto that entry, so
+// a link or a hard link there is replaced, never written through.
+std::filesystem::path save_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  const fs::path folder = fs::weakly_canonical(p.parent_path(), ec);
+  return (ec ? p.parent_path().lexically_normal() : folder) / p.filename();
+}
+}  // namespace
+
+void check_distinct_save_paths(const std::string& a, const std::string& what_a, const std::string& b,
+                               const std::string& what_b) {
+  const bool same = save_target(a) == save_target(b);
+  ENGINE_REQUIRE(!same, "[save_safetensors] ", what_a, " and ", what_b, " both name ", a == b ? a : a + " (" + b + ")",
+                 ": one save would replace the other; give them different paths");
+}
+
 }  // namespace engine::nn

@@ -46,4 +46,13 @@ StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr
 // its start, so that a mistyped path is reported before the first epoch, not after it.
 void check_save_path(const std::string& path);
 
+// Checks, at the start, that two saves of one run go to two files: `a` and `b` are named
+// by their flags in the error ("--state (the training state)"). One path written two ways
+// (x, ./x, d/../x, through a linked folder) is one file, and the later save would replace
+// the earlier: the recap given one path for --state and --checkpoint ended with its final
+// weights where its training state had been, and could not be resumed. (A link at the name
+// itself is replaced by a save, not written through, so it is a name of its own.)
+void check_distinct_save_paths(const std::string& a, const std::string& what_a, const std::string& b,
+                               const std::string& what_b);
+
 }  // namespace engine::nn

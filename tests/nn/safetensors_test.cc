@@ -209,6 +209,43 @@ TEST_CASE("check_save_path names a missing folder or a folder given as the file,
   REQUIRE_THROWS_WITH(save_safetensors("", {{"w", zeros({2})}}), Catch::Contains("the checkpoint path is empty"));
 }
 
+TEST_CASE("check_distinct_save_paths refuses one file given for two saves, however the path is written") {
+  namespace fs = std::filesystem;
+  const std::string dir = tmp_path("distinct"), x = dir + "/x.st";
+  fs::create_directories(dir + "/sub");
+  fs::remove(dir + "/here"), fs::remove(dir + "/link.st"), fs::remove(dir + "/hard.st");
+  fs::create_directory_symlink(".", dir + "/here");
+  auto refused = [](const std::string& a, const std::string& b) {
+    try {
+      check_distinct_save_paths(a, "--state", b, "--checkpoint");
+    } catch (const Error& e) {
+      return std::string(e.what()).find("--state and --checkpoint both name " + a) != std::string::npos;
+    }
+    return false;
+  };
+  CHECK(refused(x, x));
+  CHECK(refused(x, dir + "/./x.st"));
+  CHECK(refused(x, dir + "/sub/../x.st"));
+  CHECK(refused(x, dir + "/here/x.st"));  // through a linked folder
+  const std::string cwd = fs::current_path();
+  fs::current_path(dir);
+  CHECK(refused("x.st", x));  // relative and absolute
+  fs::current_path(cwd);
+  CHECK_FALSE(refused(x, dir + "/y.st"));
+  CHECK_FALSE(refused(x, dir + "/sub/x.st"));
+  // A link or a hard link at the name is replaced by a save, not written through: two files.
+  std::ofstream(x) << "state";
+  fs::create_symlink("x.st", dir + "/link.st");
+  fs::create_hard_link(x, dir + "/hard.st");
+  CHECK_FALSE(refused(x, dir + "/link.st"));
+  CHECK_FALSE(refused(x, dir + "/hard.st"));
+  save_safetensors(dir + "/link.st", {{"w", zeros({2})}});
+  std::ifstream kept(x);
+  std::string text;
+  kept >> text;
+  CHECK(text == "state");  // the save replaced the link, and x.st is as it was
+}
+
 TEST_CASE("corrupt files are errors naming the file and the key, never a crash") {
   const std::string path = tmp_path("bad.safetensors");
   auto fails_with = [&](const std::string& bytes, const std::string& msg) {

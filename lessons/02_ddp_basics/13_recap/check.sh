@@ -230,3 +230,15 @@ wait $job || true
 grep -q "^\[rank 0\] resumed from $TEST_TMPDIR/shared.st: epoch [0-9]*, after batch" "$TEST_TMPDIR/first_again.txt" ||
   fail "the first job should resume its own state, once it had ended: $(cat "$TEST_TMPDIR/first_again.txt")"
 echo "ok: a second job saving to the same training state is refused at its start, naming the first job's rank 0"
+# One file given for both saves, written two ways: the final weights replaced the training
+# state, and the run could not be resumed ("has no format in its metadata"). Refused at the
+# start, before any training or save.
+ln -sfn . "$TEST_TMPDIR/here"
+if "$root/dist/launch" --nproc_per_node=2 "$recap" --epochs 1 --train-limit 256 --test-limit 100 \
+  --state "$TEST_TMPDIR/one.st" --checkpoint "$TEST_TMPDIR/here/./one.st" >"$TEST_TMPDIR/one.txt" 2>&1; then
+  fail "one path for --state and --checkpoint should be refused: $(cat "$TEST_TMPDIR/one.txt")"
+fi
+grep -qF "[rank 0] 13_recap: [save_safetensors] --state (the training state) and --checkpoint (the final weights) both name $TEST_TMPDIR/one.st ($TEST_TMPDIR/here/./one.st): one save would replace the other" \
+  "$TEST_TMPDIR/one.txt" && ! grep -q "^\[rank 0\] epoch" "$TEST_TMPDIR/one.txt" && [[ ! -e "$TEST_TMPDIR/one.st" ]] ||
+  fail "one path for --state and --checkpoint should be refused at the start, naming both: $(cat "$TEST_TMPDIR/one.txt")"
+echo "ok: one file given as both --state and --checkpoint (through a linked folder) is refused at the start"

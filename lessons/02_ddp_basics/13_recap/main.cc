@@ -163,6 +163,8 @@ int main(int argc, char** argv) try {
   if (rank == 0) {
     nn::check_save_path(state_path);
     nn::check_save_path(checkpoint_path);
+    nn::check_distinct_save_paths(state_path, "--state (the training state)", checkpoint_path,
+                                  "--checkpoint (the final weights)");
     state_claim = std::make_unique<nn::FileClaim>(state_path, "the training state, --state");
   }
   // TORCHELASTIC_RESTART_COUNT, or the restart a machine started afresh joined (dist.h).
