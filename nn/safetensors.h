@@ -42,8 +42,10 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
 StateDict load_safetensors(const std::string& path, Metadata* metadata = nullptr);
 
 // Checks, before any work is done, that save_safetensors(path) will be able to create its
-// file: the folder exists and this process may write there. A training run calls it at
-// its start, so that a mistyped path is reported before the first epoch, not after it.
+// file: the folder exists and this process may write there, and what is at the name, if
+// anything, is a file or a link (a save replaces it): never a folder, nor a device such as
+// /dev/null, which a save would have replaced for every program on the machine. A training
+// run calls it at its start, so that a bad path is reported before the first epoch.
 void check_save_path(const std::string& path);
 
 // Checks, at the start, that two saves of one run go to two files: `a` and `b` are named

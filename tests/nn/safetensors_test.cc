@@ -2,6 +2,8 @@
 // (and by PyPI's safetensors + numpy where installed), every kind of corrupt file named in
 // its error, and atomic saves that survive a kill -9 mid-write.
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -207,6 +209,30 @@ TEST_CASE("check_save_path names a missing folder or a folder given as the file,
   REQUIRE_THROWS(save_safetensors(missing, {{"w", zeros({2})}}));
   REQUIRE_THROWS_WITH(save_safetensors(folder, {{"w", zeros({2})}}), Catch::Contains("it is a folder"));
   REQUIRE_THROWS_WITH(save_safetensors("", {{"w", zeros({2})}}), Catch::Contains("the checkpoint path is empty"));
+}
+
+TEST_CASE("a device or a named pipe at the path is refused, not replaced by the save") {
+  // `--checkpoint /dev/null`, the usual way to ask for no output: run as root, the save
+  // renamed its file onto /dev/null, and /dev/null was a 2 MB regular file for every
+  // program on the machine. Checked here on the real /dev/null without saving, and saved
+  // only onto a device node and a FIFO of the test's own.
+  REQUIRE_THROWS_WITH(check_save_path("/dev/null"),
+                      Catch::Contains("cannot save to /dev/null: it is a device, not a file, and a save would put a "
+                                      "file in its place"));
+  const std::string fifo = tmp_path("save_fifo"), node = tmp_path("save_null");
+  unlink(fifo.c_str()), unlink(node.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0644) == 0);
+  REQUIRE_THROWS_WITH(save_safetensors(fifo, {{"w", zeros({2})}}),
+                      Catch::Contains("cannot save to " + fifo + ": it is a named pipe (FIFO), not a file"));
+  struct stat st {};
+  CHECK((lstat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));  // still the pipe
+  if (mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    WARN("SKIPPED the device node of its own: mknod failed (" << std::strerror(errno) << "); needs root");
+    return;
+  }
+  REQUIRE_THROWS_WITH(save_safetensors(node, {{"w", zeros({2})}}),
+                      Catch::Contains("cannot save to " + node + ": it is a device, not a file"));
+  CHECK((lstat(node.c_str(), &st) == 0 && S_ISCHR(st.st_mode)));  // still the device
 }
 
 TEST_CASE("check_distinct_save_paths refuses one file given for two saves, however the path is written") {
