@@ -119,6 +119,12 @@ std::shared_ptr<TCPStore> file_rendezvous(const std::string& path, int rank, boo
                                           std::string* remove) {
   ENGINE_REQUIRE(!path.empty() && path.back() != '/', "[init_process_group] init_method \"file://", path,
                  "\" names no file: give one on a file system every rank sees, as file:///shared/rendezvous");
+  // Rank 0 renames its file onto the name and removes it at the end: file:///dev/null would
+  // have taken /dev/null from every program on the machine. Refused on every rank, at once.
+  const std::string special = engine::special_file_at(path);
+  ENGINE_REQUIRE(special.empty(), "[init_process_group] init_method \"file://", path, "\" names ", special,
+                 ", not a file: rank 0 puts its own file in its place and removes it at the end; give a file on a "
+                 "file system every rank sees, as file:///shared/rendezvous");
   if (rank == 0) {
     auto store = serve(path, other_machines, so);
     *remove = path;

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -376,12 +375,8 @@ void check_save_path(const std::string& path) {
                  ": it is a folder");
   // A save renames a new file onto the name: a device there (`--checkpoint /dev/null`, the
   // usual way to ask for no output) would be replaced, for every program on the machine.
-  struct stat st {};
-  const bool odd = ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode);
-  ENGINE_REQUIRE(!odd, "[save_safetensors] cannot save to ", path, ": it is ",
-                 S_ISFIFO(st.st_mode)   ? "a named pipe (FIFO)"
-                 : S_ISSOCK(st.st_mode) ? "a socket"
-                                        : "a device",
+  const std::string special = engine::special_file_at(path);
+  ENGINE_REQUIRE(special.empty(), "[save_safetensors] cannot save to ", path, ": it is ", special,
                  ", not a file, and a save would put a file in its place; give the path of a file");
   ENGINE_REQUIRE(::access(folder.c_str(), W_OK) == 0, "[save_safetensors] cannot save to ", path, ": the folder ",
                  folder.string(), " is not writable (", std::strerror(errno), ")");

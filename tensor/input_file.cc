@@ -11,12 +11,16 @@
 namespace engine {
 
 namespace {
+std::string kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a regular file";
+}
 std::string kind_words(mode_t mode) {
-  if (S_ISDIR(mode)) return ": it is a folder, not a file";
-  if (S_ISFIFO(mode)) return ": it is a named pipe (FIFO), not a file";
-  if (S_ISSOCK(mode)) return ": it is a socket, not a file";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return ": it is a device, not a file";
-  return ": it is not a regular file";
+  const std::string k = kind(mode);
+  return ": it is " + k + (k == "not a regular file" ? "" : ", not a file");
 }
 }  // namespace
 
@@ -30,6 +34,12 @@ std::string not_a_file(const std::string& path) {
   const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   ::close(fd);
   return regular ? "" : kind_words(st.st_mode);
+}
+
+std::string special_file_at(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) return "";
+  return kind(st.st_mode);
 }
 
 bool anything_at(const std::string& path) {

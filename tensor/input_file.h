@@ -24,4 +24,10 @@ std::string not_a_file(const std::string& path);
 // opened or refused by name, never taken for "no checkpoint yet" and saved over. Never blocks.
 bool anything_at(const std::string& path);
 
+// What is at path where a writer must not put a file in its place: "a device", "a named pipe
+// (FIFO)", "a socket" or "a folder"; "" for nothing, a regular file or a link (the name
+// itself is looked at, not followed: a save replaces a link). A save renames its file onto
+// the name, so `--checkpoint /dev/null` had made /dev/null a regular file.
+std::string special_file_at(const std::string& path);
+
 }  // namespace engine

@@ -53,6 +53,20 @@ TEST_CASE("not_a_file names what is at a path instead of a regular file") {
   CHECK(engine::not_a_file(dangling) == ": No such file or directory");
 }
 
+TEST_CASE("special_file_at names what a save must not replace: not a file, a link or nothing") {
+  const std::string file = tmp_path("special_plain"), fifo = tmp_path("special_fifo"), link = tmp_path("special_link");
+  std::ofstream(file) << "bytes";
+  fs::remove(fifo), fs::remove(link);
+  REQUIRE(mkfifo(fifo.c_str(), 0644) == 0);
+  fs::create_symlink("/dev/null", link);
+  CHECK(engine::special_file_at(file).empty());
+  CHECK(engine::special_file_at(tmp_path("special_missing")).empty());
+  CHECK(engine::special_file_at(link).empty());  // the link is replaced, not what it names
+  CHECK(engine::special_file_at("/dev/null") == "a device");
+  CHECK(engine::special_file_at(fifo) == "a named pipe (FIFO)");
+  CHECK(engine::special_file_at(tmp_path("")) == "a folder");
+}
+
 TEST_CASE("anything_at is false only where nothing is: what else is there is opened or refused by name") {
   const std::string file = tmp_path("at_plain"), fifo = tmp_path("at_fifo"), dangling = tmp_path("at_dangling");
   std::ofstream(file) << "bytes";
