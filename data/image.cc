@@ -83,6 +83,10 @@ void save_png(const std::string& path, const Tensor& image) {
   ENGINE_REQUIRE(chw.size(1) >= 1 && chw.size(2) >= 1 && chw.size(1) * chw.size(2) <= kMaxImagePixels, "[save_png] ",
                  path, ": an image of ", chw.size(1), "x", chw.size(2), " pixels cannot be saved (1 to ",
                  kMaxImagePixels, " pixels)");
+  // The PNG is renamed onto the name: a device there (/dev/null) would be replaced.
+  const std::string special = special_file_at(path);
+  ENGINE_REQUIRE(special.empty(), "[save_png] cannot write ", path, ": it is ", special,
+                 ", not a file, and a save would put a file in its place");
   const int c = int(chw.size(0)), h = int(chw.size(1)), w = int(chw.size(2));
   // Back to interleaved bytes, rounding and clamping to [0, 255]. NaN has no byte: a model's
   // output that became NaN is named here rather than saved as black.

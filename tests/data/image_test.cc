@@ -1,4 +1,5 @@
 // Images through stb_image: decoding, round trips, ImageFolder, and bad files named.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -55,6 +56,17 @@ TEST_CASE("save_png writes through no link put where its temporary goes") {
   in >> kept;
   REQUIRE(kept == "precious");
   REQUIRE(!std::filesystem::exists(std::filesystem::symlink_status(tmp)));
+}
+
+TEST_CASE("save_png refuses a device or a named pipe at its path instead of replacing it") {
+  // Checked on a FIFO of the test's own: a save onto /dev/null, run as root, made it a file.
+  const std::string fifo = tmp_path("fifo.png");
+  unlink(fifo.c_str());
+  REQUIRE(mkfifo(fifo.c_str(), 0644) == 0);
+  REQUIRE_THROWS_WITH(save_png(fifo, full({1, 2, 3}, 1.0)),
+                      Catch::Contains("[save_png] cannot write " + fifo + ": it is a named pipe (FIFO), not a file"));
+  struct stat st {};
+  CHECK((lstat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
 }
 
 TEST_CASE("ImageFolder over the shipped Fashion-MNIST PNGs") {
