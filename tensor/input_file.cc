@@ -16,12 +16,9 @@ std::string kind(mode_t mode) {
   if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  return "not a regular file";
+  return "a special file";
 }
-std::string kind_words(mode_t mode) {
-  const std::string k = kind(mode);
-  return ": it is " + k + (k == "not a regular file" ? "" : ", not a file");
-}
+std::string kind_words(mode_t mode) { return ": it is " + kind(mode) + ", not a file"; }
 }  // namespace
 
 std::string not_a_file(const std::string& path) {

@@ -1,12 +1,15 @@
 // A file a program is given to read (a checkpoint, a dataset file, an image, a rendezvous
 // file) is looked at before it is opened. Opening a named pipe (FIFO) for reading waits for
 // a writer with no timeout, and SIGTERM cannot end that wait (the stop handlers let the call
-// restart); a device such as /dev/zero never ends. Neither blocks here: each is named.
+// restart); a device such as /dev/zero never ends. Neither blocks here: each is named. A
+// file a program saves is renamed onto its name, so what is there is looked at too: a device
+// (`--checkpoint /dev/null`) would be replaced for every program on the machine.
 //
 //   const std::string why = engine::not_a_file(path);  // "" for a regular file it can open
 //   if (!why.empty()) throw engine::Error("[load_safetensors] cannot read " + path + why);
 //                     // e.g. "... cannot read ck: it is a named pipe (FIFO), not a file"
 //   if (engine::anything_at(path)) resume_from(path);  // missing: start afresh
+//   if (!engine::special_file_at(path).empty()) ...     // "a device": refuse to save there
 #pragma once
 
 #include <string>
