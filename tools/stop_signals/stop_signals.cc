@@ -2,14 +2,22 @@
 
 #include <signal.h>
 
+#include <atomic>
+
 namespace engine {
 namespace {
 
-volatile sig_atomic_t g_stop_signal = 0;
+// An atomic, not a volatile sig_atomic_t: in a program with threads the kernel runs the
+// handler on any thread that does not block the signal (a collective's worker, the store's
+// server), while the main thread reads the flag, and only an atomic orders that write and
+// read between threads. A lock-free atomic may be used in a signal handler.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");
 
 // Keeps the first: it is the one the program reports.
 void on_stop(int sig) {
-  if (g_stop_signal == 0) g_stop_signal = sig;
+  int none = 0;
+  g_stop_signal.compare_exchange_strong(none, sig);
 }
 
 }  // namespace
@@ -39,10 +47,10 @@ bool has_default_action(int sig) {
   return sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO);
 }
 
-bool stop_signal_caught() { return g_stop_signal != 0; }
+bool stop_signal_caught() { return g_stop_signal.load() != 0; }
 
 std::string stop_signal() {
-  switch (g_stop_signal) {
+  switch (g_stop_signal.load()) {
     case 0: return "";
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT (Ctrl-C)";
