@@ -16,8 +16,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace engine::dist;
   // One store for the whole run (a new one per input would cost its threads' start and
-  // stop); rank 0's address key is deleted after each input, so the next fake rank 1
-  // waits for the new one.
+  // stop); rank 0's keys are deleted after each input, so the next fake rank 1 waits for
+  // the new ones.
   static std::shared_ptr<TCPStore> store = [] {
     StoreOptions so;
     so.token = "fuzz";
@@ -37,9 +37,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   try {
     // Rank 1's side: its host name for rank 0's topology discovery (another machine: the
-    // ring, the path whose messages the input imitates), then find rank 0 through the
-    // store and say hello with the job's token.
+    // ring, the path whose messages the input imitates) and rank 0's network as its own
+    // (rank 0 would otherwise wait for it to choose the address it listens on), then find
+    // rank 0 through the store and say hello with the job's token.
     store->set("topo/host/1", "fuzz-peer");
+    store->set("tcp/network/1", store->get("tcp/network/0"));
     const std::string addr = store->get("tcp/addr/0");
     const size_t colon = addr.rfind(':');
     Socket s = Socket::connect(addr.substr(0, colon), std::stoi(addr.substr(colon + 1)),
@@ -51,6 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } hello;
     s.send_all(&hello, sizeof hello, deadline_in(std::chrono::seconds(2)), "rank 0");
     s.send_all("fuzz", 4, deadline_in(std::chrono::seconds(2)), "rank 0");
+    // Rank 0 then checks that every rank asked for the same all-reduce: say what it says.
+    store->set("topo/setting/1", store->get("topo/setting/0"));
     s.send_all(data, size, deadline_in(std::chrono::seconds(2)), "rank 0");
     ::shutdown(s.fd(), SHUT_WR);
     char buf[4096];
@@ -58,7 +62,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (wait_fd(s.fd(), false, d) && ::recv(s.fd(), buf, sizeof buf, 0) > 0) {}
   } catch (const engine::Error&) {}
   rank0.join();
-  store->delete_key("tcp/addr/0");
-  store->delete_key("topo/host/0");
+  for (const char* key : {"tcp/addr/0", "tcp/network/0", "topo/host/0", "topo/setting/0"}) store->delete_key(key);
   return 0;
 }

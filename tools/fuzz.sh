@@ -26,7 +26,8 @@ flags=(-std=c++17 -O1 -g -I. -fno-omit-frame-pointer -fsanitize=address,undefine
 # The engine, once, instrumented for coverage (fuzzer-no-link) and the sanitizers.
 # Every source but the launcher's main and the nvcc-only files, so that new files are
 # never missed.
-sources=(tensor/*.cc tensor/cuda/*.cc autograd/*.cc nn/*.cc data/*.cc tools/flags/flags.cc lessons/fashion_mnist/trainer.cc)
+sources=(tensor/*.cc tensor/cuda/*.cc autograd/*.cc nn/*.cc data/*.cc tools/flags/*.cc tools/stop_signals/*.cc
+         lessons/fashion_mnist/trainer.cc)
 for src in dist/*.cc; do [[ "$src" == dist/launch.cc ]] || sources+=("$src"); done
 # An object is reused while it is newer than its source and every header that source
 # included (listed in its .d file by -MMD): a changed header rebuilds what includes it.
