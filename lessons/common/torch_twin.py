@@ -13,7 +13,12 @@ step from the engine's own state there (weights and momentum) on the same batche
 compares that step's loss and the weights after it with the engine's: each step agrees to
 float32's last bits even where the two free-running runs have drifted far apart.
 
+With --threads 2 --baseline OUT1 (OUT1: this script's run on 1 thread), it is PyTorch run
+once more with only the order of its sums changed, and it also compares its final model
+with that run's: how far PyTorch drifts from itself, the yardstick for the engine's drift.
+
     python3 lessons/common/torch_twin.py DIR OUT [--data /usr/share/datasets/fashion-mnist]
+    python3 lessons/common/torch_twin.py DIR OUT2 --threads 2 --baseline OUT
 """
 import argparse
 import gzip
@@ -148,7 +153,7 @@ def train(rank, run, twin_dir, out_dir, port):
     if rank == 0:
         save_safetensors(os.path.join(out_dir, "final.safetensors"), model.state_dict())
         with open(os.path.join(out_dir, "time.json"), "w") as f:
-            json.dump({"seconds": seconds}, f)
+            json.dump({"seconds": seconds, "threads": run["threads"]}, f)
     one_step_from_engine_state(rank, run, twin_dir, out_dir, x, y, model, net, opt, orders)
     if world > 1:
         dist.destroy_process_group()
@@ -200,19 +205,34 @@ def free_port():
 
 # ---- the comparison of the two final models
 
-def compare(run, twin_dir, out_dir):
-    ours, theirs = make_model(run["model"]), make_model(run["model"])
+def pytorch_final_model(run, out_dir):
+    model = make_model(run["model"])
+    model.load_state_dict(load_safetensors(os.path.join(out_dir, "final.safetensors")), strict=False)
+    return model.eval()
+
+
+def compare(run, twin_dir, out_dir, baseline_dir):
+    ours, theirs = make_model(run["model"]), pytorch_final_model(run, out_dir)
     load_engine_weights(ours, os.path.join(twin_dir, "final.safetensors"))
-    theirs.load_state_dict(load_safetensors(os.path.join(out_dir, "final.safetensors")), strict=False)
     worst, scale = max_difference(theirs.state_dict(), ours.state_dict())  # scale: PyTorch's weights
     x, y = fashion_mnist(run["data"], False, run["mean"], run["std"])
-    ours.eval(), theirs.eval()
+    ours.eval()
     with torch.no_grad():
         p, q = ours(x).argmax(1), theirs(x).argmax(1)
-    return {"max_abs_weight_difference": worst, "max_rel_weight_difference": worst / scale,
-            "same_prediction_fraction": (p == q).float().mean().item(), "test_images": len(y),
-            "accuracy_engine": (p == y).float().mean().item(), "accuracy_pytorch": (q == y).float().mean().item(),
-            "one_step": compare_one_step(run, twin_dir, out_dir)}
+    result = {"max_abs_weight_difference": worst, "max_rel_weight_difference": worst / scale,
+              "same_prediction_fraction": (p == q).float().mean().item(), "test_images": len(y),
+              "accuracy_engine": (p == y).float().mean().item(), "accuracy_pytorch": (q == y).float().mean().item(),
+              "one_step": compare_one_step(run, twin_dir, out_dir)}
+    if baseline_dir:  # PyTorch's final model against PyTorch's own, from the run on 1 thread
+        base = pytorch_final_model(run, baseline_dir)
+        worst, scale = max_difference(base.state_dict(), theirs.state_dict())
+        with torch.no_grad():
+            b = base(x).argmax(1)
+        with open(os.path.join(baseline_dir, "time.json")) as f:
+            threads = json.load(f).get("threads", 1)
+        result["against_pytorch_baseline"] = {"threads": threads, "max_rel_weight_difference": worst / scale,
+                                              "same_prediction_fraction": (b == q).float().mean().item()}
+    return result
 
 
 def read_losses(path):
@@ -246,6 +266,8 @@ def main():
     ap.add_argument("--data", default=os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch's threads per process: another value changes only the order of its sums")
+    ap.add_argument("--baseline", metavar="OUT1", default="",
+                    help="the folder of PyTorch's run of the same DIR on other threads: compare the final models")
     a = ap.parse_args()
     with open(os.path.join(a.twin_dir, "run.json")) as f:
         run = json.load(f)
@@ -257,7 +279,7 @@ def main():
         train(0, run, a.twin_dir, a.out_dir, port)
     else:
         mp.spawn(train, args=(run, a.twin_dir, a.out_dir, port), nprocs=run["world"])
-    result = compare(run, a.twin_dir, a.out_dir)
+    result = compare(run, a.twin_dir, a.out_dir, a.baseline)
     with open(os.path.join(a.out_dir, "time.json")) as f:
         result["pytorch_seconds"] = json.load(f)["seconds"]
     result["pytorch"] = torch.__version__
@@ -271,6 +293,11 @@ def main():
               f"{o['weights_rel_difference']:.2e} of their largest value ({o['update_rel_difference']:.2e} of "
               f"the step's largest change); the free-running runs differ there by up to "
               f"{o['free_running_loss_rel_difference']:.2e}")
+    if a.baseline:
+        b = result["against_pytorch_baseline"]
+        print(f"PyTorch on {a.threads} threads against PyTorch on {b['threads']}: final weights within "
+              f"{b['max_rel_weight_difference']:.2e} of their largest value, the same class for "
+              f"{100 * b['same_prediction_fraction']:.2f}% of the test images")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,17 @@
 // it reads every rank's per-step losses from the engine's run (13_recap --twin) and from
 // its PyTorch twin (torch_twin.py), prints how far apart they are, and draws both loss
 // curves and, below them, their relative difference on a log scale, with the difference
-// of one step taken from the engine's own state at a few steps (one_step_rank0.txt).
+// of one step taken from the engine's own state at a few steps (one_step_rank0.txt). With
+// --pytorch-again DIR (PyTorch's run once more, on another number of threads) it also shows
+// how far PyTorch drifts from itself: the yardstick for the engine's drift.
 //
-//   compare_runs OURS_DIR TORCH_DIR PICTURE.png TITLE
+//   compare_runs OURS_DIR TORCH_DIR PICTURE.png TITLE [--pytorch-again TORCH2_DIR]
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,6 +33,24 @@ double relative(double a, double b) { return std::fabs(a - b) / std::max(std::fa
 // log10 of a relative difference, for the lower chart; equal values are shown at -12.
 double log_difference(double a, double b) { return std::log10(std::max(relative(a, b), 1e-12)); }
 
+// The largest relative difference of two runs' per-step losses within their first `first` steps.
+double worst_within(const std::vector<double>& a, const std::vector<double>& b, size_t first) {
+  double worst = 0;
+  for (size_t s = 0; s < std::min({a.size(), b.size(), first}); ++s) worst = std::max(worst, relative(a[s], b[s]));
+  return worst;
+}
+
+// "1.08e-07 in the first 10 steps, 4.73e-07 in the first 50, 6.40e-07 in the first 100, 6.40e-07 in all"
+std::string worst_words(const double worst[4]) {
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "%.2e in the first 10 steps, %.2e in the first 50, %.2e in the first 100, %.2e in all", worst[0],
+                worst[1], worst[2], worst[3]);
+  return line;
+}
+
+constexpr size_t kWithin[4] = {10, 50, 100, SIZE_MAX};
+
 // torch_twin.py's "step loss" lines: PyTorch's loss of one step from the engine's state.
 std::vector<std::pair<size_t, double>> read_one_step(const std::string& path) {
   std::ifstream in(path);
@@ -39,15 +62,16 @@ std::vector<std::pair<size_t, double>> read_one_step(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string ours_dir, torch_dir, picture, title;
+  std::string ours_dir, torch_dir, picture, title, again_dir;
   engine::Flags flags("compare_runs", "The engine's run and its PyTorch twin, step by step.");
   flags.add_positional("OURS_DIR", &ours_dir, "the folder 13_recap --twin wrote");
   flags.add_positional("TORCH_DIR", &torch_dir, "the folder torch_twin.py wrote");
   flags.add_positional("PICTURE", &picture, "the PNG to draw");
   flags.add_positional("TITLE", &title, "its title");
+  flags.add("--pytorch-again", &again_dir, "the folder of PyTorch's run once more, on another number of threads");
   flags.parse_or_exit(argc, argv);
 
-  double worst_10 = 0, worst_50 = 0, worst_all = 0;
+  double worst[4] = {}, again[4] = {};  // engine against PyTorch; PyTorch against itself
   size_t steps = 0;
   int ranks = 0;
   lessons::LineChart losses{title + ": loss per step, rank 0", "step", "loss", {}};
@@ -59,11 +83,14 @@ int main(int argc, char** argv) try {
       throw std::runtime_error("rank " + std::to_string(r) + ": " + std::to_string(a.size()) + " steps here, " +
                                std::to_string(b.size()) + " in PyTorch");
     steps = a.size();
-    for (size_t s = 0; s < a.size(); ++s) {
-      const double d = relative(a[s], b[s]);
-      worst_all = std::max(worst_all, d);
-      if (s < 10) worst_10 = std::max(worst_10, d);
-      if (s < 50) worst_50 = std::max(worst_50, d);
+    for (int i = 0; i < 4; ++i) worst[i] = std::max(worst[i], worst_within(a, b, kWithin[i]));
+    std::vector<double> c;
+    if (!again_dir.empty()) {
+      c = read_losses(again_dir + "/losses_rank" + std::to_string(r) + ".txt");
+      if (c.size() != b.size())
+        throw std::runtime_error("rank " + std::to_string(r) + ": " + std::to_string(c.size()) + " steps in " +
+                                 again_dir + ", " + std::to_string(b.size()) + " in " + torch_dir);
+      for (int i = 0; i < 4; ++i) again[i] = std::max(again[i], worst_within(c, b, kWithin[i]));
     }
     if (r != 0) continue;
     lessons::Series e{"engine", lessons::kBlue, {}}, t{"pytorch", lessons::kOrange, {}},
@@ -73,6 +100,8 @@ int main(int argc, char** argv) try {
       t.points.push_back({double(s + 1), b[s]});
       d.points.push_back({double(s + 1), log_difference(a[s], b[s])});
     }
+    lessons::Series p{"pytorch vs itself", lessons::kPurple, {}};
+    for (size_t s = 0; s < c.size(); ++s) p.points.push_back({double(s + 1), log_difference(c[s], b[s])});
     lessons::Series one{"one step, same state", lessons::kGreen, {}};
     for (const auto& [step, loss] : read_one_step(torch_dir + "/one_step_rank0.txt")) {
       if (step >= a.size()) throw std::runtime_error("one_step_rank0.txt names step " + std::to_string(step));
@@ -80,6 +109,7 @@ int main(int argc, char** argv) try {
     }
     losses.series = {e, t};
     diff.series = {d};
+    if (!p.points.empty()) diff.series.push_back(p);
     if (!one.points.empty()) diff.series.push_back(one);
   }
   if (ranks == 0) throw std::runtime_error("no losses_rank0.txt in " + ours_dir);
@@ -88,10 +118,10 @@ int main(int argc, char** argv) try {
   canvas.paste(losses.draw(), 0, 0);
   canvas.paste(diff.draw(), 0, losses.height);
   canvas.save_png(picture);
-  std::printf(
-      "%d rank(s), %zu steps each: largest relative loss difference %.2e in the first 10 steps, %.2e in the "
-      "first 50, %.2e in all\n",
-      ranks, steps, worst_10, worst_50, worst_all);
+  std::printf("%d rank(s), %zu steps each: largest relative loss difference %s\n", ranks, steps,
+              worst_words(worst).c_str());
+  if (!again_dir.empty())
+    std::printf("PyTorch against itself on another number of threads: %s\n", worst_words(again).c_str());
   std::printf("picture: %s\n", picture.c_str());
   return 0;
 } catch (const std::exception& e) {
