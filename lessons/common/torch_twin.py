@@ -13,12 +13,14 @@ step from the engine's own state there (weights and momentum) on the same batche
 compares that step's loss and the weights after it with the engine's: each step agrees to
 float32's last bits even where the two free-running runs have drifted far apart.
 
-With --threads 2 --baseline OUT1 (OUT1: this script's run on 1 thread), it is PyTorch run
-once more with only the order of its sums changed, and it also compares its final model
-with that run's: how far PyTorch drifts from itself, the yardstick for the engine's drift.
+Run once more with its kernels held to AVX2 (as on a CPU without AVX-512) and given
+--baseline OUT, it is PyTorch with only the order of its sums changed, and it also compares
+its final model with the first run's: how far PyTorch drifts from itself, the yardstick
+for the engine's drift.
 
     python3 lessons/common/torch_twin.py DIR OUT [--data /usr/share/datasets/fashion-mnist]
-    python3 lessons/common/torch_twin.py DIR OUT2 --threads 2 --baseline OUT
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
+        python3 lessons/common/torch_twin.py DIR OUT2 --baseline OUT
 """
 import argparse
 import gzip
@@ -153,7 +155,7 @@ def train(rank, run, twin_dir, out_dir, port):
     if rank == 0:
         save_safetensors(os.path.join(out_dir, "final.safetensors"), model.state_dict())
         with open(os.path.join(out_dir, "time.json"), "w") as f:
-            json.dump({"seconds": seconds, "threads": run["threads"]}, f)
+            json.dump({"seconds": seconds}, f)
     one_step_from_engine_state(rank, run, twin_dir, out_dir, x, y, model, net, opt, orders)
     if world > 1:
         dist.destroy_process_group()
@@ -223,14 +225,12 @@ def compare(run, twin_dir, out_dir, baseline_dir):
               "same_prediction_fraction": (p == q).float().mean().item(), "test_images": len(y),
               "accuracy_engine": (p == y).float().mean().item(), "accuracy_pytorch": (q == y).float().mean().item(),
               "one_step": compare_one_step(run, twin_dir, out_dir)}
-    if baseline_dir:  # PyTorch's final model against PyTorch's own, from the run on 1 thread
+    if baseline_dir:  # this PyTorch run's final model against another PyTorch run's
         base = pytorch_final_model(run, baseline_dir)
         worst, scale = max_difference(base.state_dict(), theirs.state_dict())
         with torch.no_grad():
             b = base(x).argmax(1)
-        with open(os.path.join(baseline_dir, "time.json")) as f:
-            threads = json.load(f).get("threads", 1)
-        result["against_pytorch_baseline"] = {"threads": threads, "max_rel_weight_difference": worst / scale,
+        result["against_pytorch_baseline"] = {"max_rel_weight_difference": worst / scale,
                                               "same_prediction_fraction": (b == q).float().mean().item()}
     return result
 
@@ -267,7 +267,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="PyTorch's threads per process: another value changes only the order of its sums")
     ap.add_argument("--baseline", metavar="OUT1", default="",
-                    help="the folder of PyTorch's run of the same DIR on other threads: compare the final models")
+                    help="the folder of another PyTorch run of the same DIR: compare the final models too")
     a = ap.parse_args()
     with open(os.path.join(a.twin_dir, "run.json")) as f:
         run = json.load(f)
@@ -295,7 +295,8 @@ def main():
               f"{o['free_running_loss_rel_difference']:.2e}")
     if a.baseline:
         b = result["against_pytorch_baseline"]
-        print(f"PyTorch on {a.threads} threads against PyTorch on {b['threads']}: final weights within "
+        print(f"PyTorch in {os.path.basename(os.path.normpath(a.out_dir))} against PyTorch in "
+              f"{os.path.basename(os.path.normpath(a.baseline))}: final weights within "
               f"{b['max_rel_weight_difference']:.2e} of their largest value, the same class for "
               f"{100 * b['same_prediction_fraction']:.2f}% of the test images")
 

@@ -3,8 +3,8 @@
 // its PyTorch twin (torch_twin.py), prints how far apart they are, and draws both loss
 // curves and, below them, their relative difference on a log scale, with the difference
 // of one step taken from the engine's own state at a few steps (one_step_rank0.txt). With
-// --pytorch-again DIR (PyTorch's run once more, on another number of threads) it also shows
-// how far PyTorch drifts from itself: the yardstick for the engine's drift.
+// --pytorch-again DIR (PyTorch's run once more, with its sums in another order) it also
+// shows how far PyTorch drifts from itself: the yardstick for the engine's drift.
 //
 //   compare_runs OURS_DIR TORCH_DIR PICTURE.png TITLE [--pytorch-again TORCH2_DIR]
 #include <algorithm>
@@ -51,6 +51,12 @@ std::string worst_words(const double worst[4]) {
 
 constexpr size_t kWithin[4] = {10, 50, 100, SIZE_MAX};
 
+// A folder's own name: "pytorch-avx2" for "out/mlp-x2/pytorch-avx2/".
+std::string last_name(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir.substr(dir.find_last_of('/') + 1);
+}
+
 // torch_twin.py's "step loss" lines: PyTorch's loss of one step from the engine's state.
 std::vector<std::pair<size_t, double>> read_one_step(const std::string& path) {
   std::ifstream in(path);
@@ -68,14 +74,14 @@ int main(int argc, char** argv) try {
   flags.add_positional("TORCH_DIR", &torch_dir, "the folder torch_twin.py wrote");
   flags.add_positional("PICTURE", &picture, "the PNG to draw");
   flags.add_positional("TITLE", &title, "its title");
-  flags.add("--pytorch-again", &again_dir, "the folder of PyTorch's run once more, on another number of threads");
+  flags.add("--pytorch-again", &again_dir, "the folder of PyTorch's run once more, its sums in another order");
   flags.parse_or_exit(argc, argv);
 
   double worst[4] = {}, again[4] = {};  // engine against PyTorch; PyTorch against itself
   size_t steps = 0;
   int ranks = 0;
   lessons::LineChart losses{title + ": loss per step, rank 0", "step", "loss", {}};
-  lessons::LineChart diff{"relative difference |engine - pytorch| / pytorch, rank 0 (log10)", "step", "log10", {}};
+  lessons::LineChart diff{"relative difference of the losses |a - b| / |b|, rank 0 (log10)", "step", "log10", {}};
   for (int r = 0; std::ifstream(ours_dir + "/losses_rank" + std::to_string(r) + ".txt").good(); ++r, ++ranks) {
     const auto a = read_losses(ours_dir + "/losses_rank" + std::to_string(r) + ".txt");
     const auto b = read_losses(torch_dir + "/losses_rank" + std::to_string(r) + ".txt");
@@ -84,7 +90,7 @@ int main(int argc, char** argv) try {
                                std::to_string(b.size()) + " in PyTorch");
     steps = a.size();
     for (int i = 0; i < 4; ++i) worst[i] = std::max(worst[i], worst_within(a, b, kWithin[i]));
-    std::vector<double> c;
+    std::vector<double> c;  // PyTorch once more (--pytorch-again), against PyTorch: the yardstick
     if (!again_dir.empty()) {
       c = read_losses(again_dir + "/losses_rank" + std::to_string(r) + ".txt");
       if (c.size() != b.size())
@@ -94,13 +100,13 @@ int main(int argc, char** argv) try {
     }
     if (r != 0) continue;
     lessons::Series e{"engine", lessons::kBlue, {}}, t{"pytorch", lessons::kOrange, {}},
-        d{"free-running", lessons::kRed, {}};
+        d{"engine vs pytorch", lessons::kRed, {}};
     for (size_t s = 0; s < a.size(); ++s) {
       e.points.push_back({double(s + 1), a[s]});
       t.points.push_back({double(s + 1), b[s]});
       d.points.push_back({double(s + 1), log_difference(a[s], b[s])});
     }
-    lessons::Series p{"pytorch vs itself", lessons::kPurple, {}};
+    lessons::Series p{"pytorch vs " + last_name(again_dir), lessons::kPurple, {}};
     for (size_t s = 0; s < c.size(); ++s) p.points.push_back({double(s + 1), log_difference(c[s], b[s])});
     lessons::Series one{"one step, same state", lessons::kGreen, {}};
     for (const auto& [step, loss] : read_one_step(torch_dir + "/one_step_rank0.txt")) {
@@ -121,7 +127,8 @@ int main(int argc, char** argv) try {
   std::printf("%d rank(s), %zu steps each: largest relative loss difference %s\n", ranks, steps,
               worst_words(worst).c_str());
   if (!again_dir.empty())
-    std::printf("PyTorch against itself on another number of threads: %s\n", worst_words(again).c_str());
+    std::printf("PyTorch against itself (%s): largest relative loss difference %s\n", last_name(again_dir).c_str(),
+                worst_words(again).c_str());
   std::printf("picture: %s\n", picture.c_str());
   return 0;
 } catch (const std::exception& e) {
