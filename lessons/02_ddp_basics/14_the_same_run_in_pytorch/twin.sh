@@ -29,10 +29,12 @@ for config in "${configs[@]}"; do
   LESSON_OUT="$dir/recap" "$root/dist/launch" --nproc_per_node="$world" "$recap" --model "$model" $args \
     --test-limit 1000 --twin "$dir/engine" >"$dir/engine.log" 2>&1 || { cat "$dir/engine.log"; exit 1; }
   echo "engine: $(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN { printf "%.1f", e - s }') s in all"
-  /usr/bin/python3 "$twin" "$dir/engine" "$dir/pytorch" | sed 's/^/  /'
+  # PyTorch with the kernels it picks for this CPU (a shell's OPENBLAS_CORETYPE would hold
+  # OpenBLAS to another one).
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 "$twin" "$dir/engine" "$dir/pytorch" | sed 's/^/  /'
   # The yardstick: PyTorch once more, its kernels held to AVX2 as on a CPU without AVX-512 (its
   # own, oneDNN's convolutions, OpenBLAS's GEMMs): the same maths, only its sums in another order.
-  ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
+  env -u OPENBLAS_L2_SIZE ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
     /usr/bin/python3 "$twin" "$dir/engine" "$dir/pytorch-avx2" --baseline "$dir/pytorch" | grep "^PyTorch in" | sed 's/^/  /'
   "$compare" "$dir/engine" "$dir/pytorch" "$dir/twin.png" "Fashion-MNIST $model, $world rank(s)" \
     --pytorch-again "$dir/pytorch-avx2"
