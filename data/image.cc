@@ -23,7 +23,12 @@ namespace engine::data {
 namespace fs = std::filesystem;
 
 constexpr uintmax_t kMaxImageFileBytes = 256u << 20;
-constexpr int64_t kMaxImagePixels = int64_t(1) << 28;
+constexpr int64_t kMaxImagePixels = int64_t(1) << 28;  // what save_png writes
+// What load_image decodes: at most 2^28 values (pixels x channels), 1 GiB as float32, the
+// bytes PIL allows before its decompression-bomb warning (89,478,485 RGB pixels). A PNG of
+// a few hundred KB may claim that many pixels of one colour: the claim is checked before
+// anything is allocated for them.
+constexpr int64_t kMaxImageValues = int64_t(1) << 28;
 
 Tensor load_image(const std::string& path, int channels) {
   ENGINE_REQUIRE(channels >= 0 && channels <= 4, "[load_image] channels must be 0 to 4, got ", channels);
@@ -48,8 +53,10 @@ Tensor load_image(const std::string& path, int channels) {
   int w = 0, h = 0, stored = 0;
   ENGINE_REQUIRE(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "[load_image] cannot decode ",
                  path, ": ", stbi_failure_reason());
-  ENGINE_REQUIRE(int64_t(w) * h <= kMaxImagePixels, "[load_image] ", path, " claims ", w, "x", h,
-                 " pixels; images over ", kMaxImagePixels, " pixels are refused");
+  const int64_t values = int64_t(w) * h * (channels ? channels : stored);
+  ENGINE_REQUIRE(values <= kMaxImageValues, "[load_image] ", path, " claims ", w, "x", h, " pixels x ",
+                 channels ? channels : stored, " channel(s) = ", values, " values; images over ", kMaxImageValues,
+                 " values (1 GiB as float32) are refused");
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored, channels), stbi_image_free);
   ENGINE_REQUIRE(pixels != nullptr, "[load_image] cannot decode ", path, ": ", stbi_failure_reason());

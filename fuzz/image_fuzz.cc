@@ -1,7 +1,7 @@
 // Fuzzes image decoding (stb_image through data/image.h), in grey and in RGB: any bytes
 // decode or fail with engine::Error naming the file. Inputs whose header claims more than
 // 2^20 pixels are skipped: decoding them only measures how fast memory is allocated and
-// filled (load_image itself refuses claims over 2^28 pixels).
+// filled (load_image itself refuses claims over 2^28 values: pixels x channels).
 #include "data/image.h"
 #include "fuzz/fuzz_util.h"
 #include "stb/stb_image.h"

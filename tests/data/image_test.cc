@@ -104,6 +104,39 @@ TEST_CASE("bad image files are errors that name the file") {
                       Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
 }
 
+// A PNG that holds only its header: the signature and an IHDR chunk claiming w x h pixels
+// of `color` (0 grey, 2 RGB), 8 bits each. Enough for the size check; nothing to decode.
+static void write_png_header(const std::string& path, uint32_t w, uint32_t h, uint8_t color) {
+  std::string b = "\x89PNG\r\n\x1a\n";
+  auto be32 = [&b](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b += char((v >> s) & 0xFF);
+  };
+  be32(13);
+  b += "IHDR";
+  be32(w), be32(h);
+  b += std::string{char(8), char(color), 0, 0, 0};
+  be32(0);  // the CRC, which stb does not check
+  std::ofstream(path, std::ios::binary) << b;
+}
+
+TEST_CASE("an image claiming more than 2^28 values (1 GiB of floats) is refused before it is decoded") {
+  // 9460 x 9460 = 89,491,600 pixels: 268,474,800 values in RGB, over 2^28 = 268,435,456.
+  write_png_header(tmp_path("big_rgb.png"), 9460, 9460, 2);
+  REQUIRE_THROWS_WITH(load_image(tmp_path("big_rgb.png")),
+                      Catch::Contains("big_rgb.png claims 9460x9460 pixels x 3 channel(s) = 268474800 values") &&
+                          Catch::Contains("1 GiB as float32"));
+  // Asked for one channel the same claim is 89 M values: allowed, so decoding is tried (and
+  // fails, the pixels are missing).
+  REQUIRE_THROWS_WITH(load_image(tmp_path("big_rgb.png"), 1), Catch::Contains("cannot decode"));
+  // A grey image may have 2^28 pixels, and not one more.
+  write_png_header(tmp_path("big_grey.png"), 16384, 16385, 0);
+  REQUIRE_THROWS_WITH(load_image(tmp_path("big_grey.png")), Catch::Contains("values; images over 268435456 values"));
+  write_png_header(tmp_path("max_grey.png"), 16384, 16384, 0);
+  REQUIRE_THROWS_WITH(load_image(tmp_path("max_grey.png")), Catch::Contains("cannot decode"));
+  // ...and as RGBA, a quarter as many.
+  REQUIRE_THROWS_WITH(load_image(tmp_path("max_grey.png"), 4), Catch::Contains("x 4 channel(s)"));
+}
+
 TEST_CASE("ImageFolder takes image files only, and refuses a class without one") {
   namespace fs = std::filesystem;
   const fs::path root = tmp_path("folder");
