@@ -14,6 +14,12 @@
 //
 // Built with nvcc when the CUDA toolkit is found; otherwise make_nccl_group() explains
 // that this build has no CUDA. On a machine without a GPU it says so and suggests "gloo".
+//
+// Programs reach it through the process group, one process per GPU (launch starts them):
+//
+//   dist::init_process_group("nccl");                    // this rank's GPU: LOCAL_RANK
+//   Tensor g = ones({1024}).to(Device::cuda(dist::get_local_rank()));
+//   dist::all_reduce(g);                                 // ENGINE_NCCL_ALLREDUCE=ring: ours
 #pragma once
 
 #include <chrono>
