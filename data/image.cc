@@ -53,14 +53,14 @@ Tensor load_image(const std::string& path, int channels) {
   int w = 0, h = 0, stored = 0;
   ENGINE_REQUIRE(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "[load_image] cannot decode ",
                  path, ": ", stbi_failure_reason());
-  const int64_t values = int64_t(w) * h * (channels ? channels : stored);
-  ENGINE_REQUIRE(values <= kMaxImageValues, "[load_image] ", path, " claims ", w, "x", h, " pixels x ",
-                 channels ? channels : stored, " channel(s) = ", values, " values; images over ", kMaxImageValues,
+  const int c = channels ? channels : stored;  // the channels decoded
+  const int64_t values = int64_t(w) * h * c;
+  ENGINE_REQUIRE(values <= kMaxImageValues, "[load_image] ", path, " claims ", w, "x", h, " pixels x ", c,
+                 " channel(s) = ", values, " values; images over ", kMaxImageValues,
                  " values (1 GiB as float32) are refused");
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored, channels), stbi_image_free);
   ENGINE_REQUIRE(pixels != nullptr, "[load_image] cannot decode ", path, ": ", stbi_failure_reason());
-  const int c = channels ? channels : stored;
   // stb gives interleaved (H, W, C) bytes; we return planar (C, H, W) floats.
   Tensor out = empty({c, h, w});
   float* o = out.data<float>();
