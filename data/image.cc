@@ -58,8 +58,11 @@ Tensor load_image(const std::string& path, int channels) {
   ENGINE_REQUIRE(values <= kMaxImageValues, "[load_image] ", path, " claims ", w, "x", h, " pixels x ", c,
                  " channel(s) = ", values, " values; images over ", kMaxImageValues,
                  " values (1 GiB as float32) are refused");
+  // Asked for c channels even when c is the file's own count: a grey or RGB PNG with a
+  // transparent colour (tRNS) is otherwise decoded with an alpha channel more than stb
+  // reports. Its own count, as PIL's mode "L" or "RGB", keeps the pixels and drops that alpha.
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored, channels), stbi_image_free);
+      stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored, c), stbi_image_free);
   ENGINE_REQUIRE(pixels != nullptr, "[load_image] cannot decode ", path, ": ", stbi_failure_reason());
   // stb gives interleaved (H, W, C) bytes; we return planar (C, H, W) floats.
   Tensor out = empty({c, h, w});

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "catch2/catch.hpp"
 #include "data/dataloader.h"
@@ -104,19 +106,58 @@ TEST_CASE("bad image files are errors that name the file") {
                       Catch::Contains("[save_png] expects (C, H, W) or (H, W)"));
 }
 
-// A PNG that holds only its header: the signature and an IHDR chunk claiming w x h pixels
-// of `color` (0 grey, 2 RGB), 8 bits each. Enough for the size check; nothing to decode.
-static void write_png_header(const std::string& path, uint32_t w, uint32_t h, uint8_t color) {
-  std::string b = "\x89PNG\r\n\x1a\n";
-  auto be32 = [&b](uint32_t v) {
-    for (int s = 24; s >= 0; s -= 8) b += char((v >> s) & 0xFF);
+// A PNG by hand: the signature, an IHDR chunk claiming w x h pixels of `color` (0 grey, 2
+// RGB), 8 bits each, then the chunks given (type and data). CRCs are left 0: stb does not
+// check them.
+static void write_png(const std::string& path, uint32_t w, uint32_t h, uint8_t color,
+                      const std::vector<std::pair<std::string, std::string>>& chunks = {}) {
+  auto be32 = [](uint32_t v) {
+    std::string s;
+    for (int shift = 24; shift >= 0; shift -= 8) s += char((v >> shift) & 0xFF);
+    return s;
   };
-  be32(13);
-  b += "IHDR";
-  be32(w), be32(h);
-  b += std::string{char(8), char(color), 0, 0, 0};
-  be32(0);  // the CRC, which stb does not check
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    return be32(uint32_t(data.size())) + type + data + be32(0);
+  };
+  std::string b = "\x89PNG\r\n\x1a\n" + chunk("IHDR", be32(w) + be32(h) + std::string{char(8), char(color), 0, 0, 0});
+  for (const auto& [type, data] : chunks) b += chunk(type, data);
   std::ofstream(path, std::ios::binary) << b;
+}
+
+// A PNG that holds only its header: enough for the size check; nothing to decode.
+static void write_png_header(const std::string& path, uint32_t w, uint32_t h, uint8_t color) {
+  write_png(path, w, h, color);
+}
+
+// zlib's format around raw bytes, in one stored (uncompressed) deflate block, with the
+// Adler-32 checksum at the end.
+static std::string zlib_stored(const std::string& raw) {
+  std::string z = "\x78\x01\x01";
+  z += char(raw.size() & 0xFF), z += char(raw.size() >> 8);
+  z += char(~raw.size() & 0xFF), z += char((~raw.size() >> 8) & 0xFF);
+  z += raw;
+  uint32_t a = 1, b = 0;
+  for (unsigned char c : raw) a = (a + c) % 65521, b = (b + a) % 65521;
+  const uint32_t adler = (b << 16) | a;
+  for (int s = 24; s >= 0; s -= 8) z += char((adler >> s) & 0xFF);
+  return z;
+}
+
+TEST_CASE("a grey PNG with a transparent colour (tRNS) decodes to its own channel count") {
+  // 2x1 grey pixels 10 and 200; tRNS makes grey 10 transparent. stb then fills a grey +
+  // alpha buffer while it reports one channel: read with one channel's stride, the second
+  // pixel came out as the first one's alpha (0).
+  const std::string rows = std::string("\0", 1) + "\x0a\xc8";  // filter byte 0, then the pixels
+  write_png(tmp_path("trns.png"), 2, 1, 0,
+            {{"tRNS", std::string("\0\x0a", 2)}, {"IDAT", zlib_stored(rows)}, {"IEND", ""}});
+  const Tensor img = load_image(tmp_path("trns.png"));
+  REQUIRE(img.shape() == Shape{1, 1, 2});
+  CHECK(img.data<float>()[0] == Approx(10 / 255.0f));
+  CHECK(img.data<float>()[1] == Approx(200 / 255.0f));
+  // Asked for RGBA, the transparency is there.
+  const Tensor rgba = load_image(tmp_path("trns.png"), 4);
+  CHECK(rgba.data<float>()[3 * 2 + 0] == 0.0f);  // alpha of pixel 0
+  CHECK(rgba.data<float>()[3 * 2 + 1] == 1.0f);  // alpha of pixel 1
 }
 
 TEST_CASE("an image claiming more than 2^28 values (1 GiB of floats) is refused before it is decoded") {
