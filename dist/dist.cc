@@ -12,6 +12,7 @@
 
 #include "dist/addresses.h"
 #include "dist/file_rendezvous.h"
+#include "dist/launch_notice.h"
 #include "dist/nccl_group.h"
 #include "dist/open_files.h"
 #include "dist/rendezvous_check.h"
@@ -300,6 +301,9 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   if (options.rank >= 0) info.rank = options.rank;  // explicit arguments win over the environment
   if (options.world_size >= 1) info.world_size = options.world_size;
   check_rank(info);
+  // Tells a launcher that this rank now waits for the others (and, below, that it joined):
+  // one that sees a rank end without joining can then stop the waiting at once.
+  notify_launcher("init " + std::to_string(info.rank) + " " + std::to_string(info.world_size));
   if (m == "env://") check_master(info);
   reserve_store_connections(info, cpu);
 
@@ -315,6 +319,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
   }
   agree_on_restart(*g->store, info);
   g_default = std::move(g);
+  notify_launcher("joined");
 }
 
 namespace {

@@ -15,7 +15,8 @@
 // --redirects: only there, --tee: there and on the console). Each process gets RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID,
-// OMP_NUM_THREADS=1 (unless set), ENGINE_JOB_TOKEN and ENGINE_LAUNCH_ID.
+// OMP_NUM_THREADS=1 (unless set), ENGINE_JOB_TOKEN, ENGINE_LAUNCH_ID and
+// ENGINE_LAUNCH_NOTICE_FD (the pipe through which it says when it joins: launch_notice.h).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -192,7 +193,7 @@ std::string limit_hint(int err) {
   struct rlimit l {};
   if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &l) == 0)
     return " (this process may open " + std::to_string(l.rlim_cur) +
-           " files, ulimit -n; the launcher keeps 2 per rank, and each rank needs more for its connections)";
+           " files, ulimit -n; the launcher keeps 3 per rank, and each rank needs more for its connections)";
   if (err == EAGAIN) return " (the limit on processes: ulimit -u, or the container's pids.max)";
   return "";
 }
@@ -222,9 +223,9 @@ std::string limit_hint(int err) {
 
 std::vector<Child> spawn(const Job& job, int attempt) {
   const auto& o = job.args;
-  // 2 pipes a rank, 2 log files where asked: the soft limit is raised if it is short (past
-  // the hard limit, the rank that cannot start names it).
-  engine::dist::raise_open_files(4 * int64_t(o.nproc_per_node) + 16);
+  // 3 pipes a rank (its stdout, its stderr, its notices), 2 log files where asked: the soft
+  // limit is raised if it is short (past the hard limit, the rank that cannot start names it).
+  engine::dist::raise_open_files(5 * int64_t(o.nproc_per_node) + 16);
   std::vector<Child> children(size_t(o.nproc_per_node));
   for (int local = 0; local < o.nproc_per_node; ++local) {
     Child& c = children[size_t(local)];
@@ -255,11 +256,17 @@ std::vector<Child> spawn(const Job& job, int attempt) {
         if (fd >= 0) close(fd);
       abandon_start(children, c.rank, "pipe", e, o.token);
     }
+    const engine::dist::NoticePipe notes = engine::dist::open_notice_pipe();
+    if (notes.read_fd < 0) {
+      const int e = errno;
+      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+      abandon_start(children, c.rank, "pipe", e, o.token);
+    }
     const pid_t launcher = getpid();
     c.pid = fork();
     if (c.pid < 0) {
       const int e = errno;
-      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+      close(out[0]), close(out[1]), close(err[0]), close(err[1]), close(notes.read_fd), close(notes.write_fd);
       abandon_start(children, c.rank, "fork", e, o.token);
     }
     if (c.pid == 0) {
@@ -280,8 +287,10 @@ std::vector<Child> spawn(const Job& job, int attempt) {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       dup2(out[1], 1), dup2(err[1], 2);
-      close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+      close(out[0]), close(out[1]), close(err[0]), close(err[1]), close(notes.read_fd);
+      fcntl(notes.write_fd, F_SETFD, 0);  // the one descriptor of the launcher's the program keeps
       set_worker_env(job, c, attempt);
+      setenv(engine::dist::kNoticeFdVariable, notes.variable.c_str(), 1);
       std::vector<char*> args;
       for (auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
       args[0] = const_cast<char*>(job.program.c_str());
@@ -293,8 +302,8 @@ std::vector<Child> spawn(const Job& job, int attempt) {
                    u.status ? u.why.c_str() : std::strerror(e));
       _exit(127);
     }
-    close(out[1]), close(err[1]);
-    c.out.fd = out[0], c.err.fd = err[0];
+    close(out[1]), close(err[1]), close(notes.write_fd);
+    c.out.fd = out[0], c.err.fd = err[0], c.notices.fd = notes.read_fd;
     fcntl(c.out.fd, F_SETFL, O_NONBLOCK), fcntl(c.err.fd, F_SETFL, O_NONBLOCK);
   }
   return children;

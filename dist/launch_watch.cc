@@ -293,6 +293,37 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
   }
 }
 
+// How long a rank may wait in init_process_group for a rank that ended without joining
+// before the launcher ends the attempt. Not 0: a rank whose environment lost the notice
+// variable joins unseen, and the "joined" of a rank that did is read a moment later.
+constexpr auto kUnjoinedGrace = std::chrono::seconds(2);
+
+// A rank that exited with status 0 without ever entering init_process_group, while another
+// rank of this machine waits there for a group it belongs to (RankNotices: launch_notice.h),
+// will never join: the waiting rank would sit out the rendezvous timeout (300 s by default).
+// Once that has lasted kUnjoinedGrace, the attempt ends, naming both. (A rank on another
+// machine waiting for it is not seen here; it still waits out its timeout.)
+void check_left_unjoined(const std::vector<Child>& children, Clock::time_point& since, Outcome& out, bool& stopping) {
+  const Child *left = nullptr, *waiting = nullptr;
+  for (const Child& c : children) {
+    if (c.running || !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0 || c.notices.init_world != 0) continue;
+    for (const Child& w : children)
+      if (w.running && !w.notices.joined && w.notices.init_world > c.rank && !waiting) left = &c, waiting = &w;
+  }
+  if (left == nullptr) {
+    since = {};
+    return;
+  }
+  if (since == Clock::time_point{}) since = Clock::now();
+  if (Clock::now() - since < kUnjoinedGrace) return;
+  out.exit_code = 1;
+  out.reason = "rank " + std::to_string(left->rank) + " (pid " + std::to_string(left->pid) +
+               ") exited with status 0 without joining the group (it never called init_process_group), while rank " +
+               std::to_string(waiting->rank) + " waits in init_process_group for all " +
+               std::to_string(waiting->notices.init_world) + " ranks: the group cannot form without it";
+  stopping = true;
+}
+
 }  // namespace
 
 void install_reaper() {
@@ -314,12 +345,13 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherS
   int pass_on = SIGTERM;
   Failures failures;
   std::vector<pid_t> leftovers_told;
-  auto leftovers_since = Clock::time_point{};
+  auto leftovers_since = Clock::time_point{}, unjoined_since = Clock::time_point{};
   while (true) {
     std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
     for (auto& c : children) {
       if (c.out.fd >= 0) fds.push_back({c.out.fd, POLLIN, 0});
       if (c.err.fd >= 0) fds.push_back({c.err.fd, POLLIN, 0});
+      if (c.notices.fd >= 0) fds.push_back({c.notices.fd, POLLIN, 0});
     }
     poll(fds.data(), nfds_t(fds.size()), 50);
     for (auto& c : children) {
@@ -328,10 +360,12 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherS
     }
     const bool was_stopping = stopping;
     reap(children, failures);
+    for (auto& c : children) read_notices(c.notices);  // after reaping: all a reaped rank said is in
     bool any_running = false;
     for (auto& c : children) any_running = any_running || c.running;
     decide(children, failures, !any_running, oom_before, out, stopping);
     if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
+    if (!stopping && failures.empty()) check_left_unjoined(children, unjoined_since, out, stopping);
     const int sig = signals.first;
     if (sig && !stopping) {
       pass_on = passed_on(sig);
@@ -358,6 +392,7 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherS
       if (st->fd >= 0) close(st->fd);
       if (st->log) std::fclose(st->log);
     }
+    if (c.notices.fd >= 0) close(c.notices.fd);
   }
   if (out.signalled) out.ranks_ended = how_ranks_ended(children);
   return out;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/launch_notice.h"
 #include "dist/oom_kills.h"
 #include "dist/stop_clock.h"
 
@@ -42,6 +43,7 @@ struct Child {
   Clock::time_point stopped_since{};  // when it was first seen stopped
   Clock::time_point err_at{};         // when its stderr last had output
   Clock::time_point reaped_at{};
+  RankNotices notices;  // what it said of init_process_group (launch_notice.h)
 };
 
 // How an attempt ended.
