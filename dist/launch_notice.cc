@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "tensor/check.h"
 #include "tensor/parse.h"
@@ -40,12 +42,23 @@ int notice_fd() {
   }
 }
 
-void apply(RankNotices& n, const std::string& line) {
-  int rank = 0, world = 0;
-  char end = 0;
+// An int that is the whole of `text` (an optional '-' and digits, as from_chars reads it).
+bool whole_int(std::string_view text, int* value) {
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), *value);
+  return err == std::errc() && end == text.data() + text.size();
+}
+
+// "joined", or "init RANK WORLD" with 0 <= RANK < WORLD; any other line is not a notice.
+void apply(RankNotices& n, std::string_view line) {
   if (line == "joined") n.joined = true;
-  if (std::sscanf(line.c_str(), "init %d %d%c", &rank, &world, &end) == 2 && rank >= 0 && world >= 1 && rank < world)
-    n.init_world = world, n.joined = false;
+  if (line.size() > kLongestNotice || line.substr(0, 5) != "init ") return;
+  const std::string_view numbers = line.substr(5);
+  const size_t space = numbers.find(' ');
+  int rank = 0, world = 0;
+  if (space == std::string_view::npos || !whole_int(numbers.substr(0, space), &rank) ||
+      !whole_int(numbers.substr(space + 1), &world) || rank < 0 || rank >= world)
+    return;
+  n.init_world = world, n.joined = false;
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // What a rank tells the launcher that started it: that it has entered init_process_group
 // (for a group of how many ranks) and that it has joined. With that the launcher sees a
 // rank that ended without ever joining while a rank of its machine waits for it in
-// init_process_group, and ends the job at once, naming both (launch_watch.h); without it
-// the waiting ranks would sit out the rendezvous timeout (300 s by default), saying only
-// that a rank has not connected.
+// init_process_group, and ends the job at once, naming both (launch_watch.h; ranks of other
+// machines are told through rank 0's store); without it the waiting ranks would sit out the
+// rendezvous timeout (300 s by default), saying only that a rank has not connected.
 //
 //   // in a rank (dist.cc): nothing happens when no launcher left a notice pipe
 //   notify_launcher("init " + std::to_string(rank) + " " + std::to_string(world));

@@ -298,15 +298,26 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
 // variable joins unseen, and the "joined" of a rank that did is read a moment later.
 constexpr auto kUnjoinedGrace = std::chrono::seconds(2);
 
+// A rank that exited with status 0 without ever entering init_process_group
+// (RankNotices: launch_notice.h), and how the launcher names it.
+bool left_unjoined(const Child& c) {
+  return !c.running && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && c.notices.init_world == 0;
+}
+
+std::string left_words(const Child& c) {
+  return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) +
+         ") exited with status 0 without joining the group (it never called init_process_group)";
+}
+
 // A rank that exited with status 0 without ever entering init_process_group, while another
 // rank of this machine waits there for a group it belongs to (RankNotices: launch_notice.h),
 // will never join: the waiting rank would sit out the rendezvous timeout (300 s by default).
-// Once that has lasted kUnjoinedGrace, the attempt ends, naming both. (A rank on another
-// machine waiting for it is not seen here; it still waits out its timeout.)
+// Once that has lasted kUnjoinedGrace, the attempt ends, naming both. (Ranks on other
+// machines, not seen here, are told by tell_other_machines.)
 void check_left_unjoined(const std::vector<Child>& children, Clock::time_point& since, Outcome& out, bool& stopping) {
   const Child *left = nullptr, *waiting = nullptr;
   for (const Child& c : children) {
-    if (c.running || !WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0 || c.notices.init_world != 0) continue;
+    if (!left_unjoined(c)) continue;
     for (const Child& w : children)
       if (w.running && !w.notices.joined && w.notices.init_world > c.rank && !waiting) left = &c, waiting = &w;
   }
@@ -317,12 +328,47 @@ void check_left_unjoined(const std::vector<Child>& children, Clock::time_point& 
   if (since == Clock::time_point{}) since = Clock::now();
   if (Clock::now() - since < kUnjoinedGrace) return;
   out.exit_code = 1;
-  out.reason = "rank " + std::to_string(left->rank) + " (pid " + std::to_string(left->pid) +
-               ") exited with status 0 without joining the group (it never called init_process_group), while rank " +
-               std::to_string(waiting->rank) + " waits in init_process_group for all " +
-               std::to_string(waiting->notices.init_world) + " ranks: the group cannot form without it";
+  out.reason = left_words(*left) + ", while rank " + std::to_string(waiting->rank) +
+               " waits in init_process_group for all " + std::to_string(waiting->notices.init_world) +
+               " ranks: the group cannot form without it";
   stopping = true;
 }
+
+// How long, after a rank left without joining, the ranks of other machines are tried: rank
+// 0 may not serve its store yet. A rank 0 that left has no store to tell.
+constexpr auto kTellFor = std::chrono::seconds(5);
+
+// Tells the ranks of every machine about a rank that left without joining (TellWaiting),
+// every 250 ms (and once more as the launcher's last rank ends: it does not stay for this)
+// until it can or kTellFor has passed. Returns true once told: the job has failed here
+// too, for the reason it sets in `out`.
+bool tell_other_machines(std::vector<Child>& children, const TellWaiting& tell, bool last_try,
+                         Clock::time_point& next_try, Outcome& out) {
+  if (!tell || (Clock::now() < next_try && !last_try)) return false;
+  next_try = Clock::now() + std::chrono::milliseconds(250);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  for (Child& c : children) {
+    if (!left_unjoined(c) || c.rank == 0 || c.tell_done) continue;
+    if (c.tell_until == Clock::time_point{}) c.tell_until = Clock::now() + kTellFor;
+    const Told told =
+        tell(c.rank, "[launch on " + std::string(host) + "] " + left_words(c) + ": the group cannot form without it");
+    if (told == Told::kYes) {
+      c.tell_done = true;
+      out.exit_code = 1;
+      out.reason = left_words(c) + "; the ranks waiting for it were told so through rank 0's store";
+      return true;
+    }
+    // Nothing to tell, or no store answered in time: nobody waits for it there.
+    if (told == Told::kItJoined || Clock::now() > c.tell_until) c.tell_done = true;
+  }
+  return false;
+}
+
+// How long this machine's ranks are left running once the other machines' were told: rank
+// 0's store must stay up until they have read it (ranks waiting read it 10 times a second).
+// The ranks told here fail meanwhile, as consequences: the reason stays the launcher's.
+constexpr auto kToldGrace = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -338,14 +384,15 @@ void install_reaper() {
 }
 
 Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherSignals& signals,
-              const OomKills& oom_before) {
+              const OomKills& oom_before, const TellWaiting& tell_waiting) {
   Outcome out;
   auto stopping_since = Clock::time_point{};
   bool stopping = false;
   int pass_on = SIGTERM;
   Failures failures;
   std::vector<pid_t> leftovers_told;
-  auto leftovers_since = Clock::time_point{}, unjoined_since = Clock::time_point{};
+  auto leftovers_since = Clock::time_point{}, unjoined_since = Clock::time_point{}, next_tell = Clock::time_point{},
+       told_at = Clock::time_point{};
   while (true) {
     std::vector<pollfd> fds{{g_reaped[0], POLLIN, 0}};
     for (auto& c : children) {
@@ -363,9 +410,14 @@ Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherS
     for (auto& c : children) read_notices(c.notices);  // after reaping: all a reaped rank said is in
     bool any_running = false;
     for (auto& c : children) any_running = any_running || c.running;
-    decide(children, failures, !any_running, oom_before, out, stopping);
-    if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
-    if (!stopping && failures.empty()) check_left_unjoined(children, unjoined_since, out, stopping);
+    if (told_at == Clock::time_point{}) {
+      decide(children, failures, !any_running, oom_before, out, stopping);
+      if (!stopping) check_stopped(children, stopped_timeout, out, stopping);
+      if (!stopping && failures.empty()) check_left_unjoined(children, unjoined_since, out, stopping);
+      if (!stopping && tell_other_machines(children, tell_waiting, !any_running, next_tell, out))
+        told_at = Clock::now();
+    }
+    if (!stopping && told_at != Clock::time_point{} && Clock::now() - told_at > kToldGrace) stopping = true;
     const int sig = signals.first;
     if (sig && !stopping) {
       pass_on = passed_on(sig);

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct Child {
   Clock::time_point err_at{};         // when its stderr last had output
   Clock::time_point reaped_at{};
   RankNotices notices;  // what it said of init_process_group (launch_notice.h)
+  // For a rank that left without joining: until when the other machines' ranks are tried
+  // (TellWaiting), and whether that is over (they were told, or no store answered).
+  Clock::time_point tell_until{};
+  bool tell_done = false;
 };
 
 // How an attempt ended.
@@ -72,7 +77,15 @@ void install_reaper();
 // are, the others as SIGTERM), and has 30 s to save and end, or until a second SIGINT. A rank killed by SIGKILL while
 // the out-of-memory kills counted since `oom_before` rose is said to be most likely the OOM killer's. Closes the
 // children's pipes and logs.
+//
+// A rank that exits with status 0 without ever entering init_process_group, while another
+// rank of this machine waits there, counts as failed (launch_notice.h). Ranks on other
+// machines are out of sight: `tell_waiting`, where given, leaves its words where every rank
+// waiting in init_process_group reads them (rank 0's store), unless the store shows that the
+// rank did join (its notices lost: a rank in a container that was not given them).
+enum class Told { kYes, kNoStoreYet, kItJoined };
+using TellWaiting = std::function<Told(int rank, const std::string& why)>;
 Outcome watch(std::vector<Child>& children, int stopped_timeout, const LauncherSignals& signals,
-              const OomKills& oom_before);
+              const OomKills& oom_before, const TellWaiting& tell_waiting = {});
 
 }  // namespace engine::dist::launcher

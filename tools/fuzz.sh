@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(safetensors image idx launch_args store wire hello flags metadata)
+[[ ${#targets[@]} -gt 0 ]] || targets=(safetensors image idx launch_args store wire hello flags metadata notices)
 CXX="${CXX:-clang++}"
 command -v "$CXX" >/dev/null || { echo "fuzz.sh: $CXX not found: run 'bash tools/setup.sh --fuzz' first" >&2; exit 2; }
 

@@ -4,12 +4,13 @@
 // Exit 1 names the first thing that was wrong.
 //
 //   launch --nnodes=2 --node_rank=K --nproc_per_node=2 ... multinode_probe [--die-rank R]
-//          [--stall-rank R [--stall-elements N]] [--init-method file:///shared/path]
+//          [--stall-rank R [--stall-elements N]] [--init-method file:///shared/path] [--leave-rank R]
 #include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -115,7 +116,11 @@ int main(int argc, char** argv) try {
             "rank's receive window closes)");
   dist::InitOptions init;
   flags.add("--init-method", &init.init_method, "init_process_group's init_method (env://, tcp://, file://)");
+  int leave_rank = -1;
+  flags.add("--leave-rank", &leave_rank, -1, 1 << 20, "this rank (its RANK) exits 0 before init_process_group");
   flags.parse_or_exit(argc, argv);
+  if (const char* r = std::getenv("RANK"); r && leave_rank >= 0 && std::to_string(leave_rank) == r)
+    return std::printf("rank %d: leaving before init_process_group\n", leave_rank), 0;
   dist::init_process_group("gloo", init);
   const int rank = dist::get_rank(), world = dist::get_world_size();
   auto& g = dynamic_cast<dist::ProcessGroupTCP&>(dist::default_group());

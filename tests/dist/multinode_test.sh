@@ -25,6 +25,8 @@
 #  12. init_method file:// on a file system both machines share, no MASTER_ADDR (as with
 #      PyTorch's FileStore): rank 0 lists its machine's addresses in the file, the other
 #      machine's ranks dial them, skipping an address both machines have (as Docker's).
+#  13. a rank on machine 1 that exits 0 before init_process_group: machine 0's ranks, which
+#      its launcher cannot see, are told through rank 0's store and fail within seconds.
 # Whole machines lost, and failing hard: machine_loss_test.sh.
 # Skips (and passes) where namespaces cannot be made, saying why.
 source "$TEST_SRCDIR/ddp_engine/tests/dist/emulated_machines.sh" 2
@@ -297,6 +299,22 @@ fi
 [[ ! -e "$rendezvous" ]] || fail "file://: rank 0 should remove the rendezvous file when the group is destroyed"
 awk -v s="$seconds" 'BEGIN { exit !(s < 15) }' || fail "file://: the job took $seconds s (the timeout is 20 s)"
 echo "ok: file:// on a shared file system, no MASTER_ADDR: the machines found each other in $seconds s, the address both have skipped"
+
+# 13. Rank 3 (machine 1) returns before init_process_group. Machine 1's launcher sees it and
+# its rank 2 waiting; machine 0's ranks wait too, out of its sight: it leaves the reason in
+# rank 0's store, where they read it. Without that they waited out the timeout (20 s here).
+run_job 29700 "$out.leave" --leave-rank 3
+cat "$out.leave.0" "$out.leave.1"
+[[ $rc0 -ne 0 && $rc1 -ne 0 ]] || fail "a rank that never joins should fail the job on both machines (exit $rc0, $rc1)"
+grep -q "^\[rank 3\] rank 3: leaving before init_process_group" "$out.leave.1" || fail "rank 3 should leave"
+# Machine 0's first rank to read it fails; its launcher then stops the other (rank 0 waits
+# up to 5 s for every rank to read the reason, and may be stopped before it prints it).
+grep -qE "^\[rank [01]\] .*\[launch on node$NODES_ID-1\] rank 3 \(pid [0-9]+\) exited with status 0 without joining the group \(it never called init_process_group\): the group cannot form without it" \
+  "$out.leave.0" || fail "a rank on machine 0 should be told that rank 3 left without joining"
+grep -qE "^launch: rank 3 \(pid [0-9]+\) exited with status 0 without joining the group \(it never called init_process_group\); the ranks waiting for it were told so through rank 0's store; the other ranks were stopped" \
+  "$out.leave.1" || fail "machine 1's launcher should name rank 3"
+awk -v s="$seconds" 'BEGIN { exit !(s < 15) }' || fail "the job took $seconds s to fail (the timeout is 20 s)"
+echo "ok: rank 3 left machine 1 before joining: machine 0's ranks were told within $seconds s"
 
 # The cut connections keep their namespaces alive for minutes after the ranks exit: taking
 # the machines down must remove their links all the same.
