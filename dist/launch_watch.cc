@@ -350,7 +350,6 @@ bool tell_other_machines(std::vector<Child>& children, const TellWaiting& tell, 
   gethostname(host, sizeof host - 1);
   for (Child& c : children) {
     if (!left_unjoined(c) || c.rank == 0 || c.tell_done) continue;
-    if (c.tell_until == Clock::time_point{}) c.tell_until = Clock::now() + kTellFor;
     const Told told =
         tell(c.rank, "[launch on " + std::string(host) + "] " + left_words(c) + ": the group cannot form without it");
     if (told == Told::kYes) {
@@ -360,7 +359,7 @@ bool tell_other_machines(std::vector<Child>& children, const TellWaiting& tell, 
       return true;
     }
     // Nothing to tell, or no store answered in time: nobody waits for it there.
-    if (told == Told::kItJoined || Clock::now() > c.tell_until) c.tell_done = true;
+    if (told == Told::kItJoined || Clock::now() - c.reaped_at > kTellFor) c.tell_done = true;
   }
   return false;
 }

@@ -45,9 +45,8 @@ struct Child {
   Clock::time_point err_at{};         // when its stderr last had output
   Clock::time_point reaped_at{};
   RankNotices notices;  // what it said of init_process_group (launch_notice.h)
-  // For a rank that left without joining: until when the other machines' ranks are tried
-  // (TellWaiting), and whether that is over (they were told, or no store answered).
-  Clock::time_point tell_until{};
+  // For a rank that left without joining: whether telling the other machines' ranks about
+  // it is over (TellWaiting: they were told, or no store answered in time).
   bool tell_done = false;
 };
 
