@@ -40,11 +40,11 @@
 #include "dist/launch_logs.h"
 #include "dist/launch_program.h"
 #include "dist/launch_rendezvous.h"
+#include "dist/launch_unjoined.h"
 #include "dist/launch_watch.h"
 #include "dist/open_files.h"
 #include "dist/shm_allreduce.h"
 #include "dist/socket.h"
-#include "dist/store.h"
 #include "tensor/check.h"
 #include "tools/stop_signals/stop_signals.h"
 
@@ -394,28 +394,6 @@ void meet_new_endpoint_if_gone(Job& job) {
   job.node_store = join_node_rendezvous(o, o.node_rank);
 }
 
-// Leaves `why` under rdzv/error in rank 0's store, where every rank waiting in
-// init_process_group, on any machine, reads it and fails with it: for a rank of this
-// machine that ended without joining (launch_watch.h). Not where the store holds the rank's
-// claim: it did join, without saying so. Each try waits at most 300 ms for the store.
-engine::dist::launcher::Told tell_waiting_ranks(const Job& job, int attempt, int rank, const std::string& why) {
-  using engine::dist::launcher::Told;
-  engine::dist::StoreOptions so;
-  so.timeout = std::chrono::milliseconds(300);
-  so.token = job.args.token;
-  so.generation = uint32_t(attempt) << 16;  // as the ranks of this attempt present it (dist.cc)
-  try {
-    engine::dist::resolve(job.args.master_addr, job.args.master_port);  // quietly: the store would say it can't
-    engine::dist::TCPStore store(job.args.master_addr, job.args.master_port, /*is_server=*/false, so);
-    std::string claim;
-    if (store.try_get("rdzv/rank/" + std::to_string(rank), &claim)) return Told::kItJoined;
-    store.compare_set("rdzv/error", "", why);
-    return Told::kYes;
-  } catch (const Error&) {
-    return Told::kNoStoreYet;
-  }
-}
-
 // What the launcher did to this machine's other ranks after a failure (nothing, where the
 // failed rank was its only one).
 std::string others_stopped(const Job& job) {
@@ -438,7 +416,9 @@ int main(int argc, char** argv) {
     // On one machine the launcher sees every rank; on several, the others are told.
     engine::dist::launcher::TellWaiting tell;
     if (job.args.nnodes > 1)
-      tell = [&job, attempt](int rank, const std::string& why) { return tell_waiting_ranks(job, attempt, rank, why); };
+      tell = [&job, attempt](int rank, const std::string& why) {
+        return engine::dist::launcher::tell_waiting_ranks(job.args, attempt, rank, why);
+      };
     const Outcome out = watch(children, job.args.stopped_timeout, g_signals, oom_before, tell);
     remove_job_segments(job.args.token);
     if (out.reason.empty()) return 0;

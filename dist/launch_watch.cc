@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/launch_unjoined.h"
 #include "dist/process_state.h"
 #include "tensor/check.h"
 #include "tools/stop_signals/stop_signals.h"
@@ -292,82 +293,6 @@ void check_stopped(std::vector<Child>& children, int limit, Outcome& out, bool& 
     return;
   }
 }
-
-// How long a rank may wait in init_process_group for a rank that ended without joining
-// before the launcher ends the attempt. Not 0: a rank whose environment lost the notice
-// variable joins unseen, and the "joined" of a rank that did is read a moment later.
-constexpr auto kUnjoinedGrace = std::chrono::seconds(2);
-
-// A rank that exited with status 0 without ever entering init_process_group
-// (RankNotices: launch_notice.h), and how the launcher names it.
-bool left_unjoined(const Child& c) {
-  return !c.running && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && c.notices.init_world == 0;
-}
-
-std::string left_words(const Child& c) {
-  return "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) +
-         ") exited with status 0 without joining the group (it never called init_process_group)";
-}
-
-// A rank that exited with status 0 without ever entering init_process_group, while another
-// rank of this machine waits there for a group it belongs to (RankNotices: launch_notice.h),
-// will never join: the waiting rank would sit out the rendezvous timeout (300 s by default).
-// Once that has lasted kUnjoinedGrace, the attempt ends, naming both. (Ranks on other
-// machines, not seen here, are told by tell_other_machines.)
-void check_left_unjoined(const std::vector<Child>& children, Clock::time_point& since, Outcome& out, bool& stopping) {
-  const Child *left = nullptr, *waiting = nullptr;
-  for (const Child& c : children) {
-    if (!left_unjoined(c)) continue;
-    for (const Child& w : children)
-      if (w.running && !w.notices.joined && w.notices.init_world > c.rank && !waiting) left = &c, waiting = &w;
-  }
-  if (left == nullptr) {
-    since = {};
-    return;
-  }
-  if (since == Clock::time_point{}) since = Clock::now();
-  if (Clock::now() - since < kUnjoinedGrace) return;
-  out.exit_code = 1;
-  out.reason = left_words(*left) + ", while rank " + std::to_string(waiting->rank) +
-               " waits in init_process_group for all " + std::to_string(waiting->notices.init_world) +
-               " ranks: the group cannot form without it";
-  stopping = true;
-}
-
-// How long, after a rank left without joining, the ranks of other machines are tried: rank
-// 0 may not serve its store yet. A rank 0 that left has no store to tell.
-constexpr auto kTellFor = std::chrono::seconds(5);
-
-// Tells the ranks of every machine about a rank that left without joining (TellWaiting),
-// every 250 ms (and once more as the launcher's last rank ends: it does not stay for this)
-// until it can or kTellFor has passed. Returns true once told: the job has failed here
-// too, for the reason it sets in `out`.
-bool tell_other_machines(std::vector<Child>& children, const TellWaiting& tell, bool last_try,
-                         Clock::time_point& next_try, Outcome& out) {
-  if (!tell || (Clock::now() < next_try && !last_try)) return false;
-  next_try = Clock::now() + std::chrono::milliseconds(250);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  for (Child& c : children) {
-    if (!left_unjoined(c) || c.rank == 0 || c.tell_done) continue;
-    const Told told =
-        tell(c.rank, "[launch on " + std::string(host) + "] " + left_words(c) + ": the group cannot form without it");
-    if (told == Told::kYes) {
-      c.tell_done = true;
-      out.exit_code = 1;
-      out.reason = left_words(c) + "; the ranks waiting for it were told so through rank 0's store";
-      return true;
-    }
-    // Nothing to tell, or no store answered in time: nobody waits for it there.
-    if (told == Told::kItJoined || Clock::now() - c.reaped_at > kTellFor) c.tell_done = true;
-  }
-  return false;
-}
-
-// How long this machine's ranks are left running once the other machines' were told: rank
-// 0's store must stay up until they have read it (ranks waiting read it 10 times a second).
-// The ranks told here fail meanwhile, as consequences: the reason stays the launcher's.
-constexpr auto kToldGrace = std::chrono::seconds(1);
 
 }  // namespace
 
