@@ -17,7 +17,9 @@
 //
 // Within a step, sending, receiving and reducing overlap: the received bytes are reduced
 // in chunks (TCPGroupOptions::chunk_bytes) while the rest are still arriving.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "dist/reduce_into.h"
@@ -34,26 +36,69 @@ ProcessGroupTCP::Ring ProcessGroupTCP::full_ring() const {
 
 void ProcessGroupTCP::ring_reduce_scatter(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
                                           ReduceOp op, const MessageHeader& desc, int shift, Deadline d) {
+  const size_t es = dtype_size(dtype);
+  // Each segment is summed where it lies: sent from there, and received into there.
+  const auto at = [&](int, int seg) { return data + size_t(bounds[size_t(seg)]) * es; };
+  ring_reduce_scatter_steps(ring, data, bounds, dtype, op, desc, shift, d, at, at);
+}
+
+void ProcessGroupTCP::ring_reduce_scatter_into(const Ring& ring, const char* in, char* out,
+                                               const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
+                                               const MessageHeader& desc, int shift, Deadline d) {
+  const int n = ring.size();
+  const size_t es = dtype_size(dtype);
+  if (n == 1) {  // nothing to add: the one segment is the result
+    std::memmove(out, in, size_t(bounds[1] - bounds[0]) * es);
+    return;
+  }
+  int64_t largest = 0;
+  for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[size_t(k) + 1] - bounds[size_t(k)]);
+  // Step s sums into one partial buffer while sending the other (step s-1's sums); the last
+  // step sums into `out`. Two segments of memory (none on two ranks), not a copy of `in`.
+  std::vector<char> partial[2];
+  for (int b = 0; b < 2 && b < n - 2; ++b) partial[b].resize(size_t(largest) * es);
+  const auto send_from = [&](int step, int seg) -> const char* {
+    return step == 0 ? in + size_t(bounds[size_t(seg)]) * es : partial[(step - 1) % 2].data();
+  };
+  const auto sum_into = [&](int step, int) { return step == n - 2 ? out : partial[step % 2].data(); };
+  ring_reduce_scatter_steps(ring, in, bounds, dtype, op, desc, shift, d, send_from, sum_into);
+}
+
+void ProcessGroupTCP::ring_reduce_scatter_steps(const Ring& ring, const char* in, const std::vector<int64_t>& bounds,
+                                                DType dtype, ReduceOp op, const MessageHeader& desc, int shift,
+                                                Deadline d, const std::function<const char*(int, int)>& send_from,
+                                                const std::function<char*(int, int)>& sum_into) {
   const int n = ring.size(), next = ring.next(), prev = ring.prev();
   const size_t es = dtype_size(dtype);
+  // Received bytes land in a window of at most options_.ring_window_bytes, reused as they
+  // are added in.
   int64_t largest = 0;
-  for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[k + 1] - bounds[k]);
+  for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[size_t(k) + 1] - bounds[size_t(k)]);
+  const size_t window = std::min(size_t(largest) * es, std::max<size_t>(options_.ring_window_bytes, 64) / es * es);
   thread_local std::vector<char> scratch;
-  scratch.resize(size_t(largest) * es);
+  scratch.resize(std::max<size_t>(window, 1));
   for (int step = 0; step < n - 1; ++step) {
     const auto [send_seg, recv_seg] = ring::reduce_scatter_step(ring.pos, n, step, shift);
     MessageHeader out = desc, expect = desc;
     out.step = expect.step = uint16_t(step);
-    out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
-    expect.bytes = size_t(bounds[recv_seg + 1] - bounds[recv_seg]) * es;
-    char* acc = data + size_t(bounds[recv_seg]) * es;
+    out.bytes = size_t(bounds[size_t(send_seg) + 1] - bounds[size_t(send_seg)]) * es;
+    expect.bytes = size_t(bounds[size_t(recv_seg) + 1] - bounds[size_t(recv_seg)]) * es;
+    const char* mine = in + size_t(bounds[size_t(recv_seg)]) * es;  // this rank's own part of the segment
+    const char* sending = send_from(step, send_seg);
+    char* acc = sum_into(step, recv_seg);
     int64_t reduced = 0;  // elements of the received segment already added in
     auto reduce_arrived = [&](size_t bytes) {
       const int64_t ready = int64_t(bytes / es);
-      reduce_into(acc + size_t(reduced) * es, scratch.data() + size_t(reduced) * es, ready - reduced, dtype, op);
-      reduced = ready;
+      while (reduced < ready) {  // in at most two pieces: the window may wrap around
+        const size_t from = window ? size_t(reduced) * es % window : 0;
+        const int64_t k = std::min(ready - reduced, int64_t((window - from) / es));
+        char* to = acc + size_t(reduced) * es;
+        if (to != mine + size_t(reduced) * es) std::memcpy(to, mine + size_t(reduced) * es, size_t(k) * es);
+        reduce_into(to, scratch.data() + from, k, dtype, op);
+        reduced += k;
+      }
     };
-    send_recv({next, out, data + size_t(bounds[send_seg]) * es}, {prev, expect, scratch.data(), reduce_arrived}, d);
+    send_recv({next, out, sending}, {prev, expect, scratch.data(), reduce_arrived, window}, d);
   }
 }
 

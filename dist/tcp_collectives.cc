@@ -2,6 +2,7 @@
 // all_reduce's ring is in allreduce_ring.cc; setup is in tcp_mesh.cc, messaging in tcp_group.cc.
 #include <cstring>
 
+#include "dist/reduce_into.h"
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"
 #include "tensor/ops.h"
@@ -9,6 +10,17 @@
 namespace engine::dist {
 
 using namespace wire;
+
+namespace {
+// Whether the tensors are contiguous blocks that follow each other in one storage.
+bool one_after_another(const std::vector<Tensor>& ts) {
+  for (size_t r = 0; r < ts.size(); ++r)
+    if (!ts[r].is_contiguous() || ts[r].storage() != ts[0].storage() ||
+        ts[r].bytes() != ts[0].bytes() + r * ts[0].nbytes())
+      return false;
+  return true;
+}
+}  // namespace
 
 Work ProcessGroupTCP::all_reduce(Tensor t, ReduceOp op) {
   require_cpu_tensor("all_reduce", t);
@@ -60,29 +72,40 @@ Work ProcessGroupTCP::broadcast(Tensor t, int root) {
 Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
   require_cpu_tensor("all_gather", input);
   ENGINE_REQUIRE(outputs != nullptr, "[all_gather] outputs is null");
+  const int64_t m = input.numel();
+  // The blocks (block r = rank r's input) are gathered straight into the outputs where they
+  // lie one after another in memory: always when the list comes empty (its tensors are made
+  // as views of one, as torch.chunk's are), and when they are the rows of one tensor.
+  // Otherwise into a tensor of its own, copied into the outputs after.
+  Tensor staging;
   if (!given_outputs("all_gather", *outputs, input, size_)) {
+    Tensor all = empty({int64_t(size_) * m}, input.dtype());
     outputs->assign(size_t(size_), Tensor());
-    for (auto& o : *outputs) o = empty(input.shape(), input.dtype());
+    for (int r = 0; r < size_; ++r) (*outputs)[size_t(r)] = all.narrow(0, int64_t(r) * m, m).view(input.shape());
+  } else if (!one_after_another(*outputs)) {
+    staging = empty({int64_t(size_) * m}, input.dtype());
+  } else {
+    for (int r = 0; r < size_; ++r)  // an input that is another rank's block: read only after it is written
+      if (r != rank_ && share_memory((*outputs)[size_t(r)], input)) input = input.clone();
   }
-  return enqueue(make_desc(kAllGather, &input), [this, outputs, input](const MessageHeader& desc, Deadline d) {
-    // Gather into one buffer of size() blocks (block r = rank r's input), ring-style, then
-    // split it into the outputs.
+  return enqueue(make_desc(kAllGather, &input), [this, outputs, input, staging](const MessageHeader& desc, Deadline d) {
     const int64_t m = input.numel();
     const size_t es = dtype_size(input.dtype());
-    Tensor all = empty({int64_t(size_) * m}, input.dtype());
-    char* buf = static_cast<char*>(all.storage()->data());
-    const char* mine = static_cast<const char*>(input.storage()->data()) + size_t(input.offset()) * es;
+    char* buf = staging.defined() ? staging.bytes() : (*outputs)[0].bytes();
+    const char* mine = input.bytes();
     if (algorithm_ == AllReduceAlgorithm::Hierarchical) {
       hierarchical_all_gather(buf, mine, m, input.dtype(), desc, d);
     } else if (algorithm_ == AllReduceAlgorithm::SharedMemory) {
       shm_->all_gather(buf, mine, size_t(m) * es, d);
     } else {
-      std::memcpy(buf + size_t(rank_) * size_t(m) * es, mine, size_t(m) * es);
+      std::memmove(buf + size_t(rank_) * size_t(m) * es, mine, size_t(m) * es);  // mine may be that block already
       std::vector<int64_t> bounds(size_t(size_) + 1);
       for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
       ring_all_gather(full_ring(), buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
     }
-    for (int r = 0; r < size_; ++r) (*outputs)[r].copy_(all.narrow(0, int64_t(r) * m, m).view(input.shape()));
+    if (staging.defined())
+      for (int r = 0; r < size_; ++r)
+        (*outputs)[size_t(r)].copy_(staging.narrow(0, int64_t(r) * m, m).view(input.shape()));
   });
 }
 
@@ -115,37 +138,37 @@ Work ProcessGroupTCP::reduce_scatter(Tensor output, Tensor input, ReduceOp op) {
                  size_, ") x output (", output.numel(), " ", dtype_name(output.dtype()), ")");
   ENGINE_REQUIRE(op != ReduceOp::Avg || is_floating(input.dtype()),
                  "[reduce_scatter] AVG needs a floating-point tensor");
-  return enqueue(make_desc(kReduceScatter, &input, op),
-                 [this, output, input, op](const MessageHeader& desc, Deadline d) {
-                   const int64_t m = output.numel();
-                   const size_t es = dtype_size(input.dtype());
-                   // Shared memory writes straight into the output, which may be apart from the
-                   // input or this rank's own block of it (FSDP's flat gradient).
-                   const bool apart_or_own =
-                       output.storage() != input.storage() || output.bytes() == input.bytes() + size_t(rank_ * m) * es;
-                   if (algorithm_ == AllReduceAlgorithm::SharedMemory && apart_or_own)
-                     return shm_->reduce_scatter(output.bytes(), input.bytes(), m, input.dtype(), op, d);
-                   if (algorithm_ != AllReduceAlgorithm::Ring) {
-                     // The result goes to a block of its own first, since the output may overlap
-                     // the input elsewhere.
-                     Tensor mine = empty({m}, output.dtype());
-                     if (algorithm_ == AllReduceAlgorithm::SharedMemory)
-                       shm_->reduce_scatter(mine.bytes(), input.bytes(), m, input.dtype(), op, d);
-                     else
-                       hierarchical_reduce_scatter(mine.bytes(), input.bytes(), m, input.dtype(), op, desc, d);
-                     Tensor(output).copy_(mine.view(output.shape()));
-                     return;
-                   }
-                   Tensor work = input.clone();  // the ring reduces in place; the caller's input stays intact
-                   char* buf = static_cast<char*>(work.storage()->data());
-                   std::vector<int64_t> bounds(size_t(size_) + 1);
-                   for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
-                   // shift -1: rank r ends owning block r, the one it should return.
-                   ring_reduce_scatter(full_ring(), buf, bounds, input.dtype(), op, desc, -1, d);
-                   Tensor mine = work.narrow(0, int64_t(rank_) * m, m).view(output.shape());
-                   if (op == ReduceOp::Avg) mine = mine / double(size_);  // the ring sums; the average divides once
-                   Tensor(output).copy_(mine);
-                 });
+  return enqueue(
+      make_desc(kReduceScatter, &input, op), [this, output, input, op](const MessageHeader& desc, Deadline d) {
+        const int64_t m = output.numel();
+        const size_t es = dtype_size(input.dtype());
+        // Shared memory writes straight into the output, which may be apart from the
+        // input or this rank's own block of it (FSDP's flat gradient).
+        const bool apart_or_own =
+            output.storage() != input.storage() || output.bytes() == input.bytes() + size_t(rank_ * m) * es;
+        if (algorithm_ == AllReduceAlgorithm::SharedMemory && apart_or_own)
+          return shm_->reduce_scatter(output.bytes(), input.bytes(), m, input.dtype(), op, d);
+        if (algorithm_ != AllReduceAlgorithm::Ring) {
+          // The result goes to a block of its own first, since the output may overlap
+          // the input elsewhere.
+          Tensor mine = empty({m}, output.dtype());
+          if (algorithm_ == AllReduceAlgorithm::SharedMemory)
+            shm_->reduce_scatter(mine.bytes(), input.bytes(), m, input.dtype(), op, d);
+          else
+            hierarchical_reduce_scatter(mine.bytes(), input.bytes(), m, input.dtype(), op, desc, d);
+          Tensor(output).copy_(mine.view(output.shape()));
+          return;
+        }
+        // The ring leaves the input as it was and sums into the output, unless the
+        // output overlaps the input elsewhere than in this rank's block.
+        Tensor mine = apart_or_own ? output : empty({m}, output.dtype());
+        std::vector<int64_t> bounds(size_t(size_) + 1);
+        for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
+        // shift -1: rank r ends owning block r, the one it should return.
+        ring_reduce_scatter_into(full_ring(), input.bytes(), mine.bytes(), bounds, input.dtype(), op, desc, -1, d);
+        if (op == ReduceOp::Avg) divide_by(mine.bytes(), m, mine.dtype(), size_);  // once, after the sums
+        if (!apart_or_own) Tensor(output).copy_(mine.view(output.shape()));
+      });
 }
 
 Work ProcessGroupTCP::send(Tensor t, int dst) {

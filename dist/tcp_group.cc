@@ -393,10 +393,16 @@ void ProcessGroupTCP::transfer(const Outgoing* out, const Incoming* in, Deadline
         k = ::recv(fd, reinterpret_cast<char*>(&got) + got_header, sizeof got - got_header, 0);
         if (k > 0 && (got_header += size_t(k)) == sizeof got) check_header(got, in->expect, in->from, d);
       } else {
-        k = ::recv(fd, static_cast<char*>(in->data) + got_payload, recv_total - got_payload, 0);
+        // In a window, bytes are received up to its end at most, and on_bytes is called there:
+        // the window's end is a whole number of elements, so all it holds has been used and
+        // the next bytes may start again at its beginning.
+        const size_t at = in->window ? got_payload % in->window : got_payload;
+        const size_t room = std::min(recv_total - got_payload, in->window ? in->window - at : SIZE_MAX);
+        k = ::recv(fd, static_cast<char*>(in->data) + at, room, 0);
         if (k > 0) got_payload += size_t(k);
-        if (in->on_bytes && (got_payload - reported >= options_.chunk_bytes || got_payload == recv_total) &&
-            got_payload > reported) {
+        const bool window_end = in->window && got_payload % in->window == 0;
+        if (in->on_bytes && got_payload > reported &&
+            (got_payload - reported >= options_.chunk_bytes || got_payload == recv_total || window_end)) {
           reported = got_payload;
           in->on_bytes(got_payload);
         }

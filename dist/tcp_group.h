@@ -59,6 +59,9 @@ struct TCPGroupOptions {
   std::chrono::seconds link_timeout{30};
   std::string token;              // the job's secret, checked on every connection
   size_t chunk_bytes = 64 << 10;  // reduce received data in pieces this big, overlapping the transfer
+  // The ring receives into a buffer at most this big, reused as its data is reduced: memory
+  // that does not grow with the tensor (at least 64 bytes).
+  size_t ring_window_bytes = 4 << 20;
   // Whether the collectives may use shared memory between ranks on one machine (false, or
   // ENGINE_SHM=0: TCP only).
   bool shared_memory = true;
@@ -159,7 +162,11 @@ class ProcessGroupTCP : public ProcessGroup {
   // against `expect` before reading any payload (a mismatched call is named with both
   // sides). send_recv does both at once, so a ring step never waits on its own send.
   // on_bytes, when given, is called as the payload arrives (with the bytes so far, every
-  // chunk_bytes), so the ring can reduce while the rest is still on the wire.
+  // chunk_bytes), so the ring can reduce while the rest is still on the wire. With a window
+  // (a whole number of elements), `data` holds only that many bytes, reused as a ring
+  // buffer: payload byte i lands at data[i % window], and on_bytes is also called each time
+  // the window is full, where it must use every element received. A segment of gigabytes
+  // needs megabytes.
   struct Outgoing {
     int to;
     MessageHeader header;
@@ -170,6 +177,7 @@ class ProcessGroupTCP : public ProcessGroup {
     MessageHeader expect;
     void* data;
     std::function<void(size_t)> on_bytes = nullptr;
+    size_t window = 0;  // 0: data holds the whole payload
   };
   void send_message(int to, const MessageHeader& header, const void* data, Deadline deadline);
   void recv_message(int from, const MessageHeader& expect, void* data, Deadline deadline);
@@ -212,6 +220,15 @@ class ProcessGroupTCP : public ProcessGroup {
   Ring full_ring() const;
   void ring_reduce_scatter(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype, ReduceOp op,
                            const MessageHeader& desc, int shift, Deadline deadline);
+  // The same, leaving `in` as it was: the segment this rank finishes goes to `out`.
+  void ring_reduce_scatter_into(const Ring& ring, const char* in, char* out, const std::vector<int64_t>& bounds,
+                                DType dtype, ReduceOp op, const MessageHeader& desc, int shift, Deadline deadline);
+  // Their steps: send_from(step, seg) is where the segment sent at that step lies,
+  // sum_into(step, seg) where the segment received then, plus this rank's part of it (in), goes.
+  void ring_reduce_scatter_steps(const Ring& ring, const char* in, const std::vector<int64_t>& bounds, DType dtype,
+                                 ReduceOp op, const MessageHeader& desc, int shift, Deadline deadline,
+                                 const std::function<const char*(int, int)>& send_from,
+                                 const std::function<char*(int, int)>& sum_into);
   void ring_all_gather(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
                        const MessageHeader& desc, int owned_shift, Deadline deadline);
   // The whole all-reduce on `ring`; Avg divides by the ring's size.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dist/reduce_into.h"
 #include "dist/tcp_group.h"
 #include "dist/tcp_wire.h"
 #include "tensor/ops.h"
@@ -149,25 +150,26 @@ Work ProcessGroupTCP::reduce(Tensor t, int dst, ReduceOp op) {
     // the segment it finished to dst: dst receives (n-1)/n of it, not (n-1) whole copies.
     const int64_t n = t.numel();
     const size_t es = dtype_size(t.dtype());
-    Tensor work = t.clone();  // the others' tensors stay as they were
-    char* buf = work.bytes();
     std::vector<int64_t> bounds(size_t(size_) + 1);
     for (int k = 0; k <= size_; ++k) bounds[size_t(k)] = n * k / size_;
-    ring_reduce_scatter(full_ring(), buf, bounds, t.dtype(), op, desc, /*shift=*/-1, d);  // rank r owns segment r
     MessageHeader h = desc;
     h.step = kToRootStep;
-    if (rank_ != dst) {
-      h.bytes = size_t(bounds[size_t(rank_) + 1] - bounds[size_t(rank_)]) * es;
-      send_message(dst, h, buf + size_t(bounds[size_t(rank_)]) * es, d);
+    if (rank_ != dst) {  // its tensor stays as it was: its finished segment (rank r owns segment r) goes apart
+      std::vector<char> mine(size_t(bounds[size_t(rank_) + 1] - bounds[size_t(rank_)]) * es);
+      ring_reduce_scatter_into(full_ring(), t.bytes(), mine.data(), bounds, t.dtype(), op, desc, /*shift=*/-1, d);
+      h.bytes = mine.size();
+      send_message(dst, h, mine.data(), d);
       return;
     }
+    // dst's tensor is overwritten whole (its segment here, the others' from them): reduced in place.
+    char* buf = t.bytes();
+    ring_reduce_scatter(full_ring(), buf, bounds, t.dtype(), op, desc, /*shift=*/-1, d);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       h.bytes = size_t(bounds[size_t(r) + 1] - bounds[size_t(r)]) * es;
       recv_message(r, h, buf + size_t(bounds[size_t(r)]) * es, d);
     }
-    if (op == ReduceOp::Avg) work = work / double(size_);  // the ring sums; the average divides once
-    Tensor(t).copy_(work);
+    if (op == ReduceOp::Avg) divide_by(buf, n, t.dtype(), size_);  // the ring sums; the average divides once
   });
 }
 
