@@ -32,6 +32,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -405,7 +406,7 @@ std::string others_stopped(const Job& job) {
 // Runs the group; after a failure, stops it and (--max_restarts) starts it again whole,
 // with TORCHELASTIC_RESTART_COUNT one higher, as torchrun does. Resuming is the program's
 // part: it finds its checkpoint and continues from it.
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   Job job = prepare(argc, argv);
   install_handlers();
   engine::dist::watch_for_stops();  // the job stopped with its launcher (Ctrl-Z) is no rank stopped alone
@@ -438,4 +439,19 @@ int main(int argc, char** argv) {
                  others_stopped(job).c_str(), attempt + 1, job.args.max_restarts);
     meet_new_endpoint_if_gone(job);
   }
+}
+
+// Whatever the launcher meets that it did not foresee is said in one line, not an abort: the
+// ranks it started get SIGTERM as it exits (PR_SET_PDEATHSIG, set in spawn).
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "launch: out of memory in the launcher itself (is its address space limited too tightly, ulimit "
+                 "-v?); any rank it had started is stopped as it exits\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "launch: %s; any rank it had started is stopped as it exits\n", e.what());
+  }
+  return 1;
 }

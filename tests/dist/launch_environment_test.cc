@@ -151,6 +151,33 @@ TEST_CASE("a stack limit larger than the machine's memory (ulimit -s) leaves the
   CHECK_THAT(r.output, Catch::Contains("[rank 1] sum 1"));
 }
 
+TEST_CASE("an address space too small for the launcher (ulimit -v): it says so in a line, never aborts") {
+#ifdef __SANITIZE_ADDRESS__
+  std::cout << "SKIPPED: AddressSanitizer reserves terabytes of address space, so no program of this build starts "
+               "under ulimit -v"
+            << std::endl;
+  WARN("SKIPPED: no program of an AddressSanitizer build starts under ulimit -v");
+  return;
+#endif
+  // Upwards from a limit the dynamic loader refuses to one under which the launcher starts
+  // 1024 ranks: each limit between must end in one line that says why, not an abort (at
+  // some limits here a std::bad_alloc ended it with "terminate called", status 134).
+  int out_of_memory = 0;
+  for (int kb = 3000; kb <= 20000; kb += 200) {
+    const Run r =
+        run("bash -c 'ulimit -v " + std::to_string(kb) + " && exec " + kLaunch + " --nproc_per_node=1024 /bin/true'");
+    if (r.output.find("error while loading shared libraries") != std::string::npos) continue;  // before main
+    INFO("ulimit -v " << kb << "\n" << r.output);
+    REQUIRE(r.status != -1);
+    REQUIRE_THAT(r.output, !Catch::Contains("terminate called"));
+    if (r.status == 0) break;
+    REQUIRE(r.status == 1);
+    REQUIRE_THAT(r.output, Catch::StartsWith("launch: "));
+    out_of_memory += r.output.find("out of memory in the launcher itself") != std::string::npos;
+  }
+  std::cout << "limits at which the launcher ran out of memory and said so: " << out_of_memory << std::endl;
+}
+
 TEST_CASE("more ranks than the open-file limit allows: raised where it can be, named where it cannot") {
   // Every rank keeps a connection to each other rank, and rank 0 one from each rank to the
   // store it serves. Past `ulimit -n`, rank 0 spun in accept() until the timeout (300 s by
