@@ -104,6 +104,14 @@ void ProcessGroupTCP::ring_reduce_scatter_steps(const Ring& ring, const char* in
 
 void ProcessGroupTCP::ring_all_gather(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
                                       const MessageHeader& desc, int owned_shift, Deadline d) {
+  std::vector<char*> segments(size_t(ring.size()));
+  for (int k = 0; k < ring.size(); ++k) segments[size_t(k)] = data + size_t(bounds[size_t(k)]) * dtype_size(dtype);
+  ring_all_gather(ring, segments, bounds, dtype, desc, owned_shift, d);
+}
+
+void ProcessGroupTCP::ring_all_gather(const Ring& ring, const std::vector<char*>& segments,
+                                      const std::vector<int64_t>& bounds, DType dtype, const MessageHeader& desc,
+                                      int owned_shift, Deadline d) {
   // Position p starts owning segment p + 1 + owned_shift and passes segments along the ring.
   const int n = ring.size(), next = ring.next(), prev = ring.prev();
   const size_t es = dtype_size(dtype);
@@ -114,8 +122,7 @@ void ProcessGroupTCP::ring_all_gather(const Ring& ring, char* data, const std::v
     out.step = expect.step = uint16_t(n - 1 + step);  // continues the reduce-scatter's step numbers
     out.bytes = size_t(bounds[send_seg + 1] - bounds[send_seg]) * es;
     expect.bytes = size_t(bounds[recv_seg + 1] - bounds[recv_seg]) * es;
-    send_recv({next, out, data + size_t(bounds[send_seg]) * es}, {prev, expect, data + size_t(bounds[recv_seg]) * es},
-              d);
+    send_recv({next, out, segments[size_t(send_seg)]}, {prev, expect, segments[size_t(recv_seg)]}, d);
   }
 }
 

@@ -71,8 +71,9 @@ class ShmAllReduce {
   // The other collectives, staged through the buffers (shm_collectives.cc), for a group
   // whose ranks are all members, member r being rank r.
   // Every rank's `bytes` at `mine` into `out`, rank r's at out + r * bytes (`mine` may be
-  // that block of `out`).
+  // that block of `out`); or rank r's at blocks[r], wherever each lies.
   void all_gather(char* out, const char* mine, size_t bytes, Deadline deadline);
+  void all_gather(const std::vector<char*>& blocks, const char* mine, size_t bytes, Deadline deadline);
   // `out` (m elements) = the reduction over the ranks of block `rank` of `in` (size x m
   // elements; `out` may be that block of `in`), in rank order.
   void reduce_scatter(char* out, const char* in, int64_t m, DType dtype, ReduceOp op, Deadline deadline);

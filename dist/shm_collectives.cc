@@ -24,7 +24,13 @@ int ShmAllReduce::next_half() {
 }
 
 void ShmAllReduce::all_gather(char* out, const char* mine, size_t bytes, Deadline deadline) {
-  char* own = out + size_t(rank_) * bytes;
+  std::vector<char*> blocks(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) blocks[size_t(r)] = out + size_t(r) * bytes;
+  all_gather(blocks, mine, bytes, deadline);
+}
+
+void ShmAllReduce::all_gather(const std::vector<char*>& blocks, const char* mine, size_t bytes, Deadline deadline) {
+  char* own = blocks[size_t(rank_)];
   if (bytes > 0 && own != mine) std::memmove(own, mine, bytes);  // mine may be that block already
   for (size_t start = 0; start < bytes; start += chunk_) {
     const size_t n = std::min(chunk_, bytes - start);
@@ -32,7 +38,7 @@ void ShmAllReduce::all_gather(char* out, const char* mine, size_t bytes, Deadlin
     std::memcpy(buffer(rank_, h), own + start, n);
     barrier(deadline);
     for (int r = 0; r < size_; ++r)
-      if (r != rank_) std::memcpy(out + size_t(r) * bytes + start, buffer(r, h), n);
+      if (r != rank_) std::memcpy(blocks[size_t(r)] + start, buffer(r, h), n);
   }
 }
 

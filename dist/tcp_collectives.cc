@@ -1,6 +1,7 @@
 // The collectives of the CPU backend (tcp_group.h), each queued for the worker thread.
 // all_reduce's ring is in allreduce_ring.cc; setup is in tcp_mesh.cc, messaging in tcp_group.cc.
 #include <cstring>
+#include <vector>
 
 #include "dist/reduce_into.h"
 #include "dist/tcp_group.h"
@@ -12,6 +13,12 @@ namespace engine::dist {
 using namespace wire;
 
 namespace {
+bool all_contiguous(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts)
+    if (!t.is_contiguous()) return false;
+  return true;
+}
+
 // Whether the tensors are contiguous blocks that follow each other in one storage.
 bool one_after_another(const std::vector<Tensor>& ts) {
   for (size_t r = 0; r < ts.size(); ++r)
@@ -73,35 +80,42 @@ Work ProcessGroupTCP::all_gather(std::vector<Tensor>* outputs, Tensor input) {
   require_cpu_tensor("all_gather", input);
   ENGINE_REQUIRE(outputs != nullptr, "[all_gather] outputs is null");
   const int64_t m = input.numel();
-  // The blocks (block r = rank r's input) are gathered straight into the outputs where they
-  // lie one after another in memory: always when the list comes empty (its tensors are made
-  // as views of one, as torch.chunk's are), and when they are the rows of one tensor.
-  // Otherwise into a tensor of its own, copied into the outputs after.
+  // The blocks (block r = rank r's input) are gathered straight into the outputs, wherever
+  // each lies: PyTorch's usual list of torch.empty()s, or the rows of one tensor. An empty
+  // list is filled with views of one new tensor, one after another (as torch.chunk's are).
+  // Only strided outputs, and a hierarchical job's outputs that do not follow each other (it
+  // gathers into one buffer), go through a tensor of its own, copied into them after.
   Tensor staging;
   if (!given_outputs("all_gather", *outputs, input, size_)) {
     Tensor all = empty({int64_t(size_) * m}, input.dtype());
     outputs->assign(size_t(size_), Tensor());
     for (int r = 0; r < size_; ++r) (*outputs)[size_t(r)] = all.narrow(0, int64_t(r) * m, m).view(input.shape());
-  } else if (!one_after_another(*outputs)) {
+  } else if (!all_contiguous(*outputs) ||
+             (algorithm_ == AllReduceAlgorithm::Hierarchical && !one_after_another(*outputs))) {
     staging = empty({int64_t(size_) * m}, input.dtype());
   } else {
-    for (int r = 0; r < size_; ++r)  // an input that is another rank's block: read only after it is written
-      if (r != rank_ && share_memory((*outputs)[size_t(r)], input)) input = input.clone();
+    for (int r = 0; r < size_; ++r) {  // an input inside another block is read only after that is written
+      const Tensor& o = (*outputs)[size_t(r)];
+      if (share_memory(o, input) && !(r == rank_ && o.bytes() == input.bytes())) input = input.clone();
+    }
   }
   return enqueue(make_desc(kAllGather, &input), [this, outputs, input, staging](const MessageHeader& desc, Deadline d) {
     const int64_t m = input.numel();
     const size_t es = dtype_size(input.dtype());
-    char* buf = staging.defined() ? staging.bytes() : (*outputs)[0].bytes();
+    std::vector<char*> blocks(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r)
+      blocks[size_t(r)] =
+          staging.defined() ? staging.bytes() + size_t(r) * size_t(m) * es : (*outputs)[size_t(r)].bytes();
     const char* mine = input.bytes();
     if (algorithm_ == AllReduceAlgorithm::Hierarchical) {
-      hierarchical_all_gather(buf, mine, m, input.dtype(), desc, d);
+      hierarchical_all_gather(blocks[0], mine, m, input.dtype(), desc, d);  // blocks one after another
     } else if (algorithm_ == AllReduceAlgorithm::SharedMemory) {
-      shm_->all_gather(buf, mine, size_t(m) * es, d);
+      shm_->all_gather(blocks, mine, size_t(m) * es, d);
     } else {
-      std::memmove(buf + size_t(rank_) * size_t(m) * es, mine, size_t(m) * es);  // mine may be that block already
+      std::memmove(blocks[size_t(rank_)], mine, size_t(m) * es);  // mine may be that block already
       std::vector<int64_t> bounds(size_t(size_) + 1);
       for (int k = 0; k <= size_; ++k) bounds[k] = int64_t(k) * m;
-      ring_all_gather(full_ring(), buf, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
+      ring_all_gather(full_ring(), blocks, bounds, input.dtype(), desc, /*owned_shift=*/-1, d);
     }
     if (staging.defined())
       for (int r = 0; r < size_; ++r)

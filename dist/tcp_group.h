@@ -231,6 +231,9 @@ class ProcessGroupTCP : public ProcessGroup {
                                  const std::function<char*(int, int)>& sum_into);
   void ring_all_gather(const Ring& ring, char* data, const std::vector<int64_t>& bounds, DType dtype,
                        const MessageHeader& desc, int owned_shift, Deadline deadline);
+  // The same with segment k at segments[k], wherever each lies (bounds still give the sizes).
+  void ring_all_gather(const Ring& ring, const std::vector<char*>& segments, const std::vector<int64_t>& bounds,
+                       DType dtype, const MessageHeader& desc, int owned_shift, Deadline deadline);
   // The whole all-reduce on `ring`; Avg divides by the ring's size.
   void ring_all_reduce(const Ring& ring, char* data, int64_t count, DType dtype, ReduceOp op, const MessageHeader& desc,
                        Deadline deadline);

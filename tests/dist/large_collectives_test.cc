@@ -137,7 +137,7 @@ TEST_CASE("reduce_scatter and reduce on the ring leave their inputs as they were
     }
 }
 
-TEST_CASE("all_gather into the rows of one tensor, from one of those rows") {
+TEST_CASE("all_gather into given tensors, each where it lies, from inside them too") {
   for (bool shm : {false, true})
     for (int world : {1, 2, 3}) {
       run_threads_with(
@@ -146,12 +146,23 @@ TEST_CASE("all_gather into the rows of one tensor, from one of those rows") {
             const int r = g.rank();
             for (int from : {r, (r + 1) % world}) {  // its own row, and another rank's
               Tensor rows = zeros({world, 5});
-              std::vector<Tensor> views;
-              for (int k = 0; k < world; ++k) views.push_back(rows.select(0, k));
+              std::vector<Tensor> views, apart;
+              for (int k = 0; k < world; ++k) views.push_back(rows.select(0, k)), apart.push_back(zeros({5}));
               rows.select(0, from).fill_(double(r + 1));
               g.all_gather(&views, rows.select(0, from)).wait();
               for (int k = 0; k < world; ++k) RANK_REQUIRE(rows.at({k, 4}) == k + 1);
+              // Tensors of their own (PyTorch's [torch.empty(5) for _ in range(world)]).
+              apart[size_t(from)].fill_(double(r + 1));
+              g.all_gather(&apart, apart[size_t(from)]).wait();
+              for (int k = 0; k < world; ++k) RANK_REQUIRE(apart[size_t(k)].at({0}) == k + 1);
             }
+            // An input across two blocks: read before either is written.
+            Tensor flat = zeros({world * 5 + 2});
+            std::vector<Tensor> blocks;
+            for (int k = 0; k < world; ++k) blocks.push_back(flat.narrow(0, 5 * k, 5));
+            flat.narrow(0, 2, 5).fill_(double(r + 1));
+            g.all_gather(&blocks, flat.narrow(0, 2, 5)).wait();
+            for (int k = 0; k < world; ++k) RANK_REQUIRE((flat.at({5 * k}) == k + 1 && flat.at({5 * k + 4}) == k + 1));
             // An empty list is filled with views of one new tensor, one after another.
             std::vector<Tensor> made;
             g.all_gather(&made, full({2, 3}, double(r + 1))).wait();
@@ -175,23 +186,22 @@ TEST_CASE("a collective of 64 MiB adds no copy of its tensor to a rank's memory"
   // (under ASan) the shadow of what a call writes.
   const auto bound = [&](int64_t result_bytes) { return result_bytes + result_bytes / 8 + 16 * mib; };
   for (bool shm : {false, true})
-    for (const std::string what : {"all_reduce", "reduce_scatter", "reduce", "all_gather", "all_gather rows"}) {
+    for (const std::string what : {"all_reduce", "reduce_scatter", "reduce", "all_gather", "all_gather list"}) {
       int64_t grew = -1, allowed = 0;
       run_threads_with(
           2, [shm](int, TCPGroupOptions& o) { o.shared_memory = shm; },
           [&](ProcessGroupTCP& g) {
             const int r = g.rank();
-            Tensor in = full({what == "reduce_scatter" ? 2 * m : m}, double(r + 1)), out = zeros({m}),
-                   rows = zeros({2, m});
-            std::vector<Tensor> views = {rows.select(0, 0), rows.select(0, 1)}, made;
+            Tensor in = full({what == "reduce_scatter" ? 2 * m : m}, double(r + 1)), out = zeros({m});
+            std::vector<Tensor> list = {zeros({m}), zeros({m})}, made;
             const auto run = [&](int64_t n) {
               if (what == "all_reduce") g.all_reduce(in.narrow(0, 0, n)).wait();
               if (what == "reduce_scatter") g.reduce_scatter(out.narrow(0, 0, n), in.narrow(0, 0, 2 * n)).wait();
               if (what == "reduce") g.reduce(in.narrow(0, 0, n), 1).wait();
               if (what == "all_gather") made.clear(), g.all_gather(&made, in.narrow(0, 0, n)).wait();
-              if (what == "all_gather rows") {
-                std::vector<Tensor> part = {rows.narrow(1, 0, n).select(0, 0), rows.narrow(1, 0, n).select(0, 1)};
-                g.all_gather(n == m ? &views : &part, in.narrow(0, 0, n)).wait();
+              if (what == "all_gather list") {  // PyTorch's usual [torch.empty(m) for _ in range(2)]
+                std::vector<Tensor> part = {list[0].narrow(0, 0, n), list[1].narrow(0, 0, n)};
+                g.all_gather(&part, in.narrow(0, 0, n)).wait();
               }
             };
             run(1 << 20);  // first touches of the window and the staging buffers
@@ -214,7 +224,7 @@ TEST_CASE("a collective of 64 MiB adds no copy of its tensor to a rank's memory"
           std::chrono::seconds(60));
       INFO(what << (shm ? " in shared memory" : " on the TCP ring") << ": the peak grew by " << grew / mib
                 << " MiB, allowed " << allowed / mib << " MiB");
-      CHECK(grew >= 0);
+      CHECK(grew > -mib);  // measured (the kernel's counts of resident pages lag by a few pages)
       CHECK(grew <= allowed);
     }
 }
