@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "dist/cgroups.h"
 #include "tensor/check.h"
 
 namespace engine::dist {
@@ -77,7 +78,8 @@ int parse_nproc(const std::string& flag, const std::string& v, const MachineCoun
   const std::string ranks = std::to_string(n) + (n == 1 ? " rank" : " ranks");
   *from = flag + "=" + v + ": " + ranks +
           (gpu ? ", one per GPU (" + here.gpus_seen + ")"
-               : ", one per CPU this launcher may run on" + std::string(v == "auto" ? " (no GPU is visible)" : ""));
+               : ", one per CPU this launcher may run on" + std::string(v == "auto" ? " (no GPU is visible)" : "") +
+                     (here.cpus_seen.empty() ? "" : " (" + here.cpus_seen + ")"));
   return std::max(n, 1);
 }
 
@@ -95,6 +97,12 @@ MachineCounts count_machine() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) m.cpus = std::max(CPU_COUNT(&set), 1);
+  if (const CpuQuota q = read_cpu_quota(); q.cpus > 0 && q.cpus < m.cpus) {
+    m.cpus_seen = std::to_string(q.cpus) + " of the " + std::to_string(m.cpus) + " CPUs it may run on: its cgroup's " +
+                  "CPU quota allows " + std::to_string(q.cpus) + (q.cpus == 1 ? " CPU's" : " CPUs'") +
+                  " worth of time (" + q.where + ")";
+    m.cpus = q.cpus;
+  }
   int devices = 0;  // /dev/nvidia0, /dev/nvidia1, ... (not nvidiactl, nvidia-uvm)
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {

@@ -30,12 +30,16 @@ struct LaunchArgs {
 
 // What --nproc_per_node=auto|cpu|gpu counts on this machine.
 struct MachineCounts {
-  int gpus = 0;           // NVIDIA GPUs this process can see (CUDA_VISIBLE_DEVICES applied)
-  int cpus = 1;           // CPUs this process may run on (its affinity: a container's or taskset's share)
+  int gpus = 0;  // NVIDIA GPUs this process can see (CUDA_VISIBLE_DEVICES applied)
+  // CPUs this process may run on (its affinity: a container's or taskset's share), or fewer
+  // where a cgroup's quota allows less CPU time than that (docker run --cpus=2).
+  int cpus = 1;
   std::string gpus_seen;  // where the GPU count came from, in words
+  std::string cpus_seen;  // "" from the affinity; else the quota that lowered it, in words
 };
 
-// Reads them: /dev/nvidiaN device files, CUDA_VISIBLE_DEVICES, sched_getaffinity.
+// Reads them: /dev/nvidiaN device files, CUDA_VISIBLE_DEVICES, sched_getaffinity, and the
+// CPU quotas of this process's cgroups (dist/cgroups.h).
 MachineCounts count_machine();
 
 // `args` excludes the launcher's own name. Flags come first (--flag=value or --flag value);

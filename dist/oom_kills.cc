@@ -4,6 +4,8 @@
 #include <sstream>
 #include <vector>
 
+#include "dist/cgroups.h"
+
 namespace engine::dist {
 namespace {
 
@@ -20,35 +22,17 @@ int64_t read_counter(const std::string& file, const std::string& key) {
   return -1;
 }
 
-// This process's cgroup paths from /proc/self/cgroup ("ID:controllers:/path"): the v1
-// memory hierarchy's in *v1, the v2 (unified) one's in *v2.
-void cgroup_paths(const std::string& self_cgroup, std::string* v1, std::string* v2) {
-  std::ifstream in(self_cgroup);
-  for (std::string line; std::getline(in, line);) {
-    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
-    if (b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controllers.empty()) *v2 = path;
-    std::istringstream list(controllers);
-    for (std::string c; std::getline(list, c, ',');)
-      if (c == "memory") *v1 = path;
-  }
-}
-
 }  // namespace
 
 OomKills read_oom_kills(const OomPaths& paths) {
-  std::string v1 = "-", v2 = "-";
-  cgroup_paths(paths.self_cgroup, &v1, &v2);
-  // Each place a memory cgroup's counter may be: under its path, or at the mount's root
-  // when the mount is the cgroup itself (a container without its own cgroup namespace).
+  // Each place a memory cgroup's counter may be: in its folder, or at the mount's root when
+  // the mount is the cgroup itself (a container without its own cgroup namespace).
   std::vector<std::string> files;
-  if (v2 != "-")
-    for (const std::string& dir : {paths.cgroup_root + v2, paths.cgroup_root + "/unified" + v2, paths.cgroup_root})
-      files.push_back(dir + "/memory.events");
-  if (v1 != "-")
-    for (const std::string& dir : {paths.cgroup_root + "/memory" + v1, paths.cgroup_root + "/memory"})
-      files.push_back(dir + "/memory.oom_control");
+  for (const CgroupDir& d : cgroup_dirs({paths.self_cgroup, paths.cgroup_root}, "memory")) {
+    const bool v1 = d.mount == paths.cgroup_root + "/memory";
+    for (const std::string& dir : {d.dir, d.mount})
+      files.push_back(dir + (v1 ? "/memory.oom_control" : "/memory.events"));
+  }
   for (const std::string& file : files)
     if (const int64_t n = read_counter(file, "oom_kill"); n >= 0) return {n, file + ", this memory cgroup's count"};
   if (const int64_t n = read_counter(paths.vmstat, "oom_kill"); n >= 0)
