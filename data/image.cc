@@ -171,19 +171,29 @@ Example ImageFolder::get(int64_t i) const {
 }
 
 Example ImageFolder::get_batch(const std::vector<int64_t>& indices) const {
-  std::vector<Tensor> inputs, targets;
-  for (int64_t i : indices) {
-    Example e = get(i);
+  if (indices.empty()) return {stack({}), stack({})};  // stack names what is wrong
+  // Each image is copied into its row of the batch as soon as it is decoded: one image and
+  // the batch in memory at a time, not every image and then the batch.
+  Tensor batch;
+  std::vector<Tensor> targets;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    Example e = get(indices[k]);
+    if (k == 0) {
+      Shape shape = e.input.shape();
+      shape.insert(shape.begin(), int64_t(indices.size()));
+      batch = empty(shape, e.input.dtype());
+    }
     // Images of other sizes cannot be stacked: name both files, not just their shapes.
-    ENGINE_REQUIRE(inputs.empty() || e.input.shape() == inputs[0].shape(), "[ImageFolder] ", path(i), " is ",
+    const Tensor first = batch.select(0, 0);
+    ENGINE_REQUIRE(e.input.shape() == first.shape(), "[ImageFolder] ", path(indices[k]), " is ",
                    shape_str(e.input.shape()), " (C, H, W) but ", path(indices[0]), " in the same batch is ",
-                   shape_str(inputs[0].shape()),
+                   shape_str(first.shape()),
                    ": a batch needs images of one size (resize them first, or use batch "
                    "size 1)");
-    inputs.push_back(e.input);
+    batch.select(0, int64_t(k)).copy_(e.input);
     targets.push_back(e.target);
   }
-  return {stack(inputs), stack(targets)};
+  return {batch, stack(targets)};
 }
 
 }  // namespace engine::data
