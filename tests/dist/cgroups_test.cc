@@ -20,17 +20,10 @@ using engine::dist::read_cpu_quota;
 
 namespace {
 // A fresh tree for one case: /proc/self/cgroup and /sys/fs/cgroup inside it.
-struct Tree {
-  explicit Tree(const std::string& name) : root(engine::testing::tmp_path("cgroups-" + name)) {
-    std::filesystem::remove_all(root);
+struct Tree : engine::testing::FileTree {
+  explicit Tree(const std::string& name) : FileTree("cgroups-" + name), files{root + "/self_cgroup", root + "/cgroup"} {
     std::filesystem::create_directories(root + "/cgroup");
-    files = {root + "/self_cgroup", root + "/cgroup"};
   }
-  void write(const std::string& path, const std::string& text) const {
-    std::filesystem::create_directories(std::filesystem::path(root + path).parent_path());
-    std::ofstream(root + path) << text;
-  }
-  std::string root;
   CgroupFiles files;
 };
 }  // namespace

@@ -16,17 +16,9 @@ using engine::dist::read_oom_kills;
 
 namespace {
 // A fresh tree for one case: /proc/self/cgroup, /sys/fs/cgroup and /proc/vmstat inside it.
-struct Tree {
-  explicit Tree(const std::string& name) : root(engine::testing::tmp_path("oom-" + name)) {
-    std::filesystem::remove_all(root);
-    std::filesystem::create_directories(root);
-    paths = {root + "/self_cgroup", root + "/cgroup", root + "/vmstat"};
-  }
-  void write(const std::string& path, const std::string& text) const {
-    std::filesystem::create_directories(std::filesystem::path(root + path).parent_path());
-    std::ofstream(root + path) << text;
-  }
-  std::string root;
+struct Tree : engine::testing::FileTree {
+  explicit Tree(const std::string& name)
+      : FileTree("oom-" + name), paths{root + "/self_cgroup", root + "/cgroup", root + "/vmstat"} {}
   OomPaths paths;
 };
 }  // namespace
