@@ -1,5 +1,5 @@
 // The collectives of the CPU backend (tcp_group.h), each queued for the worker thread.
-// all_reduce's ring is in allreduce_ring.cc; setup is in tcp_mesh.cc, messaging in tcp_group.cc.
+// all_reduce's ring is in allreduce_ring.cc; setup is in tcp_mesh.cc, messaging in tcp_messages.cc.
 #include <cstring>
 #include <vector>
 

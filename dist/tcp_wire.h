@@ -1,6 +1,6 @@
 // The CPU backend's wire format: the header in front of every message, its constants, and
-// the helpers that describe calls, shared by tcp_mesh.cc (setup), tcp_group.cc (worker,
-// messages) and tcp_collectives.cc (the calls).
+// the helpers that describe calls, shared by tcp_mesh.cc (setup), tcp_group.cc (worker),
+// tcp_messages.cc (messages) and tcp_collectives.cc (the calls).
 //
 //   MessageHeader h = wire::make_desc(wire::kAllReduce, &tensor, ReduceOp::Sum);
 //   std::string what = wire::describe(h);   // "all_reduce(SUM, 1024 x float32) #0"
