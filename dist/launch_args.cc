@@ -92,6 +92,49 @@ bool is_flag(const std::string& a) {
 
 }  // namespace
 
+const char* const kLaunchUsage =
+    "usage: launch [--nproc_per_node=N] [--nnodes=N --node_rank=R] [--master_addr=A] [--master_port=P]\n"
+    "              [--rdzv_endpoint=A:P] [--rdzv_backend=c10d] [--no_python]\n"
+    "              [--standalone] [--job_token=T] [--max_restarts=N] [--run_id=ID] [--stopped_timeout=S]\n"
+    "              [--log_dir=D [--redirects=M] [--tee=M]] PROGRAM [ARGS...]\n";
+
+std::string launch_help() {
+  return std::string(kLaunchUsage) +
+         "\n"
+         "Starts PROGRAM once per rank with the environment init_process_group reads (RANK,\n"
+         "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), labels every line with its rank,\n"
+         "and when a rank fails stops the others and says which one and why.\n\n"
+         "  --nproc_per_node N   processes on this machine (default 1); gpu: one per GPU, cpu: one per CPU,\n"
+         "                       auto: one per GPU where there is one, else one per CPU\n"
+         "  --nnodes N           machines in the job (default 1); start one launcher on each\n"
+         "  --node_rank R        this machine's number, 0 to N-1 (default 0)\n"
+         "  --master_addr A      address of node 0, where rank 0 serves the rendezvous (default 127.0.0.1)\n"
+         "  --master_port P      its port (default: a free one; with --nnodes > 1 give every node the same)\n"
+         "  --rdzv_endpoint H:P  torchrun's name for both (port 29400 when omitted)\n"
+         "  --rdzv_backend B     static (node ranks from --node_rank) or c10d: without --node_rank, the\n"
+         "                       launchers get node ranks at the endpoint (the same command on every machine)\n"
+         "  --standalone         one machine, a free port on 127.0.0.1\n"
+         "  --job_token T        secret every connection presents (or ENGINE_JOB_TOKEN; needed with --nnodes > 1)\n"
+         "  --max_restarts N     after a failure, start the whole group again, at most N times (default 0)\n"
+         "  --run_id ID          TORCHELASTIC_RUN_ID for the ranks (default none)\n"
+         "  --stopped_timeout S  seconds a rank may stay stopped (SIGSTOP) before the job is stopped (default 3; 0: "
+         "never)\n"
+         "  --log_dir D          per-rank logs in D/RUN_ID_XXXXXX/attempt_N/LOCAL_RANK/{stdout,stderr}.log\n"
+         "                       (a new folder for every launcher, as torchrun's), with:\n"
+         "  -r, --redirects M    streams only in the logs: 1 stdout, 2 stderr, 3 both\n"
+         "  -t, --tee M          streams in the logs and on the console: 1, 2 or 3\n"
+         "  --no_python          accepted (PROGRAM is always run as it is)\n"
+         "  -h, --help           this text\n\n"
+         "The ranks also read: ENGINE_SOCKET_IFNAME (the interface machines share, as GLOO_SOCKET_IFNAME),\n"
+         "ENGINE_PORT_RANGE (ports ranks listen on, e.g. 29600-29700), ENGINE_DIST_TIMEOUT (seconds a\n"
+         "collective may wait, default 300), ENGINE_ALLREDUCE (ring, shm or hierarchical) and ENGINE_SHM (0 or 1).\n\n"
+         "Told to stop, the launcher passes the signal on: SIGTERM, SIGINT (Ctrl-C), SIGHUP and SIGQUIT as\n"
+         "SIGTERM, a scheduler's warning (SIGUSR1, SIGUSR2) as it is. The ranks then have 30 s to save and\n"
+         "end (a second Ctrl-C ends them at once), and the launcher exits with 128 + the signal. A signal it\n"
+         "was started ignoring (nohup) stays ignored, by the ranks too.\n\n"
+         "Example: launch --nproc_per_node=2 bazel-bin/lessons/02_ddp_basics/13_recap_main --epochs 3\n";
+}
+
 MachineCounts count_machine() {
   MachineCounts m;
   cpu_set_t set;

@@ -38,6 +38,11 @@ struct MachineCounts {
   std::string cpus_seen;  // "" from the affinity; else the quota that lowered it, in words
 };
 
+// The launcher's one-paragraph usage, and its --help: what each flag does (torchrun's
+// names; each also takes --flag value and dashes).
+extern const char* const kLaunchUsage;
+std::string launch_help();
+
 // Reads them: /dev/nvidiaN device files, CUDA_VISIBLE_DEVICES, sched_getaffinity, and the
 // CPU quotas of this process's cgroups (dist/cgroups.h).
 MachineCounts count_machine();
