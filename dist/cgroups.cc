@@ -60,13 +60,16 @@ int cpus_of(long long quota, long long period) {
   return cpus > 1 << 20 ? 0 : int(cpus);
 }
 
-// The quota set in one cgroup's folder (v2 cpu.max, else v1's pair of files).
-CpuQuota quota_in(const std::string& dir) {
-  const std::string max = first_line(dir + "/cpu.max");
-  size_t at = 0;
-  if (const long long quota = leading_number(max, &at); quota >= 0)
+// The quota set in one cgroup's folder: v1's pair of files, or v2's cpu.max.
+CpuQuota quota_in(const std::string& dir, bool v1) {
+  if (!v1) {
+    const std::string max = first_line(dir + "/cpu.max");
+    size_t at = 0;
+    const long long quota = leading_number(max, &at);
     if (const int n = cpus_of(quota, leading_number(max.substr(at))))
       return {n, dir + "/cpu.max holds \"" + max + "\""};
+    return {};
+  }
   const std::string quota = first_line(dir + "/cpu.cfs_quota_us"), period = first_line(dir + "/cpu.cfs_period_us");
   if (const int n = cpus_of(leading_number(quota), leading_number(period)))
     return {n, dir + "/cpu.cfs_quota_us holds " + quota + " and cpu.cfs_period_us " + period};
@@ -79,12 +82,12 @@ std::vector<CgroupDir> cgroup_dirs(const CgroupFiles& files, const std::string& 
   std::string v1, v2;
   own_paths(files.self_cgroup, v1_controller, &v1, &v2);
   std::vector<CgroupDir> dirs;
-  const auto add = [&](const std::string& mount, const std::string& path) {
-    if (!path.empty()) dirs.push_back({mount + (path == "/" ? "" : path), mount});
+  const auto add = [&](const std::string& mount, const std::string& path, bool is_v1) {
+    if (!path.empty()) dirs.push_back({mount + (path == "/" ? "" : path), mount, is_v1});
   };
-  add(files.root, v2);
-  add(files.root + "/unified", v2);
-  add(files.root + "/" + v1_controller, v1);
+  add(files.root, v2, false);
+  add(files.root + "/unified", v2, false);
+  add(files.root + "/" + v1_controller, v1, true);
   return dirs;
 }
 
@@ -95,7 +98,7 @@ CpuQuota read_cpu_quota(const CgroupFiles& files) {
     // cgroup's own folder is not there): a parent's quota binds its children too.
     std::string dir = is_dir(d.dir) ? d.dir : d.mount;
     while (true) {
-      const CpuQuota q = quota_in(dir);
+      const CpuQuota q = quota_in(dir, d.v1);
       if (q.cpus > 0 && (best.cpus == 0 || q.cpus < best.cpus)) best = q;
       if (dir.size() <= d.mount.size()) break;
       dir = dir.substr(0, dir.rfind('/'));

@@ -27,6 +27,7 @@ struct CgroupDir {
   std::string dir;    // the cgroup's own folder
   std::string mount;  // the root of the mount it is in: the cgroup itself in a container that
                       // has no cgroup namespace of its own (`dir` then names a folder not there)
+  bool v1 = false;    // a v1 hierarchy's (its files have v1's names)
 };
 std::vector<CgroupDir> cgroup_dirs(const CgroupFiles& files, const std::string& v1_controller);
 

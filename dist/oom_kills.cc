@@ -4,8 +4,6 @@
 #include <sstream>
 #include <vector>
 
-#include "dist/cgroups.h"
-
 namespace engine::dist {
 namespace {
 
@@ -28,11 +26,9 @@ OomKills read_oom_kills(const OomPaths& paths) {
   // Each place a memory cgroup's counter may be: in its folder, or at the mount's root when
   // the mount is the cgroup itself (a container without its own cgroup namespace).
   std::vector<std::string> files;
-  for (const CgroupDir& d : cgroup_dirs({paths.self_cgroup, paths.cgroup_root}, "memory")) {
-    const bool v1 = d.mount == paths.cgroup_root + "/memory";
+  for (const CgroupDir& d : cgroup_dirs(paths.cgroups, "memory"))
     for (const std::string& dir : {d.dir, d.mount})
-      files.push_back(dir + (v1 ? "/memory.oom_control" : "/memory.events"));
-  }
+      files.push_back(dir + (d.v1 ? "/memory.oom_control" : "/memory.events"));
   for (const std::string& file : files)
     if (const int64_t n = read_counter(file, "oom_kill"); n >= 0) return {n, file + ", this memory cgroup's count"};
   if (const int64_t n = read_counter(paths.vmstat, "oom_kill"); n >= 0)

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dist/cgroups.h"
+
 namespace engine::dist {
 
 struct OomKills {
@@ -21,9 +23,8 @@ struct OomKills {
 
 // Where the counters live; tests point these at a tree of their own.
 struct OomPaths {
-  std::string self_cgroup = "/proc/self/cgroup";  // this process's cgroups
-  std::string cgroup_root = "/sys/fs/cgroup";     // where cgroup file systems are mounted
-  std::string vmstat = "/proc/vmstat";            // the machine-wide count
+  CgroupFiles cgroups;                  // this process's cgroups, and where they are mounted
+  std::string vmstat = "/proc/vmstat";  // the machine-wide count
 };
 
 // The count of this process's memory cgroup (cgroup v2 `memory.events`, v1
