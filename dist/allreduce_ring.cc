@@ -28,6 +28,15 @@
 
 namespace engine::dist {
 
+namespace {
+// Elements in the largest of the segments that `bounds` delimits.
+int64_t largest_segment(const std::vector<int64_t>& bounds) {
+  int64_t largest = 0;
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) largest = std::max(largest, bounds[k + 1] - bounds[k]);
+  return largest;
+}
+}  // namespace
+
 ProcessGroupTCP::Ring ProcessGroupTCP::full_ring() const {
   Ring ring{std::vector<int>(size_t(size_)), rank_};
   for (int r = 0; r < size_; ++r) ring.ranks[size_t(r)] = r;
@@ -51,8 +60,7 @@ void ProcessGroupTCP::ring_reduce_scatter_into(const Ring& ring, const char* in,
     std::memmove(out, in, size_t(bounds[1] - bounds[0]) * es);
     return;
   }
-  int64_t largest = 0;
-  for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[size_t(k) + 1] - bounds[size_t(k)]);
+  const int64_t largest = largest_segment(bounds);
   // Step s sums into one partial buffer while sending the other (step s-1's sums); the last
   // step sums into `out`. Two segments of memory (none on two ranks), not a copy of `in`.
   std::vector<char> partial[2];
@@ -72,8 +80,7 @@ void ProcessGroupTCP::ring_reduce_scatter_steps(const Ring& ring, const char* in
   const size_t es = dtype_size(dtype);
   // Received bytes land in a window of at most options_.ring_window_bytes, reused as they
   // are added in.
-  int64_t largest = 0;
-  for (int k = 0; k < n; ++k) largest = std::max(largest, bounds[size_t(k) + 1] - bounds[size_t(k)]);
+  const int64_t largest = largest_segment(bounds);
   const size_t window = std::min(size_t(largest) * es, std::max<size_t>(options_.ring_window_bytes, 64) / es * es);
   thread_local std::vector<char> scratch;
   scratch.resize(std::max<size_t>(window, 1));
