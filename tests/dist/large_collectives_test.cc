@@ -3,8 +3,6 @@
 // leave their inputs as they were without cloning them, and all_gather gathers straight into
 // its outputs. Checked against closed forms with a tiny window (so that it wraps many times
 // within one segment), and by the peak memory (VmHWM) a collective of 64 MiB adds.
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "catch2/catch.hpp"
@@ -13,10 +11,13 @@
 #include "tests/dist/closed_forms.h"
 #include "tests/dist/ranks.h"
 #include "tests/rank_assert.h"
+#include "tests/testing/memory_use.h"
 
 using namespace engine;
 using namespace engine::dist;
+using engine::testing::reset_peak_rss;
 using engine::testing::run_threads_with;
+using engine::testing::status_kb;
 using namespace engine::testing::closed_forms;
 
 namespace {
@@ -44,23 +45,6 @@ Tensor blocks(int rank, int world, int64_t m) {
 
 // Element i of block k summed over the ranks.
 float block_sum(int world, int k, int64_t i) { return float(100 * world * (world - 1) / 2 + world * (k * 10 + i % 5)); }
-
-int64_t status_kb(const char* field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::string(field).size()));
-  return -1;
-}
-
-// Starts a new peak: VmHWM is set back to the present resident size. False where the
-// kernel does not allow it.
-bool reset_peak() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return bool(f);
-}
 
 }  // namespace
 
@@ -176,7 +160,7 @@ TEST_CASE("all_gather into given tensors, each where it lies, from inside them t
 }
 
 TEST_CASE("a collective of 64 MiB adds no copy of its tensor to a rank's memory") {
-  if (!reset_peak()) {
+  if (!reset_peak_rss()) {
     WARN("SKIPPED: /proc/self/clear_refs cannot be written here, so the peak memory cannot be measured");
     return;
   }
@@ -208,7 +192,7 @@ TEST_CASE("a collective of 64 MiB adds no copy of its tensor to a rank's memory"
             run(1 << 20);  // first touches of the window and the staging buffers
             made.clear();
             g.barrier().wait();
-            if (r == 0) cpu_empty_cache(), reset_peak();  // blocks freed earlier would hide new ones
+            if (r == 0) cpu_empty_cache(), reset_peak_rss();  // blocks freed earlier would hide new ones
             const int64_t base = status_kb("VmRSS:") * 1024;
             g.barrier().wait();
             run(m);

@@ -2,7 +2,6 @@
 #include <sys/resource.h>
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -11,6 +10,7 @@
 #include "tensor/check.h"
 #include "tests/rank_assert.h"
 #include "tests/testing/held_port.h"
+#include "tests/testing/memory_use.h"
 
 using namespace engine;
 using namespace engine::dist;
@@ -141,12 +141,7 @@ int threads_now() {
   return n;
 }
 
-long rss_kb() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  return 0;
-}
+long rss_kb() { return long(engine::testing::status_kb("VmRSS:")); }
 
 // A raw connection that has passed the handshake with `token`.
 Socket handshaken(int port, const std::string& token) {
