@@ -1,5 +1,6 @@
 // The bfloat16 GEMM (gemm_bf16.h): the blocking of gemm.cc around a 32 x 32 micro-kernel
-// (AMX tiles, or AVX-512 BF16 where there is no AMX).
+// (AMX tiles, or AVX-512 BF16 on AMD's cores where there is no AMX); elsewhere the
+// operands are widened to float32 for gemm() (gemm_portable).
 //
 //   for jc in steps of NC over N:        pack B(pc.., jc..) as 32-column panels of pairs
 //     for pc in steps of KC over K:
@@ -13,6 +14,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "tensor/check.h"
@@ -20,6 +23,7 @@
 #include "tensor/gemm_amx.h"
 #include "tensor/gemm_dpbf16.h"
 #include "tensor/gemm_kernels.h"
+#include "tensor/half_convert.h"
 
 namespace engine {
 namespace {
@@ -137,20 +141,37 @@ void gemm_tiles(TileFn tile, int64_t M, int64_t N, int64_t K, const bfloat16* A,
 }
 
 // Widen both operands to float32 and multiply there: exact inputs, float32 sums.
+// The rows x cols matrix X (element (r,c) at X[r*rs + c*cs]) widened into `out`, keeping
+// whichever of its strides is 1 as the contiguous one (so a transposed operand stays
+// transposed, for gemm() to read as such); returns the strides of `out`.
+std::pair<int64_t, int64_t> widen_matrix(int64_t rows, int64_t cols, const bfloat16* X, int64_t rs, int64_t cs,
+                                         float* out) {
+  if (cs == 1) {
+    for (int64_t r = 0; r < rows; ++r) detail::bf16_to_float(X + r * rs, out + r * cols, cols);
+    return {cols, 1};
+  }
+  if (rs == 1) {
+    for (int64_t c = 0; c < cols; ++c) detail::bf16_to_float(X + c * cs, out + c * rows, rows);
+    return {1, rows};
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = X[r * rs + c * cs];
+  return {cols, 1};
+}
+
 void gemm_portable(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
                    int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
-  std::vector<float> a(size_t(M * K)), b(size_t(K * N));
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t k = 0; k < K; ++k) a[size_t(i * K + k)] = A[i * rsa + k * csa];
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t j = 0; j < N; ++j) b[size_t(k * N + j)] = B[k * rsb + j * csb];
-  gemm(M, N, K, a.data(), K, 1, b.data(), N, 1, C, rsc, csc, accumulate);
+  // Left uninitialised: every element is written by widen_matrix.
+  const std::unique_ptr<float[]> a(new float[size_t(M * K)]), b(new float[size_t(K * N)]);
+  const auto [ra, ca] = widen_matrix(M, K, A, rsa, csa, a.get());
+  const auto [rb, cb] = widen_matrix(K, N, B, rsb, csb, b.get());
+  gemm(M, N, K, a.get(), ra, ca, b.get(), rb, cb, C, rsc, csc, accumulate);
 }
 
 Bf16Kernel resolve(Bf16Kernel k) {
   if (k != Bf16Kernel::Auto) return k;
   if (detail::amx_available()) return Bf16Kernel::Amx;
-  return detail::dpbf16_available() ? Bf16Kernel::Avx512Bf16 : Bf16Kernel::Portable;
+  return detail::dpbf16_outruns_fma() ? Bf16Kernel::Avx512Bf16 : Bf16Kernel::Portable;
 }
 
 }  // namespace
@@ -162,6 +183,8 @@ bool bf16_kernel_supported(Bf16Kernel kernel) {
     default: return true;
   }
 }
+
+bool bf16_kernel_outruns_float32() { return resolve(Bf16Kernel::Auto) != Bf16Kernel::Portable; }
 
 std::string bf16_kernel_name(Bf16Kernel kernel) {
   switch (resolve(kernel)) {

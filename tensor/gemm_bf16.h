@@ -11,9 +11,11 @@
 //             Like every AMX product it reads subnormal inputs (below 2^-126) as zero.
 //   avx512-bf16: AVX-512's bfloat16 dot product (VDPBF16PS: 16 pairs of products per
 //             instruction), where there is no AMX. Worth it only where the core runs it at
-//             the float32 FMA's rate: on Zen 5 468 GFLOP/s against 256 (one core, measured);
-//             on the Intel Xeon with AMX it ran at half that rate (80 vs 170), so AMX is
-//             picked there. Reads subnormal inputs as zero and flushes subnormal results.
+//             the float32 FMA's rate: on Zen 5 468 GFLOP/s against 256 (one core, measured),
+//             so it is picked on AMD's cores. Intel's run it at half the FMA's rate (80-87
+//             against 170-175 on a Xeon, family 6 model 207): with AMX hidden (some VMs
+//             hide it), the portable path is faster there. Reads subnormal inputs as zero
+//             and flushes subnormal results.
 //   portable: widen both operands to float32 and run gemm() (same values, float32 speed).
 #pragma once
 
@@ -34,6 +36,8 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, 
 
 // Whether this machine can run `kernel`, and the name of the one Auto picks.
 bool bf16_kernel_supported(Bf16Kernel kernel);
+// Whether Auto picks a kernel of its own (AMX or AVX-512 BF16), faster than float32's.
+bool bf16_kernel_outruns_float32();
 std::string bf16_kernel_name(Bf16Kernel kernel = Bf16Kernel::Auto);
 
 }  // namespace engine

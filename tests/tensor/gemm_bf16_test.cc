@@ -2,6 +2,7 @@
 // ragged edges (not multiples of the 32 x 32 tile), K over one cache block, transposed and
 // padded operands, accumulation; and matmul on bfloat16 tensors against float32.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "catch2/catch.hpp"
@@ -16,18 +17,20 @@ namespace {
 struct Case {
   int64_t M, N, K;
   bool trans_a, trans_b, accumulate;
-  int64_t pad = 3;  // leading-dimension padding; an even one lets a transposed B be packed as 32-bit words
+  int64_t pad = 3;   // leading-dimension padding; an even one lets a transposed B be packed as 32-bit words
+  int64_t step = 1;  // 2: every other element, so that neither stride of A or B is 1
 };
 
 void check_case(const Case& c, Bf16Kernel kernel, Generator& g) {
   const int64_t pad = c.pad;
   const int64_t lda = (c.trans_a ? c.M : c.K) + pad, ldb = (c.trans_b ? c.K : c.N) + pad, ldc = c.N + pad;
-  std::vector<bfloat16> A(size_t((c.trans_a ? c.K : c.M) * lda)), B(size_t((c.trans_b ? c.N : c.K) * ldb));
+  std::vector<bfloat16> A(size_t((c.trans_a ? c.K : c.M) * lda * c.step)),
+      B(size_t((c.trans_b ? c.N : c.K) * ldb * c.step));
   std::vector<float> Af(A.size()), Bf(B.size());
   for (size_t i = 0; i < A.size(); ++i) Af[i] = A[i] = g.normal();  // Af holds the rounded value
   for (size_t i = 0; i < B.size(); ++i) Bf[i] = B[i] = g.normal();
-  const int64_t rsa = c.trans_a ? 1 : lda, csa = c.trans_a ? lda : 1;
-  const int64_t rsb = c.trans_b ? 1 : ldb, csb = c.trans_b ? ldb : 1;
+  const int64_t rsa = (c.trans_a ? 1 : lda) * c.step, csa = (c.trans_a ? lda : 1) * c.step;
+  const int64_t rsb = (c.trans_b ? 1 : ldb) * c.step, csb = (c.trans_b ? ldb : 1) * c.step;
   std::vector<float> C(size_t(c.M * ldc)), R;
   for (float& x : C) x = g.normal();
   R = C;
@@ -74,8 +77,21 @@ TEST_CASE("gemm_bf16 over several cache blocks of K, M and N") {
   for (Bf16Kernel k : kernels_here()) {
     check_case({256, 1100, 1030, false, false, false}, k, g);  // K over KC = 512, N over NC = 1024
     check_case({200, 96, 600, true, true, true}, k, g);
-    check_case({64, 256, 784, false, true, false, 0}, k, g);  // the MLP's first layer, as linear calls it
+    check_case({64, 256, 784, false, true, false, 0}, k, g);   // the MLP's first layer, as linear calls it
+    check_case({70, 40, 90, false, false, true, 3, 2}, k, g);  // no unit stride in A or B
+    check_case({33, 65, 47, true, true, false, 2, 2}, k, g);
   }
+}
+
+TEST_CASE("gemm_bf16 picks a kernel of its own only where it outruns the float32 GEMM") {
+  // AMX where the OS grants it; else VDPBF16PS on AMD's cores, which run it at twice the
+  // FMA's multiply-adds; else (Intel's cores run it at half that rate) the float32 GEMM.
+  const bool amx = bf16_kernel_supported(Bf16Kernel::Amx);
+  const bool dpbf16 = bf16_kernel_supported(Bf16Kernel::Avx512Bf16) && __builtin_cpu_is("amd");
+  const std::string want = amx ? "amx 32x32" : dpbf16 ? "avx512-bf16 8x32" : "portable (float32 gemm)";
+  INFO("this CPU: amx " << amx << ", avx512bf16 " << bf16_kernel_supported(Bf16Kernel::Avx512Bf16));
+  REQUIRE(bf16_kernel_name() == want);
+  REQUIRE(bf16_kernel_outruns_float32() == (amx || dpbf16));
 }
 
 TEST_CASE("bfloat16 matmul: within 1e-2 (relative norm) of float32, and exactly the GEMM's sums rounded once") {
