@@ -220,10 +220,14 @@ void ShmAllReduce::check_peers_alive() {
   if (header()->aborted.load()) throw Error(abort_reason());
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    if (!alive(control(r)->pid))
+    const bool dead = !alive(control(r)->pid), left = control(r)->left.load(std::memory_order_acquire);
+    // A rank that failed aborted the group before it left or exited: if it did so after the
+    // check above, its reason is the one to give, not its leaving.
+    if ((dead || left) && header()->aborted.load()) throw Error(abort_reason());
+    if (dead)
       throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) + " (pid " + std::to_string(control(r)->pid) +
                   ") died: it exited or was killed while the others waited for it");
-    if (control(r)->left.load(std::memory_order_acquire))
+    if (left)
       throw Error("[dist] rank " + std::to_string(ranks_[size_t(r)]) +
                   " left the process group (destroy_process_group(), or an error that ended its group) while rank " +
                   std::to_string(ranks_[size_t(rank_)]) + " waited for it in " + current_call_ +
