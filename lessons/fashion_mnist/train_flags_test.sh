@@ -35,6 +35,16 @@ echo "ok: --help lists the flags"
 grep -q "1 epochs" "$dir/out" && [[ -s "$ckpt" ]] || { echo "FAIL: --epochs=1 did not train one epoch"; cat "$dir/out"; exit 1; }
 echo "ok: --epochs=1 --train-limit=300 trained one epoch and saved $(basename "$ckpt")"
 
+# --autocast says what it buys on this CPU: a kernel of its own, or the float32 GEMM.
+"$train" --epochs 1 --train-limit 300 --autocast bf16 --no-checkpoint >"$dir/out"
+grep -qE "^autocast bf16: (products in bfloat16 on the (amx|avx512-bf16)|this CPU multiplies bfloat16 no faster than float32)" "$dir/out" ||
+  { echo "FAIL: --autocast bf16 did not say where its products run"; cat "$dir/out"; exit 1; }
+echo "ok: $(grep '^autocast' "$dir/out")"
+"$train" --epochs 1 --train-limit 300 --autocast fp16 --no-checkpoint >"$dir/out"
+grep -qF "autocast fp16: there is no float16 kernel for the CPU" "$dir/out" ||
+  { echo "FAIL: --autocast fp16 did not say where its products run"; cat "$dir/out"; exit 1; }
+echo "ok: $(grep '^autocast' "$dir/out")"
+
 # A checkpoint folder that does not exist is named before any training (not after an epoch).
 set +e
 "$train" --epochs 1 --train-limit 300 --checkpoint "$dir/no_such_folder/x.safetensors" >"$dir/out" 2>"$dir/err"
