@@ -66,6 +66,10 @@ TEST_CASE("flags: defaults stay when a flag is absent; lists take --name=a,b") {
   CHECK(p.epochs == 10);
   CHECK(p.sizes == std::vector<int64_t>{8, 9});
   CHECK_FALSE(p.resume);
+  // ... and --name a,b, the form --help shows the defaults in, mixed with spaces.
+  Program q;
+  REQUIRE(q.parse({"--sizes", "8,9", "10"}));
+  CHECK(q.sizes == std::vector<int64_t>{8, 9, 10});
 }
 
 TEST_CASE("flags: a default outside the flag's own range is refused when the flag is added") {

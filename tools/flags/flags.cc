@@ -109,6 +109,12 @@ bool Flags::given(const std::string& name) const {
 }
 
 bool Flags::parse(int argc, const char* const* argv) {
+  // A list's values as given in one argument, comma-separated: the form --help shows its
+  // defaults in.
+  const auto set_items = [](Flag& f, const std::string& value) {
+    std::stringstream items(value);
+    for (std::string item; std::getline(items, item, ',');) f.set(item);
+  };
   size_t next_positional = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -131,14 +137,13 @@ bool Flags::parse(int argc, const char* const* argv) {
         f->off = f->kind == Flag::Switch && value == "false";
         continue;
       }
-      std::stringstream items(value);
-      for (std::string item; std::getline(items, item, ',');) f->set(item);
+      set_items(*f, value);
       ENGINE_REQUIRE(!value.empty(), name, ": expected at least one value");
     } else if (f->kind == Flag::Switch) {
       f->set("true");
     } else if (f->kind == Flag::List) {
       ENGINE_REQUIRE(i + 1 < argc && argv[i + 1][0] != '-', name, ": expected at least one value");
-      while (i + 1 < argc && argv[i + 1][0] != '-') f->set(argv[++i]);
+      while (i + 1 < argc && argv[i + 1][0] != '-') set_items(*f, argv[++i]);  // "--sizes 8 9" or "--sizes 8,9
     } else {
       // "--epochs --lr 1" is a forgotten value, not the value "--lr".
       ENGINE_REQUIRE(i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0, name, ": missing value");
