@@ -40,9 +40,9 @@ void columns16_of(const ConvGeometry& g, const float* image, PaddedRows& cols, s
 
 // Where bfloat16 products run on a kernel of their own: the CPU has a fast one (else
 // gemm_bf16 would widen the operands and run the float32 GEMM anyway), and the layer's
-// depth C kh kw is 32 or more (the kernels pad depths to whole blocks of 32: the lessons' first layer,
-// depth 9, would multiply 3.5x its terms and run at half the float32 layer's speed).
-// float16 has no CPU kernel here.
+// depth C kh kw is 32 or more (the kernels pad depths to whole blocks of 32: the lessons'
+// first layer, depth 9, would multiply 3.5x its terms and run at half the float32 layer's
+// speed). float16 has no CPU kernel here.
 bool bf16_products_pay(const ConvGeometry& g, DType half) {
   return half == DType::BFloat16 && g.rows >= 32 && bf16_kernel_outruns_float32();
 }

@@ -140,7 +140,6 @@ void gemm_tiles(TileFn tile, int64_t M, int64_t N, int64_t K, const bfloat16* A,
   }
 }
 
-// Widen both operands to float32 and multiply there: exact inputs, float32 sums.
 // The rows x cols matrix X (element (r,c) at X[r*rs + c*cs]) widened into `out`, keeping
 // whichever of its strides is 1 as the contiguous one (so a transposed operand stays
 // transposed, for gemm() to read as such); returns the strides of `out`.
@@ -159,6 +158,7 @@ std::pair<int64_t, int64_t> widen_matrix(int64_t rows, int64_t cols, const bfloa
   return {cols, 1};
 }
 
+// Widen both operands to float32 and multiply there: exact inputs, float32 sums.
 void gemm_portable(int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t rsa, int64_t csa, const bfloat16* B,
                    int64_t rsb, int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate) {
   // Left uninitialised: every element is written by widen_matrix.

@@ -10,8 +10,8 @@
 //             Needs the CPU's amx-bf16 and the kernel's permission (arch_prctl), asked once.
 //             Like every AMX product it reads subnormal inputs (below 2^-126) as zero.
 //   avx512-bf16: AVX-512's bfloat16 dot product (VDPBF16PS: 16 pairs of products per
-//             instruction), where there is no AMX. Worth it only where the core runs it at
-//             the float32 FMA's rate: on Zen 5 468 GFLOP/s against 256 (one core, measured),
+//             instruction), where there is no AMX. Worth it only where the core runs it
+//             faster than float32 FMAs: on Zen 5 468 GFLOP/s against 256 (one core, measured),
 //             so it is picked on AMD's cores. Intel's run it at half the FMA's rate (80-87
 //             against 170-175 on a Xeon, family 6 model 207): with AMX hidden (some VMs
 //             hide it), the portable path is faster there. Reads subnormal inputs as zero
