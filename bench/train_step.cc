@@ -25,6 +25,7 @@
 #include "nn/loss.h"
 #include "nn/sgd.h"
 #include "tensor/gemm.h"
+#include "tensor/gemm_bf16.h"
 #include "tools/flags/flags.h"
 
 using namespace engine;
@@ -132,8 +133,9 @@ int main(int argc, char** argv) try {
         model_name.c_str(), (long long)batch, step_flops_per_sample(model_name) / 1e6, median(step_gf), median(gemm_gf),
         median(fraction), fma_peak_gflops());
   if (!ratio.empty())
-    std::printf("{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f}\n", (long long)batch,
-                median(ratio));
+    std::printf(
+        "{\"bench\": \"autocast_speedup\", \"batch\": %lld, \"bf16_over_fp32\": %.3f, \"bf16_kernel\": \"%s\"}\n",
+        (long long)batch, median(ratio), engine::bf16_kernel_name().c_str());
   return 0;
 } catch (const std::exception& e) {  // a failed allocation, say: said, not an abort
   std::fprintf(stderr, "train_step: %s\n", e.what());
