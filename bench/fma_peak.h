@@ -1,9 +1,11 @@
 // The physical limit the GEMM figures are compared with: one core's float32 multiply-add
 // peak, measured with 12 independent chains of 512-bit (AVX-512) or 256-bit (AVX2) fused
 // multiply-adds, enough to cover the instruction's latency on the cores we run on, with no
-// memory traffic at all. 0 where the CPU has neither.
+// memory traffic at all. 0 where the CPU has neither. For the bfloat16 GEMM, the same loop
+// of VDPBF16PS (0 without AVX512-BF16).
 //
 //   std::printf("FMA peak %.1f GFLOP/s\n", fma_peak_gflops());
+//   std::printf("VDPBF16PS peak %.1f GFLOP/s\n", dpbf16_peak_gflops());
 #pragma once
 
 #include <immintrin.h>
@@ -52,6 +54,24 @@ __attribute__((target("avx2,fma"))) inline float chains_avx2() {
   return lanes[0] + lanes[7];
 }
 
+// The same loop of AVX-512's bfloat16 dot product (VDPBF16PS: 16 lanes, each adding two
+// products, so 4 flops a lane), the limit of the bfloat16 GEMM's AVX-512 BF16 kernel.
+__attribute__((target("avx512f,avx512bf16"))) inline float chains_dpbf16() {
+  __m512 acc[kChains];
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);  // 1, ~6e-8
+#pragma GCC unroll 12
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + float(c));
+  for (long s = 0; s < kSteps; ++s) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  }
+  __m512 total = acc[0];
+  for (int c = 1; c < kChains; ++c) total = _mm512_add_ps(total, acc[c]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, total);
+  return lanes[0] + lanes[15];
+}
+
 }  // namespace fma_peak_detail
 
 // GFLOP/s (2 per lane per FMA), the median of 5 runs of ~10-20 ms each.
@@ -67,6 +87,22 @@ inline double fma_peak_gflops() {
     sink = sink + (avx512 ? chains_avx512() : chains_avx2());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(2.0 * lanes * kChains * double(kSteps) / s / 1e9);
+  }
+  return median(rates);
+}
+
+// GFLOP/s of VDPBF16PS (4 per lane per instruction), the median of 5 runs; 0 where the CPU
+// lacks AVX512-BF16.
+inline double dpbf16_peak_gflops() {
+  using namespace fma_peak_detail;
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bf16")) return 0;
+  std::vector<double> rates;
+  volatile float sink = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sink = sink + chains_dpbf16();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(4.0 * 16 * kChains * double(kSteps) / s / 1e9);
   }
   return median(rates);
 }

@@ -49,6 +49,8 @@ int main(int argc, char** argv) try {
   std::printf("GEMM, 1 thread: bfloat16 (%s) vs float32 (%s), median of %d alternating rounds\n",
               engine::bf16_kernel_name().c_str(), engine::gemm_kernel_name().c_str(), rounds);
   std::printf("this core's float32 FMA peak (12 chains, no memory): %.1f GF/s\n", fma_peak_gflops());
+  if (const double dp = dpbf16_peak_gflops(); dp > 0)
+    std::printf("this core's VDPBF16PS peak (the same loop): %.1f GF/s\n", dp);
   std::printf("%-22s %6s %6s %6s %12s %12s %8s %10s\n", "shape", "M", "N", "K", "bf16 GF/s", "fp32 GF/s", "ratio",
               "rel.err");
   engine::Generator g(0);
