@@ -87,11 +87,13 @@ void Flags::add_list(const std::string& name, std::vector<int64_t>* out, int64_t
   for (int64_t x : *out) check_default(name, x, min, max);
   std::string fallback;
   for (int64_t x : *out) fallback += (fallback.empty() ? "" : ",") + std::to_string(x);
-  // The first value given replaces the defaults; later ones append.
+  // The first value given replaces the defaults; later ones append. One argument may hold
+  // several, comma-separated: the form the defaults are shown in.
   auto fresh = std::make_shared<bool>(true);
   add_flag({name, help, fallback, Flag::List, [=](const std::string& v) {
               if (*fresh) out->clear(), *fresh = false;
-              out->push_back(parse_int(v, name, min, max));
+              std::stringstream items(v);
+              for (std::string item; std::getline(items, item, ',');) out->push_back(parse_int(item, name, min, max));
             }});
 }
 
@@ -109,12 +111,6 @@ bool Flags::given(const std::string& name) const {
 }
 
 bool Flags::parse(int argc, const char* const* argv) {
-  // A list's values as given in one argument, comma-separated: the form --help shows its
-  // defaults in.
-  const auto set_items = [](Flag& f, const std::string& value) {
-    std::stringstream items(value);
-    for (std::string item; std::getline(items, item, ',');) f.set(item);
-  };
   size_t next_positional = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -132,18 +128,14 @@ bool Flags::parse(int argc, const char* const* argv) {
     f->given = true;
     if (eq != std::string::npos) {
       const std::string value = arg.substr(eq + 1);
-      if (f->kind != Flag::List) {
-        f->set(value);
-        f->off = f->kind == Flag::Switch && value == "false";
-        continue;
-      }
-      set_items(*f, value);
-      ENGINE_REQUIRE(!value.empty(), name, ": expected at least one value");
+      ENGINE_REQUIRE(f->kind != Flag::List || !value.empty(), name, ": expected at least one value");
+      f->set(value);
+      f->off = f->kind == Flag::Switch && value == "false";
     } else if (f->kind == Flag::Switch) {
       f->set("true");
     } else if (f->kind == Flag::List) {
       ENGINE_REQUIRE(i + 1 < argc && argv[i + 1][0] != '-', name, ": expected at least one value");
-      while (i + 1 < argc && argv[i + 1][0] != '-') set_items(*f, argv[++i]);  // "--sizes 8 9" or "--sizes 8,9
+      while (i + 1 < argc && argv[i + 1][0] != '-') f->set(argv[++i]);
     } else {
       // "--epochs --lr 1" is a forgotten value, not the value "--lr".
       ENGINE_REQUIRE(i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0, name, ": missing value");
