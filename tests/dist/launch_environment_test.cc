@@ -1,8 +1,8 @@
 // The launcher and the runtime under a host's limits: containers that share a host name,
 // a /dev/shm too small for shared memory, too few file descriptors or processes to start
 // every rank, or too few for every rank's connections, a memory limit a rank outgrows. Not
-// sandboxed: it mounts, enters namespaces, makes memory cgroups and runs programs as user
-// nobody.
+// sandboxed: it mounts, enters namespaces, makes memory cgroups and runs programs as a user
+// without privileges.
 #include <stdlib.h>
 
 #include <unistd.h>
@@ -16,6 +16,7 @@
 
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
+#include "tests/testing/held_port.h"
 
 using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
 
@@ -32,7 +33,10 @@ TEST_CASE("containers on one host, with their own pids and /dev/shm, are separat
     WARN("SKIPPED: unshare --pid --mount is not allowed here");
     return;
   }
-  const std::string job = " --nnodes=2 --nproc_per_node=2 --master_port=29820 --job_token=boxes ";
+  // A port held for this test (not a fixed number another run beside it may hold).
+  const std::string job =
+      " --nnodes=2 --nproc_per_node=2 --master_port=" + std::to_string(engine::testing::held_port()) +
+      " --job_token=boxes ";
   Run node0;
   std::thread first([&] {
     node0 = run("ENGINE_DIST_TIMEOUT=20 " + box + "exec " + kLaunch + job + "--node_rank=0 " + kProbe + "'");
@@ -100,17 +104,20 @@ TEST_CASE("a rank that cannot be started: the started ones are stopped and the l
   CHECK(files.seconds < 15);  // not the 30 s the started ranks would hold
   // Out of processes: fork's -1 was kept as a rank's pid, and stopping "it" was kill(-1),
   // a signal to every process the launcher could signal, then a wait for it forever.
-  // RLIMIT_NPROC binds only a user without privileges: nobody, with copies of the programs.
+  // RLIMIT_NPROC binds only a user without privileges, and counts every process of that
+  // user: a user id no other process has (not nobody, whom other tests become too), with
+  // copies of the programs.
   char dir[] = "/tmp/launch_nproc.XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   const std::string d = dir;
   const bool copied = run("chmod 755 " + d + " && cp " + kLaunch + " " + kProbe + " " + d + "/").status == 0;
-  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all ";
-  if (!copied || run(as_nobody + "true").status != 0) {
-    std::cout << "SKIPPED: fork failure (setpriv to user nobody is not available here)" << std::endl;
-    WARN("SKIPPED: setpriv to user nobody is not available here");
+  const std::string uid = std::to_string(200000 + getpid() % 100000);
+  const std::string as_stranger = "setpriv --reuid=" + uid + " --regid=" + uid + " --clear-groups --inh-caps=-all ";
+  if (!copied || run(as_stranger + "true").status != 0) {
+    std::cout << "SKIPPED: fork failure (setpriv to another user is not available here)" << std::endl;
+    WARN("SKIPPED: setpriv to another user is not available here");
   } else {
-    const Run procs = run("timeout -s KILL 30 " + as_nobody + "bash -c 'ulimit -u 3; PROBE_HOLD_MS=30000 exec " + d +
+    const Run procs = run("timeout -s KILL 30 " + as_stranger + "bash -c 'ulimit -u 3; PROBE_HOLD_MS=30000 exec " + d +
                           "/launch --nproc_per_node=4 " + d + "/launch_probe'");
     INFO(procs.output);
     REQUIRE(procs.status == 1);
@@ -127,7 +134,7 @@ TEST_CASE("a rank that cannot be started: the started ones are stopped and the l
     // limits deny, and it aborts: it is turned off for these runs.)
     for (int limit : {4, 5, 6}) {
       const Run threads =
-          run("ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -s KILL 30 " + as_nobody +
+          run("ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -s KILL 30 " + as_stranger +
               "bash -c 'ulimit -u " + std::to_string(limit) + "; ENGINE_DIST_TIMEOUT=5 exec " + d +
               "/launch --nproc_per_node=2 " + d + "/launch_probe'");
       INFO("ulimit -u " << limit << "\n" << threads.output);
@@ -214,9 +221,9 @@ TEST_CASE("more ranks than the open-file limit allows: raised where it can be, n
   CHECK_THAT(raised.output, Catch::Contains("[rank 0] sum 780") && Catch::Contains("[rank 39] sum 780"));
   // 60 ranks on 6 machines of 10: a launcher needs fewer than 64 files, rank 0 more for the
   // store's connections alone (which come before the mesh's).
+  const std::string port = std::to_string(engine::testing::held_port());
   const std::string six =
-      " --nnodes=6 --nproc_per_node=10 --master_addr=127.0.0.1 --master_port=29830 "
-      "--job_token=files ";
+      " --nnodes=6 --nproc_per_node=10 --master_addr=127.0.0.1 --master_port=" + port + " --job_token=files ";
   std::vector<Run> machines(6);
   std::vector<std::thread> started;
   for (int m = 0; m < 6; ++m)
@@ -232,8 +239,7 @@ TEST_CASE("more ranks than the open-file limit allows: raised where it can be, n
   }
   // A hard limit of 100, two machines of 30 ranks: every rank of both says what is needed.
   const std::string job =
-      " --nnodes=2 --nproc_per_node=30 --master_addr=127.0.0.1 --master_port=29830 "
-      "--job_token=files ";
+      " --nnodes=2 --nproc_per_node=30 --master_addr=127.0.0.1 --master_port=" + port + " --job_token=files ";
   const std::string limited = "bash -c 'ulimit -n 100; ENGINE_DIST_TIMEOUT=60 exec " + kLaunch + job;
   Run node0;
   std::thread first_node([&] { node0 = run(limited + "--node_rank=0 " + kProbe + "'"); });

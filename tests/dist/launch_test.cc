@@ -18,6 +18,7 @@
 
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
+#include "tests/testing/held_port.h"
 #include "tests/testing/tmp_path.h"
 
 using namespace engine::testing;  // run, Run, runfile, kLaunch, kProbe
@@ -136,7 +137,9 @@ TEST_CASE("node ranks and multi-node arguments") {
 TEST_CASE("machines whose launchers differ in --nproc_per_node are told to give every launcher the same") {
   // Two launchers on this host as machines 0 and 1: 2 + 2 processes expect a world of 4,
   // machine 1's 3 processes a world of 6.
-  const std::string common = "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nnodes=2 --master_port=29797 --job_token=t";
+  const std::string common = "ENGINE_DIST_TIMEOUT=60 " + kLaunch +
+                             " --nnodes=2 --master_port=" + std::to_string(engine::testing::held_port()) +
+                             " --job_token=t";
   const Run r = run("sh -c '" + common + " --node_rank=1 --nproc_per_node=3 " + kProbe + " & " + common +
                     " --node_rank=0 --nproc_per_node=2 " + kProbe + "; wait'");
   INFO(r.output);
@@ -152,8 +155,8 @@ TEST_CASE("machines whose launchers differ in --nproc_per_node are told to give 
 
 TEST_CASE("two machines given the same --node_rank are told to give each its own") {
   // Three launchers as machines 0, 1 and 1: both "machine 1" launchers start RANK=1.
-  const std::string common =
-      "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nnodes=3 --nproc_per_node=1 --master_port=29798 --job_token=t";
+  const std::string common = "ENGINE_DIST_TIMEOUT=60 " + kLaunch + " --nnodes=3 --nproc_per_node=1 --master_port=" +
+                             std::to_string(engine::testing::held_port()) + " --job_token=t";
   const Run r = run("sh -c '" + common + " --node_rank=1 " + kProbe + " & " + common + " --node_rank=1 " + kProbe +
                     " & " + common + " --node_rank=0 " + kProbe + "; wait'");
   INFO(r.output);
@@ -243,7 +246,9 @@ TEST_CASE("torchrun's --nproc_per_node=auto, cpu and gpu: counted on this machin
 TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks at the endpoint") {
   // The same command twice, as on two machines: the first to listen on the endpoint serves
   // it and is node 0, the other is node 1; rank 0 listens on a port node 0 picked.
-  const int port = 29790;
+  // Ports held for this test, each endpoint its own (not numbers a run beside it may hold).
+  const int port = engine::testing::held_port(), port1 = engine::testing::held_port(),
+            port3 = engine::testing::held_port(), port4 = engine::testing::held_port();
   const std::string same =
       kLaunch + " --nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port) +
       " --job_token=t " + kProbe;
@@ -263,7 +268,7 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   // A third launcher for a job of two machines waits (up to ENGINE_DIST_TIMEOUT) for a node
   // rank to be freed: refused, naming --nnodes, if none is; given the rank a launcher that
   // ends frees while it waits.
-  const std::string job = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 1) +
+  const std::string job = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port1) +
                           " --job_token=t /bin/sleep ";
   Run a, b;
   std::thread t1([&] { a = run(kLaunch + job + "8"); });
@@ -274,7 +279,7 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   INFO(third.output);
   REQUIRE(third.status == 1);
   REQUIRE_THAT(third.output, Catch::Contains("waiting for one to be freed") &&
-                                 Catch::Contains("every node rank of the 2 at 127.0.0.1:" + std::to_string(port + 1) +
+                                 Catch::Contains("every node rank of the 2 at 127.0.0.1:" + std::to_string(port1) +
                                                  " (--nnodes) is held by a running launcher"));
   REQUIRE(third.seconds >= 1.9);
   const Run fourth = run("ENGINE_DIST_TIMEOUT=30 " + kLaunch + job + "0");  // node 1 ends at about 4 s
@@ -285,7 +290,7 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   // A launcher killed (its machine failed) frees its node rank: started again, it takes it
   // back. Before, the new launcher was refused as a third launcher of a job of two.
   const std::string c10d = kLaunch +
-                           " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 4) +
+                           " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port4) +
                            " --job_token=t ";
   const Run again = run("{ " + c10d + "/bin/sleep 3 & host=$!; sleep 0.3; " + c10d +
                         "/bin/sleep 30 & lost=$!; sleep 0.5; kill -9 $lost; wait $lost; " + c10d +
@@ -300,7 +305,7 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   // A launcher started with another --nproc_per_node would start RANKs the other machine
   // has: refused at the rendezvous, naming both commands' flags. Here it is the one command,
   // --nproc_per_node=auto, on a machine with fewer CPUs (taskset: this launcher may run on 1).
-  const std::string endpoint = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port + 3);
+  const std::string endpoint = " --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:" + std::to_string(port3);
   Run serving;
   std::thread t3([&] { serving = run(kLaunch + endpoint + " --nproc_per_node=2 --job_token=t /bin/sleep 1"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -311,7 +316,7 @@ TEST_CASE("--rdzv_backend=c10d without --node_rank: the launchers get node ranks
   REQUIRE_THAT(other.output,
                Catch::Contains("this launcher was started with --nnodes 2 --nproc_per_node 1 "
                                "--max_restarts 0, the one serving the rendezvous at 127.0.0.1:" +
-                               std::to_string(port + 3) + " with --nnodes 2 --nproc_per_node 2 --max_restarts 0") &&
+                               std::to_string(port3) + " with --nnodes 2 --nproc_per_node 2 --max_restarts 0") &&
                    Catch::Contains("(here --nproc_per_node=auto: 1 rank, one per CPU this launcher may run on") &&
                    Catch::Contains(": where the machines differ, give --nproc_per_node a number)"));
   // Without c10d, a missing --node_rank stays an error.

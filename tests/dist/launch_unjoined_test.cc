@@ -5,6 +5,7 @@
 
 #include "catch2/catch.hpp"
 #include "tests/dist/run_command.h"
+#include "tests/testing/held_port.h"
 
 using namespace engine::testing;  // run, Run, kLaunch, kProbe
 
@@ -48,7 +49,7 @@ TEST_CASE(
     return run("sh -c '" + c + " --node_rank=1 " + program + " & p=$!; " + c + " --node_rank=0 " + program +
                "; b=$?; wait $p; echo \"statuses $b $?\"'");
   };
-  const Run left = both(29796, "PROBE_SKIP_INIT_RANK=1", kProbe);
+  const Run left = both(engine::testing::held_port(), "PROBE_SKIP_INIT_RANK=1", kProbe);
   INFO(left.output);
   CHECK(left.seconds < 30);  // the timeout is 60 s
   CHECK_THAT(left.output, Catch::Contains("statuses 1 1"));
@@ -61,8 +62,8 @@ TEST_CASE(
   // Ranks whose notices never reach the launcher (as in a container not given the pipe)
   // join, and rank 1 exits 0 while rank 0's store is still up (rank 0 holds 3 s): the store
   // holds rank 1's claim, and nobody is told anything.
-  const Run unseen =
-      both(29795, "PROBE_NO_DESTROY_RANK=1 PROBE_LATE_DESTROY_RANK=0", "env -u ENGINE_LAUNCH_NOTICE_FD " + kProbe);
+  const Run unseen = both(engine::testing::held_port(), "PROBE_NO_DESTROY_RANK=1 PROBE_LATE_DESTROY_RANK=0",
+                          "env -u ENGINE_LAUNCH_NOTICE_FD " + kProbe);
   INFO(unseen.output);
   CHECK_THAT(unseen.output, Catch::Contains("statuses 0 0") && Catch::Contains("[rank 1] sum 1"));
   CHECK_THAT(unseen.output, !Catch::Contains("without joining"));

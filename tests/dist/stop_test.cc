@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -94,7 +95,10 @@ TEST_CASE("a job stopped as a whole for longer than its timeout carries on when 
   // ranks are stopped for 4 s (their process group, as Ctrl-Z does), with a 3 s timeout.
   for (const char* shm : {"1", "0"}) {  // one machine's shared memory, and the TCP path between machines
     INFO("ENGINE_SHM=" << shm);
-    const std::string out = "/tmp/stop_test." + std::to_string(getpid()) + ".out";
+    // A file of this run's own: in a sandbox with its own pid namespace every run's pid is
+    // the same, and /tmp may be shared.
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string out = std::string(tmp ? tmp : "/tmp") + "/stop_test." + std::to_string(getpid()) + ".out";
     const Run r =
         run(std::string("ENGINE_SHM=") + shm + " ENGINE_DIST_TIMEOUT=3 PROBE_HOLD_RANK=1 PROBE_HOLD_MS=1500 setsid " +
             kLaunch + " --nproc_per_node=2 " + kProbe + " > " + out + " 2>&1 & job=$!; " +
