@@ -105,6 +105,12 @@ TEST_CASE("flags: junk, out-of-range and unknown input is refused with the flag 
   CHECK(error_of({"--resume=yes"}).find("--resume") == 0);
   CHECK(error_of({"--sizes"}) == "--sizes: expected at least one value");
   CHECK(error_of({"--sizes", "4", "x"}).find("--sizes: expected an integer") == 0);
+  // Every comma-separated item counts, empty ones too: "" gave an empty list, "4," a short one.
+  for (const char* v : {"", "4,", ",4", "4,,8", ","})
+    CHECK(error_of({"--sizes", v}) == std::string("--sizes: \"") + v +
+                                          "\" has an empty item (a list is integers separated by commas or spaces, "
+                                          "as 4096,8192)");
+  CHECK(error_of({"--sizes=4,"}).find("--sizes: \"4,\" has an empty item") == 0);
   CHECK(error_of({"stray"}) == "unexpected argument \"stray\"");
   CHECK(error_of({"--checkpoint="}).find("--checkpoint") == 0);
 }

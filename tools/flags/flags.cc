@@ -92,8 +92,17 @@ void Flags::add_list(const std::string& name, std::vector<int64_t>* out, int64_t
   auto fresh = std::make_shared<bool>(true);
   add_flag({name, help, fallback, Flag::List, [=](const std::string& v) {
               if (*fresh) out->clear(), *fresh = false;
-              std::stringstream items(v);
-              for (std::string item; std::getline(items, item, ',');) out->push_back(parse_int(item, name, min, max));
+              // Every item is parsed, empty ones too ("", "4,", ",4"): getline would drop a
+              // last empty one and yield nothing for "", leaving the list short or empty.
+              for (size_t start = 0;;) {
+                const size_t comma = v.find(',', start);
+                const std::string item = v.substr(start, comma - start);
+                ENGINE_REQUIRE(!item.empty(), name, ": \"", v,
+                               "\" has an empty item (a list is integers separated by commas or spaces, as 4096,8192)");
+                out->push_back(parse_int(item, name, min, max));
+                if (comma == std::string::npos) break;
+                start = comma + 1;
+              }
             }});
 }
 
