@@ -5,7 +5,7 @@
 // all_gather, reduce_scatter: bench/hierarchical_nodes.py times them across machines).
 //
 //   bazel run //bench:collectives_bench -- --world 4
-//   launch --nnodes=2 ... collectives_bench --launched --ops all_gather broadcast
+//   launch --nnodes=2 ... collectives_bench --launched --ops all_gather,broadcast
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
