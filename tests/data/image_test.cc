@@ -178,6 +178,58 @@ TEST_CASE("an image claiming more than 2^28 values (1 GiB of floats) is refused 
   REQUIRE_THROWS_WITH(load_image(tmp_path("max_grey.png"), 4), Catch::Contains("x 4 channel(s)"));
 }
 
+// A 24-bit BMP (BITMAPINFOHEADER, no palette): `rgb` holds h rows of w pixels, top row first;
+// they are stored bottom-up (a positive height) or top-down (a negative one), each row padded
+// to 4 bytes. The last `cut` bytes of the file are left out; an empty `rgb` writes the
+// header alone.
+static void write_bmp(const std::string& path, int32_t w, int32_t h, bool top_down, const std::vector<uint8_t>& rgb,
+                      size_t cut = 0) {
+  const uint32_t row = (uint32_t(w) * 3 + 3) / 4 * 4, pixels = row * uint32_t(h);
+  std::vector<uint8_t> b;
+  auto put = [&](uint32_t v, int n) {
+    for (int i = 0; i < n; ++i) b.push_back(uint8_t(v >> (8 * i)));
+  };
+  b.push_back('B'), b.push_back('M');
+  put(54 + pixels, 4), put(0, 4), put(54, 4);                                    // file size, reserved, offset
+  put(40, 4), put(uint32_t(w), 4), put(uint32_t(top_down ? -h : h), 4);          // header size, width, height
+  put(1, 2), put(24, 2), put(0, 4), put(pixels, 4), put(2835, 4), put(2835, 4);  // planes, bits, BI_RGB, ...
+  put(0, 4), put(0, 4);
+  for (int32_t r = 0; r < h && !rgb.empty(); ++r) {
+    const int32_t y = top_down ? r : h - 1 - r;
+    for (int32_t x = 0; x < w; ++x)
+      for (int k = 2; k >= 0; --k) b.push_back(rgb[size_t((y * w + x) * 3 + k)]);  // stored B, G, R
+    b.resize(b.size() + row - uint32_t(w) * 3, 0);
+  }
+  b.resize(b.size() - cut);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+TEST_CASE("a BMP loads bottom-up and top-down; one cut short is refused, not filled with black") {
+  // 3 x 2 pixels: rows of 9 bytes padded to 12.
+  std::vector<uint8_t> rgb(18);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = uint8_t(10 * i + 5);
+  for (bool top_down : {false, true}) {
+    INFO("top-down " << top_down);
+    write_bmp(tmp_path("ok.bmp"), 3, 2, top_down, rgb);
+    const Tensor img = load_image(tmp_path("ok.bmp"));
+    REQUIRE(img.shape() == Shape{3, 2, 3});
+    for (int k = 0; k < 3; ++k)
+      for (int p = 0; p < 6; ++p) CHECK(img.at({k, p / 3, p % 3}) == Approx(rgb[size_t(p * 3 + k)] / 255.0));
+    // One byte short (of the last row's padding): stb would decode it, the missing bytes 0.
+    write_bmp(tmp_path("cut.bmp"), 3, 2, top_down, rgb, 1);
+    REQUIRE_THROWS_WITH(load_image(tmp_path("cut.bmp")),
+                        Catch::Contains("cut.bmp is cut short: its BMP header declares 3x2 pixels of 24 bits from "
+                                        "byte 54, 78 bytes in all, but the file holds 77 (a copy or download that "
+                                        "did not finish?)"));
+  }
+  // A header alone that claims 20000 x 14000 pixels: 280 M values even in grey, over the
+  // 2^28 bound. Stored top-down, its height is negative, and so was the count checked.
+  write_bmp(tmp_path("huge.bmp"), 20000, 14000, true, {});
+  REQUIRE_THROWS_WITH(load_image(tmp_path("huge.bmp"), 1),
+                      Catch::Contains("huge.bmp claims 20000x14000 pixels x 1 channel(s) = 280000000 values"));
+  REQUIRE_THROWS_WITH(load_image(tmp_path("huge.bmp"), 3), Catch::Contains("values; images over 268435456"));
+}
+
 TEST_CASE("ImageFolder takes image files only, and refuses a class without one") {
   namespace fs = std::filesystem;
   const fs::path root = tmp_path("folder");
