@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "data/image_checks.h"
 #include "stb/stb_image.h"
 #include "stb/stb_image_write.h"
 #include "tensor/input_file.h"
@@ -30,33 +31,6 @@ constexpr int64_t kMaxImagePixels = int64_t(1) << 28;  // what save_png writes
 // a few hundred KB may claim that many pixels of one colour: the claim is checked before
 // anything is allocated for them.
 constexpr int64_t kMaxImageValues = int64_t(1) << 28;
-
-namespace {
-// stb decodes a BMP whose pixels stop short of what its header declares (a copy or download
-// that did not finish) without a word, the missing rows black; its PNG and JPEG decoders
-// fail instead. An uncompressed BMP's size follows from its header: |height| rows of
-// ceil(width x bits / 32) x 4 bytes from the pixel offset on. Called once stb has read the
-// header and the dimensions are bounded, so the products below cannot overflow.
-void check_bmp_holds_its_pixels(const std::vector<stbi_uc>& b, const std::string& path) {
-  if (b.size() < 26 || b[0] != 'B' || b[1] != 'M') return;
-  auto u16 = [&](size_t at) { return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8; };
-  auto u32 = [&](size_t at) { return u16(at) | u16(at + 2) << 16; };
-  int64_t w = 0, h = 0, bits = 0, compression = 0;
-  if (u32(14) == 12) {  // the OS/2 core header: 16-bit sizes
-    w = u16(18), h = u16(20), bits = u16(24);
-  } else {
-    if (b.size() < 34) return;
-    w = int32_t(u32(18)), h = int32_t(u32(22)), bits = u16(28), compression = u32(30);
-  }
-  // Run-length coded pixels have no fixed size (and stb refuses them anyway).
-  if ((compression != 0 && compression != 3) || bits < 1 || bits > 32) return;
-  const int64_t row = (std::abs(w) * bits + 31) / 32 * 4, offset = u32(10);
-  const int64_t need = offset + row * std::abs(h);
-  ENGINE_REQUIRE(need <= int64_t(b.size()), "[load_image] ", path, " is cut short: its BMP header declares ",
-                 std::abs(w), "x", std::abs(h), " pixels of ", bits, " bits from byte ", offset, ", ", need,
-                 " bytes in all, but the file holds ", b.size(), " (a copy or download that did not finish?)");
-}
-}  // namespace
 
 Tensor load_image(const std::string& path, int channels) {
   ENGINE_REQUIRE(channels >= 0 && channels <= 4, "[load_image] channels must be 0 to 4, got ", channels);
@@ -78,6 +52,7 @@ Tensor load_image(const std::string& path, int channels) {
     ENGINE_REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), "[load_image] cannot read ",
                    path);
   }
+  check_jpeg_huffman_tables(bytes, path);  // before stb reads a JPEG's header, in its info too
   int w = 0, h = 0, stored = 0;
   ENGINE_REQUIRE(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "[load_image] cannot decode ",
                  path, ": ", stbi_failure_reason());

@@ -13,6 +13,7 @@
 #include "catch2/catch.hpp"
 #include "data/dataloader.h"
 #include "data/image.h"
+#include "stb/stb_image_write.h"
 #include "tensor/ops.h"
 #include "tests/testing/tmp_path.h"
 
@@ -228,6 +229,70 @@ TEST_CASE("a BMP loads bottom-up and top-down; one cut short is refused, not fil
   REQUIRE_THROWS_WITH(load_image(tmp_path("huge.bmp"), 1),
                       Catch::Contains("huge.bmp claims 20000x14000 pixels x 1 channel(s) = 280000000 values"));
   REQUIRE_THROWS_WITH(load_image(tmp_path("huge.bmp"), 3), Catch::Contains("values; images over 268435456"));
+}
+
+// A JPEG's DHT segment holding one table whose 16 code counts add up to `codes` (each count
+// at most 255), and the symbols after them.
+static std::vector<uint8_t> dht_segment(int codes) {
+  std::vector<uint8_t> counts(16, 0), seg{0xFF, 0xC4};
+  for (int i = 15, left = codes; i >= 0 && left > 0; --i) counts[size_t(i)] = uint8_t(std::min(left, 255)), left -= 255;
+  const int length = 2 + 1 + 16 + codes;
+  seg.push_back(uint8_t(length >> 8)), seg.push_back(uint8_t(length));
+  seg.push_back(0x10);  // an AC table, slot 0
+  seg.insert(seg.end(), counts.begin(), counts.end());
+  seg.resize(seg.size() + size_t(codes), 7);
+  return seg;
+}
+
+static void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+TEST_CASE("a JPEG whose Huffman table declares more than 256 codes is refused before stb reads it") {
+  // A real one first: 16 x 8 pixels of one grey, written by stb_image_write, loads.
+  std::vector<uint8_t> grey(16 * 8, 128), jpeg;
+  stbi_write_jpg_to_func(
+      [](void* out, void* data, int size) {
+        auto* v = static_cast<std::vector<uint8_t>*>(out);
+        v->insert(v->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
+      },
+      &jpeg, 16, 8, 1, grey.data(), 90);
+  REQUIRE(jpeg.size() > 4);
+  write_bytes(tmp_path("ok.jpg"), jpeg);
+  const Tensor img = load_image(tmp_path("ok.jpg"), 1);  // stb writes it as colour
+  REQUIRE(img.shape() == Shape{1, 8, 16});
+  CHECK(max(abs(img - 128.0 / 255)).item() < 3.0 / 255);
+  // stb fills arrays of 257 code sizes and 256 symbols from the counts without checking
+  // their sum: 272 codes wrote past both (UBSan: "index 257 out of bounds for type
+  // 'stbi_uc[257]'"). 256 is a full table, and stb's own checks take it from there.
+  const std::vector<uint8_t> soi{0xFF, 0xD8}, eoi{0xFF, 0xD9};
+  for (int codes : {257, 272, 16 * 255}) {
+    INFO(codes << " codes");
+    std::vector<uint8_t> bad = soi, table = dht_segment(codes);
+    bad.insert(bad.end(), table.begin(), table.end());
+    bad.insert(bad.end(), eoi.begin(), eoi.end());
+    write_bytes(tmp_path("dht.jpg"), bad);
+    REQUIRE_THROWS_WITH(
+        load_image(tmp_path("dht.jpg")),
+        Catch::Contains("dht.jpg is a corrupt JPEG: a Huffman table at byte 6 declares " + std::to_string(codes) +
+                        " codes, where a table holds at most 256 (one per byte value)"));
+    // stb takes 0xFF fill bytes before the start marker, and reads a table that comes after
+    // the image's scan (as a progressive JPEG's do): both are looked at.
+    bad.insert(bad.begin(), {0xFF, 0xFF, 0xFF});
+    write_bytes(tmp_path("dht.jpg"), bad);
+    REQUIRE_THROWS_WITH(load_image(tmp_path("dht.jpg")), Catch::Contains("table at byte 9 declares"));
+    std::vector<uint8_t> late(jpeg.begin(), jpeg.end() - 2);
+    late.insert(late.end(), table.begin(), table.end());
+    late.insert(late.end(), eoi.begin(), eoi.end());
+    write_bytes(tmp_path("late.jpg"), late);
+    REQUIRE_THROWS_WITH(load_image(tmp_path("late.jpg")),
+                        Catch::Contains("late.jpg is a corrupt JPEG: a Huffman table at byte " +
+                                        std::to_string(jpeg.size() + 2) + " declares"));
+  }
+  std::vector<uint8_t> full = soi, table = dht_segment(256);
+  full.insert(full.end(), table.begin(), table.end());
+  write_bytes(tmp_path("full.jpg"), full);
+  REQUIRE_THROWS_WITH(load_image(tmp_path("full.jpg")), !Catch::Contains("Huffman table"));
 }
 
 TEST_CASE("ImageFolder takes image files only, and refuses a class without one") {
