@@ -15,9 +15,11 @@
 #include "data/image.h"
 #include "stb/stb_image_write.h"
 #include "tensor/ops.h"
+#include "tests/testing/file_bytes.h"
 #include "tests/testing/tmp_path.h"
 
 using engine::testing::tmp_path;
+using engine::testing::write_bytes;
 
 using namespace engine;
 using namespace engine::data;
@@ -186,9 +188,9 @@ TEST_CASE("an image claiming more than 2^28 values (1 GiB of floats) is refused 
 static void write_bmp(const std::string& path, int32_t w, int32_t h, bool top_down, const std::vector<uint8_t>& rgb,
                       size_t cut = 0) {
   const uint32_t row = (uint32_t(w) * 3 + 3) / 4 * 4, pixels = row * uint32_t(h);
-  std::vector<uint8_t> b;
+  std::string b;
   auto put = [&](uint32_t v, int n) {
-    for (int i = 0; i < n; ++i) b.push_back(uint8_t(v >> (8 * i)));
+    for (int i = 0; i < n; ++i) b.push_back(char(v >> (8 * i)));
   };
   b.push_back('B'), b.push_back('M');
   put(54 + pixels, 4), put(0, 4), put(54, 4);                                    // file size, reserved, offset
@@ -198,11 +200,11 @@ static void write_bmp(const std::string& path, int32_t w, int32_t h, bool top_do
   for (int32_t r = 0; r < h && !rgb.empty(); ++r) {
     const int32_t y = top_down ? r : h - 1 - r;
     for (int32_t x = 0; x < w; ++x)
-      for (int k = 2; k >= 0; --k) b.push_back(rgb[size_t((y * w + x) * 3 + k)]);  // stored B, G, R
+      for (int k = 2; k >= 0; --k) b.push_back(char(rgb[size_t((y * w + x) * 3 + k)]));  // stored B, G, R
     b.resize(b.size() + row - uint32_t(w) * 3, 0);
   }
   b.resize(b.size() - cut);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  write_bytes(path, b);
 }
 
 TEST_CASE("a BMP loads bottom-up and top-down; one cut short is refused, not filled with black") {
@@ -233,29 +235,21 @@ TEST_CASE("a BMP loads bottom-up and top-down; one cut short is refused, not fil
 
 // A JPEG's DHT segment holding one table whose 16 code counts add up to `codes` (each count
 // at most 255), and the symbols after them.
-static std::vector<uint8_t> dht_segment(int codes) {
-  std::vector<uint8_t> counts(16, 0), seg{0xFF, 0xC4};
-  for (int i = 15, left = codes; i >= 0 && left > 0; --i) counts[size_t(i)] = uint8_t(std::min(left, 255)), left -= 255;
+static std::string dht_segment(int codes) {
+  std::string counts(16, '\0'), seg = "\xFF\xC4";
+  for (int i = 15, left = codes; i >= 0 && left > 0; --i) counts[size_t(i)] = char(std::min(left, 255)), left -= 255;
   const int length = 2 + 1 + 16 + codes;
-  seg.push_back(uint8_t(length >> 8)), seg.push_back(uint8_t(length));
-  seg.push_back(0x10);  // an AC table, slot 0
-  seg.insert(seg.end(), counts.begin(), counts.end());
-  seg.resize(seg.size() + size_t(codes), 7);
-  return seg;
-}
-
-static void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  seg += char(length >> 8), seg += char(length);
+  seg += '\x10';  // an AC table, slot 0
+  return seg + counts + std::string(size_t(codes), '\x07');
 }
 
 TEST_CASE("a JPEG whose Huffman table declares more than 256 codes is refused before stb reads it") {
   // A real one first: 16 x 8 pixels of one grey, written by stb_image_write, loads.
-  std::vector<uint8_t> grey(16 * 8, 128), jpeg;
+  std::vector<uint8_t> grey(16 * 8, 128);
+  std::string jpeg;
   stbi_write_jpg_to_func(
-      [](void* out, void* data, int size) {
-        auto* v = static_cast<std::vector<uint8_t>*>(out);
-        v->insert(v->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
-      },
+      [](void* out, void* data, int size) { static_cast<std::string*>(out)->append(static_cast<char*>(data), size); },
       &jpeg, 16, 8, 1, grey.data(), 90);
   REQUIRE(jpeg.size() > 4);
   write_bytes(tmp_path("ok.jpg"), jpeg);
@@ -265,33 +259,25 @@ TEST_CASE("a JPEG whose Huffman table declares more than 256 codes is refused be
   // stb fills arrays of 257 code sizes and 256 symbols from the counts without checking
   // their sum: 272 codes wrote past both (UBSan: "index 257 out of bounds for type
   // 'stbi_uc[257]'"). 256 is a full table, and stb's own checks take it from there.
-  const std::vector<uint8_t> soi{0xFF, 0xD8}, eoi{0xFF, 0xD9};
+  const std::string soi = "\xFF\xD8", eoi = "\xFF\xD9";
   for (int codes : {257, 272, 16 * 255}) {
     INFO(codes << " codes");
-    std::vector<uint8_t> bad = soi, table = dht_segment(codes);
-    bad.insert(bad.end(), table.begin(), table.end());
-    bad.insert(bad.end(), eoi.begin(), eoi.end());
-    write_bytes(tmp_path("dht.jpg"), bad);
+    const std::string table = dht_segment(codes);
+    write_bytes(tmp_path("dht.jpg"), soi + table + eoi);
     REQUIRE_THROWS_WITH(
         load_image(tmp_path("dht.jpg")),
         Catch::Contains("dht.jpg is a corrupt JPEG: a Huffman table at byte 6 declares " + std::to_string(codes) +
                         " codes, where a table holds at most 256 (one per byte value)"));
     // stb takes 0xFF fill bytes before the start marker, and reads a table that comes after
     // the image's scan (as a progressive JPEG's do): both are looked at.
-    bad.insert(bad.begin(), {0xFF, 0xFF, 0xFF});
-    write_bytes(tmp_path("dht.jpg"), bad);
+    write_bytes(tmp_path("dht.jpg"), "\xFF\xFF\xFF" + soi + table + eoi);
     REQUIRE_THROWS_WITH(load_image(tmp_path("dht.jpg")), Catch::Contains("table at byte 9 declares"));
-    std::vector<uint8_t> late(jpeg.begin(), jpeg.end() - 2);
-    late.insert(late.end(), table.begin(), table.end());
-    late.insert(late.end(), eoi.begin(), eoi.end());
-    write_bytes(tmp_path("late.jpg"), late);
+    write_bytes(tmp_path("late.jpg"), jpeg.substr(0, jpeg.size() - 2) + table + eoi);
     REQUIRE_THROWS_WITH(load_image(tmp_path("late.jpg")),
                         Catch::Contains("late.jpg is a corrupt JPEG: a Huffman table at byte " +
                                         std::to_string(jpeg.size() + 2) + " declares"));
   }
-  std::vector<uint8_t> full = soi, table = dht_segment(256);
-  full.insert(full.end(), table.begin(), table.end());
-  write_bytes(tmp_path("full.jpg"), full);
+  write_bytes(tmp_path("full.jpg"), soi + dht_segment(256));
   REQUIRE_THROWS_WITH(load_image(tmp_path("full.jpg")), !Catch::Contains("Huffman table"));
 }
 

@@ -92,8 +92,8 @@ void Flags::add_list(const std::string& name, std::vector<int64_t>* out, int64_t
   auto fresh = std::make_shared<bool>(true);
   add_flag({name, help, fallback, Flag::List, [=](const std::string& v) {
               if (*fresh) out->clear(), *fresh = false;
-              // Every item is parsed, empty ones too ("", "4,", ",4"): getline would drop a
-              // last empty one and yield nothing for "", leaving the list short or empty.
+              // Every item between commas is parsed, so an empty one ("", "4,", ",4") is
+              // refused rather than dropped.
               for (size_t start = 0;;) {
                 const size_t comma = v.find(',', start);
                 const std::string item = v.substr(start, comma - start);
@@ -137,8 +137,7 @@ bool Flags::parse(int argc, const char* const* argv) {
     f->given = true;
     if (eq != std::string::npos) {
       const std::string value = arg.substr(eq + 1);
-      ENGINE_REQUIRE(f->kind != Flag::List || !value.empty(), name, ": expected at least one value");
-      f->set(value);
+      f->set(value);  // a list's setter refuses an empty value
       f->off = f->kind == Flag::Switch && value == "false";
     } else if (f->kind == Flag::Switch) {
       f->set("true");
