@@ -25,19 +25,21 @@ def lesson_step(name, nproc = 2, deps = [], data = [], test_data = [], test_scri
         deps = deps,
         data = data,
     )
-    if run_script:
-        # A copy beside the target: the script itself lives in the folder `name`, which in
-        # the runfiles would collide with the executable `name`.
-        native.genrule(
-            name = name + "_run_script",
-            srcs = [run_script],
-            outs = [name + "_run.sh"],
-            cmd = "cp $< $@",
-        )
+    # The script `bazel run` runs, with its arguments written into it (a line `set -- ...`
+    # after the first) rather than given as the target's args: bazel-bin/<pkg>/<name>, the
+    # path a build prints, then runs the step as `bazel run` does. A copy beside the target
+    # either way: a run_script lives in the folder `name`, which in the runfiles would
+    # collide with the executable `name`.
+    baked = [program] if run_script else [str(nproc), program]
+    native.genrule(
+        name = name + "_run_script",
+        srcs = [run_script] if run_script else ["//lessons/common:run_ranks.sh"],
+        outs = [name + "_run.sh"],
+        cmd = "{ head -n 1 $<; echo 'set -- %s \"$$@\"  # as bazel run gives them'; tail -n +2 $<; } > $@" % " ".join(baked),
+    )
     native.sh_binary(
         name = name,
-        srcs = [name + "_run.sh"] if run_script else ["//lessons/common:run_ranks.sh"],
-        args = [program] if run_script else [str(nproc), program],
+        srcs = [name + "_run.sh"],
         data = [":" + name + "_main", "//dist:launch"] + run_data,
     )
     common = [":" + name + "_main", "//dist:launch", "//lessons/common:checks.sh"] + test_data + run_data
