@@ -18,9 +18,11 @@ Run once more with its kernels held to AVX2 (as on a CPU without AVX-512) and gi
 its final model with the first run's: how far PyTorch drifts from itself, the yardstick
 for the engine's drift.
 
-    python3 lessons/common/torch_twin.py DIR OUT [--data /usr/share/datasets/fashion-mnist]
+    /usr/bin/python3 lessons/common/torch_twin.py DIR OUT [--data /usr/share/datasets/fashion-mnist]
     ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell \
-        python3 lessons/common/torch_twin.py DIR OUT2 --baseline OUT
+        /usr/bin/python3 lessons/common/torch_twin.py DIR OUT2 --baseline OUT
+
+/usr/bin/python3 is Debian's Python, which has Debian's PyTorch (bash tools/setup.sh --bench).
 """
 import argparse
 import gzip
@@ -32,11 +34,15 @@ import struct
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn as nn
+try:
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+    import torch.nn as nn
+except ImportError as e:
+    sys.exit(f"torch_twin.py: {sys.executable} cannot import {e.name}: run it with Debian's Python, "
+             "/usr/bin/python3, after `bash tools/setup.sh --bench` (which installs python3-torch)")
 
 
 # ---- safetensors, read and written by hand (the format: u64 header length, JSON, data)
