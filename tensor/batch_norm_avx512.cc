@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "tensor/batch_norm_cpu.h"
+#include "tensor/cpu_features.h"
 #include "tensor/max_pool_cpu.h"
 #include "tensor/unfused_avx512.h"
 
@@ -30,7 +31,7 @@ __attribute__((target("avx512f"))) inline __m512i pool_key(__m512 relu_y) {
 }  // namespace
 
 bool batch_norm_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  static const bool ok = cpu_has_avx512() && __builtin_cpu_supports("avx512vl");
   return ok;
 }
 

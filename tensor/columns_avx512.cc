@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/columns_cpu.h"
+#include "tensor/cpu_features.h"
 
 namespace engine::detail {
 
@@ -60,7 +61,7 @@ __attribute__((target("avx512f"))) void zero_rows(float* o, int64_t from, int64_
 }  // namespace
 
 bool columns_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
+  static const bool ok = cpu_has_avx512();
   return ok;
 }
 

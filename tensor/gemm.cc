@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tensor/cpu_features.h"
 #include "tensor/gemm_kernels.h"
 
 namespace engine {
@@ -159,8 +160,8 @@ const MicroKernel& pick_kernel(GemmKernel which) {
 
 bool gemm_kernel_supported(GemmKernel kernel) {
   switch (kernel) {
-    case GemmKernel::Avx512: return __builtin_cpu_supports("avx512f");
-    case GemmKernel::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmKernel::Avx512: return cpu_has_avx512();
+    case GemmKernel::Avx2: return cpu_has_avx2();
     default: return true;
   }
 }
@@ -257,7 +258,8 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t rsa, int64_t 
           int64_t csb, float* C, int64_t rsc, int64_t csc, bool accumulate, GemmKernel which) {
   ENGINE_REQUIRE(M >= 0 && N >= 0 && K >= 0, "[gemm] negative size M=", M, " N=", N, " K=", K);
   ENGINE_REQUIRE(gemm_kernel_supported(which), "[gemm] kernel ", pick_kernel(which).name,
-                 " is not supported by this CPU");
+                 " is not supported here: the CPU's level, capped by ENGINE_CPU_CAPABILITY when set, is ",
+                 cpu_level_name(cpu_level()));
   if (M == 0 || N == 0) return;
   if (K == 0) return empty_sum(M, N, C, rsc, csc, accumulate);
   gemm_blocks(pick_kernel(which), M, N, K, ASource{A, rsa, csa, nullptr}, B, rsb, csb, C, rsc, csc, accumulate);
@@ -267,7 +269,8 @@ PackedA::PackedA(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa,
     : M_(M), K_(K), kernel_(kernel), data_(nullptr) {
   ENGINE_REQUIRE(M >= 0 && K >= 0, "[gemm] negative size M=", M, " K=", K);
   ENGINE_REQUIRE(gemm_kernel_supported(kernel), "[gemm] kernel ", pick_kernel(kernel).name,
-                 " is not supported by this CPU");
+                 " is not supported here: the CPU's level, capped by ENGINE_CPU_CAPABILITY when set, is ",
+                 cpu_level_name(cpu_level()));
   const MicroKernel& mk = pick_kernel(kernel);
   kc_ = mk.kc, mc_ = mk.mc, blocks_down_ = (M + mc_ - 1) / mc_;
   // Every (pc, ic) block as gemm_blocks packs it, one after another.

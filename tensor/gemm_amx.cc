@@ -18,6 +18,8 @@
 
 #include <cstring>
 
+#include "tensor/cpu_features.h"
+
 namespace engine::detail {
 namespace {
 
@@ -42,7 +44,8 @@ struct alignas(64) TileConfig {
 }  // namespace
 
 bool amx_available() {
-  static const bool ok = cpu_has_amx_bf16() && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  static const bool ok =
+      cpu_has_avx512() && cpu_has_amx_bf16() && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   return ok;
 }
 

@@ -13,10 +13,12 @@
 
 #include <cstring>
 
+#include "tensor/cpu_features.h"
+
 namespace engine::detail {
 
 bool dpbf16_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  static const bool ok = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
   return ok;
 }
 

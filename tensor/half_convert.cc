@@ -2,15 +2,17 @@
 
 #include <immintrin.h>
 
+#include "tensor/cpu_features.h"
+
 namespace engine::detail {
 namespace {
 
 bool has_avx512_bf16() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  static const bool ok = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
   return ok;
 }
 bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
+  static const bool ok = cpu_has_avx512();
   return ok;
 }
 

@@ -220,7 +220,7 @@ __attribute__((target("avx512f,avx512vl"))) void max_pool_2x2_avx512(const float
 
 namespace detail {
 bool max_pool_2x2_vectorised() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  static const bool ok = cpu_has_avx512() && __builtin_cpu_supports("avx512vl");
   return ok;
 }
 
