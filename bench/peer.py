@@ -60,6 +60,24 @@ def peer_env(threads=1):
     return env
 
 
+# A CPU level (as our ENGINE_CPU_CAPABILITY names it) and what holds PyTorch to the same:
+# ATen's own loops (ATEN_CPU_CAPABILITY), oneDNN's convolutions (ONEDNN_MAX_CPU_ISA) and
+# OpenBLAS's GEMM (its AVX2 kernel, or Prescott's SSE3 for the x86-64 baseline).
+LEVELS = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott"},
+}
+
+
+def at_level(env, level):
+    """env with both sides held to a CPU level: ENGINE_CPU_CAPABILITY for ours, the
+    variables of LEVELS for PyTorch. level None (or avx512) leaves env as it is."""
+    env = dict(env)
+    if level in LEVELS:
+        env.update(LEVELS[level], ENGINE_CPU_CAPABILITY=level)
+    return env
+
+
 PROBE = r"""
 import ctypes, torch
 core = "unknown"
@@ -71,8 +89,12 @@ for name in ("libopenblas.so.0", "libopenblasp.so.0"):
         break
     except (OSError, AttributeError):
         pass
+# ATen's elementwise loops and reductions: the level it dispatches to (ATEN_CPU_CAPABILITY).
+aten = next((l.split(":")[-1].strip() for l in torch.__config__.show().splitlines()
+             if "CPU capability usage" in l), "unknown")
 print(f"PyTorch {torch.__version__}, OpenBLAS kernel {core}, "
-      f"oneDNN {'yes' if torch.backends.mkldnn.is_available() else 'no'}, {torch.get_num_threads()} thread(s)")
+      f"oneDNN {'yes' if torch.backends.mkldnn.is_available() else 'no'}, {torch.get_num_threads()} thread(s), "
+      f"ATen loops {aten}")
 """
 
 

@@ -24,6 +24,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/sgd.h"
+#include "tensor/cpu_features.h"
 #include "tensor/gemm.h"
 #include "tensor/gemm_bf16.h"
 #include "tools/flags/flags.h"
@@ -121,10 +122,10 @@ int main(int argc, char** argv) try {
   for (bool k : kinds) {
     const double s = median(times[k]);
     std::printf(
-        "{\"impl\": \"engine\", \"model\": \"%s\", \"batch\": %lld, \"threads\": 1, "
+        "{\"impl\": \"engine\", \"model\": \"%s\", \"batch\": %lld, \"threads\": 1, \"cpu\": \"%s\", "
         "\"autocast\": \"%s\", \"step_ms\": %.4f, \"samples_per_s\": %.1f, \"peak_rss_mb\": %.1f}\n",
         model_name == "cnn" ? "cnn-conv32-conv64-fc128-fc10" : "mlp-784-256-256-10", (long long)batch,
-        k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
+        cpu_level_name(cpu_level()), k ? "bf16" : "off", s * 1e3, double(batch) / s, usage.ru_maxrss / 1024.0);
   }
   if (gemm_reference)
     std::printf(

@@ -4,6 +4,7 @@
     bash tools/setup.sh --bench && bazel build //bench:train_step
     /usr/bin/python3 bench/train_step.py --rounds 7
     /usr/bin/python3 bench/train_step.py --model cnn --autocast bf16   # both under bfloat16 autocast
+    /usr/bin/python3 bench/train_step.py --cpu avx2   # both held to AVX2, as on a CPU without AVX-512
 
 Each round runs bazel-bin/bench/train_step, then ../shared/reference/torch_mlp_step.py,
 for each batch size (order alternating between rounds); each prints its median step time
@@ -18,7 +19,7 @@ The peer's OpenBLAS runs the best kernel the CPU allows (bench/peer.py), printed
 """
 import argparse, json, os, resource, statistics, subprocess, sys
 
-from peer import describe_peer, peer_env
+from peer import LEVELS, at_level, describe_peer, peer_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -44,6 +45,9 @@ def main():
     p.add_argument("--reference", default=None, help="the PyTorch script (default: the model's)")
     p.add_argument("--autocast", choices=["off", "bf16"], default="off",
                    help="bf16: both steps under bfloat16 autocast (--model cnn: torch.autocast beside ours)")
+    p.add_argument("--cpu", choices=["avx512", "avx2", "default"], default="avx512",
+                   help="hold both to a CPU level: ours by ENGINE_CPU_CAPABILITY, PyTorch by "
+                        "ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA and its OpenBLAS kernel (bench/peer.py)")
     a = p.parse_args()
     if a.autocast != "off" and a.model != "cnn":
         sys.exit("train_step.py: --autocast needs --model cnn (the MLP's reference script has no autocast)")
@@ -55,7 +59,9 @@ def main():
         sys.exit("train_step.py: build it first: bazel build //bench:train_step")
     if not os.path.exists(a.reference):
         sys.exit("train_step.py: PyTorch reference not found at " + a.reference)
-    torch_env = peer_env(threads=0 if a.peer_threads_default else 1)
+    level = a.cpu if a.cpu in LEVELS else None
+    torch_env = at_level(peer_env(threads=0 if a.peer_threads_default else 1), level)
+    ours_env = at_level(os.environ, level)
     print("peer:", describe_peer(torch_env), flush=True)
     rows = []
     for batch in a.batches:
@@ -70,14 +76,15 @@ def main():
                 pair.reverse()
             got = {}
             for name, cmd in pair:
-                got[name] = run(cmd, torch_env if name == "torch" else None)
+                got[name] = run(cmd, torch_env if name == "torch" else ours_env)
             ours_sps.append(got["ours"][0]["samples_per_s"])
             torch_sps.append(got["torch"][0]["samples_per_s"])
             ratios.append(ours_sps[-1] / torch_sps[-1])
             ours_rss.append(got["ours"][0].get("peak_rss_mb"))
             if got["torch"][1]:
                 torch_rss.append(got["torch"][1])
-        row = {"bench": "train_step", "model": a.model, "autocast": a.autocast, "batch": batch, "ours_samples_per_s": statistics.median(ours_sps),
+        row = {"bench": "train_step", "model": a.model, "autocast": a.autocast, "batch": batch,
+               "ours_cpu": got["ours"][0].get("cpu"), "ours_samples_per_s": statistics.median(ours_sps),
                "torch_samples_per_s": statistics.median(torch_sps), "ratio": round(statistics.median(ratios), 3),
                "ours_peak_rss_mb": max(ours_rss), "torch_peak_rss_mb": max(torch_rss) if torch_rss else None}
         rows.append(row)
