@@ -71,7 +71,7 @@ LEVELS = {
 
 def at_level(env, level):
     """env with both sides held to a CPU level: ENGINE_CPU_CAPABILITY for ours, the
-    variables of LEVELS for PyTorch. level None (or avx512) leaves env as it is."""
+    variables of LEVELS for PyTorch. Any other level (avx512, the CPU's best) leaves env as it is."""
     env = dict(env)
     if level in LEVELS:
         env.update(LEVELS[level], ENGINE_CPU_CAPABILITY=level)

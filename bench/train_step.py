@@ -19,7 +19,7 @@ The peer's OpenBLAS runs the best kernel the CPU allows (bench/peer.py), printed
 """
 import argparse, json, os, resource, statistics, subprocess, sys
 
-from peer import LEVELS, at_level, describe_peer, peer_env
+from peer import at_level, describe_peer, peer_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -59,9 +59,8 @@ def main():
         sys.exit("train_step.py: build it first: bazel build //bench:train_step")
     if not os.path.exists(a.reference):
         sys.exit("train_step.py: PyTorch reference not found at " + a.reference)
-    level = a.cpu if a.cpu in LEVELS else None
-    torch_env = at_level(peer_env(threads=0 if a.peer_threads_default else 1), level)
-    ours_env = at_level(os.environ, level)
+    torch_env = at_level(peer_env(threads=0 if a.peer_threads_default else 1), a.cpu)
+    ours_env = at_level(os.environ, a.cpu)
     print("peer:", describe_peer(torch_env), flush=True)
     rows = []
     for batch in a.batches:

@@ -38,11 +38,10 @@ const char* cpu_level_name(CpuLevel level) {
 }
 
 CpuLevel cpu_level() {
-  // The rule is applied at each call (the callers keep the answer): a bad value throws at
-  // every call, wherever the first one is caught.
-  static const char* const value = std::getenv("ENGINE_CPU_CAPABILITY");
-  static const CpuLevel hardware = hardware_level();
-  return detail::capped_cpu_level(hardware, value);
+  // A bad value throws out of the initialiser, which leaves the static unset: every later
+  // call throws too, wherever the first one was caught.
+  static const CpuLevel level = detail::capped_cpu_level(hardware_level(), std::getenv("ENGINE_CPU_CAPABILITY"));
+  return level;
 }
 
 bool cpu_has_avx512() {

@@ -11,10 +11,6 @@ bool has_avx512_bf16() {
   static const bool ok = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16");
   return ok;
 }
-bool has_avx512() {
-  static const bool ok = cpu_has_avx512();
-  return ok;
-}
 
 // 16 at a time; the tail by the scalar rule. The instruction rounds to nearest even, as
 // half.h does, and keeps NaN a NaN, but reads subnormal inputs (below 2^-126) as zero, so
@@ -76,12 +72,12 @@ void bf16_to_float(const bfloat16* in, float* out, int64_t n) {
 }
 
 void float_to_fp16(const float* in, float16* out, int64_t n) {
-  int64_t i = has_avx512() ? float_to_fp16_avx512(in, out, n) : 0;
+  int64_t i = cpu_has_avx512() ? float_to_fp16_avx512(in, out, n) : 0;
   for (; i < n; ++i) out[i] = float16(in[i]);
 }
 
 void fp16_to_float(const float16* in, float* out, int64_t n) {
-  int64_t i = has_avx512() ? fp16_to_float_avx512(in, out, n) : 0;
+  int64_t i = cpu_has_avx512() ? fp16_to_float_avx512(in, out, n) : 0;
   for (; i < n; ++i) out[i] = in[i];
 }
 
