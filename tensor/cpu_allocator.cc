@@ -125,6 +125,9 @@ void cpu_empty_cache() {
   }
   for (auto& [size, list] : blocks)
     for (void* p : list) std::free(p);
+  // The heap is never trimmed on its own (kHeapTuned): without this, the blocks would go
+  // back to malloc but the process would hold their pages as before.
+  malloc_trim(0);
 }
 
 }  // namespace engine

@@ -10,7 +10,7 @@
 //   void* p = engine::cpu_malloc(1 << 20);    // 1 MiB, 64-byte aligned
 //   engine::cpu_free(p, 1 << 20);             // cached: the next 1 MiB request reuses it
 //   engine::cpu_memory_stats().cached_bytes;  // 1 MiB
-//   engine::cpu_empty_cache();                // back to the system
+//   engine::cpu_empty_cache();                // back to the system (RSS falls)
 #pragma once
 
 #include <cstddef>

@@ -6,7 +6,9 @@
 
 #include "catch2/catch.hpp"
 #include "data/fashion_mnist.h"
+#include "tensor/cpu_allocator.h"
 #include "tensor/ops.h"
+#include "tests/testing/memory_use.h"
 #include "tests/testing/tmp_path.h"
 
 using namespace engine;
@@ -29,6 +31,19 @@ TEST_CASE("Fashion-MNIST loads with the documented sizes, labels and normalisati
   auto raw = fashion_mnist(false, {.normalize = false});
   REQUIRE(min(raw->inputs()).item() == 0);
   REQUIRE(max(raw->inputs()).item() == 1);
+}
+
+TEST_CASE("normalising the training set takes no whole-set temporaries") {
+  // Each rank holds the 188 MB of float32 images for the whole run; a temporary per
+  // arithmetic step would add 188 MB more each, kept in the process's heap afterwards.
+  cpu_empty_cache();
+  REQUIRE(engine::testing::reset_peak_rss());
+  const int64_t base_kb = engine::testing::status_kb("VmRSS:");
+  auto train = fashion_mnist(true);
+  const int64_t grew_kb = engine::testing::status_kb("VmHWM:") - base_kb;
+  const int64_t images_kb = train->inputs().numel() * 4 / 1024;
+  INFO("peak RSS grew by " << grew_kb << " KB for " << images_kb << " KB of images");
+  REQUIRE(grew_kb < 2 * images_kb);  // the images, and the file's bytes while they are read
 }
 
 TEST_CASE("a missing Fashion-MNIST folder says how to get it") {

@@ -12,6 +12,7 @@
 #include "catch2/catch.hpp"
 #include "tensor/cpu_allocator.h"
 #include "tensor/ops.h"
+#include "tests/testing/memory_use.h"
 
 using namespace engine;
 
@@ -66,6 +67,20 @@ TEST_CASE("a freed large block serves the next request of its size class; small 
   REQUIRE(cpu_memory_stats().cached_bytes == (size_t(1) << 20) + (size_t(3) << 20));
   cpu_empty_cache();
   REQUIRE(cpu_memory_stats().cached_bytes == 0);
+}
+
+TEST_CASE("emptying the cache gives its pages back to the system") {
+  if (!cpu_cache_enabled()) return;  // AddressSanitizer's allocator keeps freed memory itself
+  cpu_empty_cache();
+  const size_t bytes = size_t(256) << 20;
+  void* p = cpu_malloc(bytes);
+  std::memset(p, 1, bytes);  // resident now
+  cpu_free(p, bytes);        // cached: still resident
+  const int64_t cached_kb = testing::status_kb("VmRSS:");
+  cpu_empty_cache();
+  const int64_t emptied_kb = testing::status_kb("VmRSS:");
+  INFO("RSS " << cached_kb << " KB with the block cached, " << emptied_kb << " KB after emptying");
+  REQUIRE(cached_kb - emptied_kb > 200 * 1024);
 }
 
 TEST_CASE("a training-shaped loop stops calling malloc after its first step") {
