@@ -5,14 +5,26 @@
 //         and SIGXFSZ ignored;
 // 10 + k: fd k is closed; 20 + k: fd k is not /dev/null; 30: a new file got fd 0, 1 or 2;
 // 40: SIGXFSZ is not ignored.
+// With `print N STATUS` it prints N lines and exits STATUS.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 int main(int argc, char** argv) {
+  // `print N STATUS`: N lines on stdout, through stdio and iostreams, then exit STATUS (for
+  // the check of output that could not be written, made at exit).
+  if (argc == 4 && std::string(argv[1]) == "print") {
+    for (int i = 0; i < std::atoi(argv[2]); ++i) {
+      std::printf("line %d of what a run prints\n", i);
+      std::cout << "and its iostream twin " << i << "\n";
+    }
+    return std::atoi(argv[3]);
+  }
   const int closed = argc > 1 ? std::atoi(argv[1]) : 0;
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) == -1) return 10 + fd;
