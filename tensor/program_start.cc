@@ -66,8 +66,9 @@ void check_output(int status, void*) {
   std::fprintf(stderr, "%s: writing to standard output%s failed%s%s; what it printed there is incomplete\n",
                program_invocation_short_name, where(STDOUT_FILENO).c_str(), err ? ": " : "",
                err ? std::strerror(err) : "");
-  std::fflush(stderr);
-  if (status == 0) _exit(1);
+  if (status != 0) return;
+  std::fflush(nullptr);  // every other stream the program left open, as exit() would have
+  _exit(1);
 }
 }  // namespace
 
